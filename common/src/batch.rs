@@ -1,0 +1,292 @@
+//! Column batches: the unit that scans produce, operators consume and the wire carries.
+
+use crate::types::{DataType, PhysicalType, Value};
+use serde::{Deserialize, Serialize};
+
+/// The values of one column. Null slots hold a placeholder (0, false, "") and are marked in
+/// [`Column::nulls`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ColumnData {
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    UInt(Vec<u64>),
+    Float(Vec<f64>),
+    Str(Vec<String>),
+    Timestamp(Vec<i64>),
+}
+
+impl ColumnData {
+    pub fn len(&self) -> usize {
+        match self {
+            ColumnData::Bool(v) => v.len(),
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => v.len(),
+            ColumnData::UInt(v) => v.len(),
+            ColumnData::Float(v) => v.len(),
+            ColumnData::Str(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn empty(t: DataType, capacity: usize) -> ColumnData {
+        match t.physical() {
+            PhysicalType::Bool => ColumnData::Bool(Vec::with_capacity(capacity)),
+            PhysicalType::Int => ColumnData::Int(Vec::with_capacity(capacity)),
+            PhysicalType::UInt => ColumnData::UInt(Vec::with_capacity(capacity)),
+            PhysicalType::Float => ColumnData::Float(Vec::with_capacity(capacity)),
+            PhysicalType::Str => ColumnData::Str(Vec::with_capacity(capacity)),
+            PhysicalType::Timestamp => ColumnData::Timestamp(Vec::with_capacity(capacity)),
+        }
+    }
+}
+
+/// One column: values plus a null mask (`nulls[i] == true` means row i is NULL).
+/// An empty `nulls` vector means "no NULLs" so that dense columns cost nothing extra.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Column {
+    pub data: ColumnData,
+    pub nulls: Vec<bool>,
+}
+
+impl Column {
+    pub fn new(data: ColumnData) -> Column {
+        Column {
+            data,
+            nulls: Vec::new(),
+        }
+    }
+
+    pub fn empty(t: DataType, capacity: usize) -> Column {
+        Column::new(ColumnData::empty(t, capacity))
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub fn is_null(&self, i: usize) -> bool {
+        self.nulls.get(i).copied().unwrap_or(false)
+    }
+
+    pub fn null_count(&self) -> usize {
+        self.nulls.iter().filter(|n| **n).count()
+    }
+
+    /// Appends a value that has already been coerced to this column's type; a value of another
+    /// physical type is stored as NULL (callers coerce first, so this is a safety net, not a path).
+    pub fn push(&mut self, v: &Value) {
+        let len = self.len();
+        let mut null = false;
+        match (&mut self.data, v) {
+            (ColumnData::Bool(d), Value::Bool(b)) => d.push(*b),
+            (ColumnData::Int(d), Value::Int(i)) => d.push(*i),
+            (ColumnData::Int(d), Value::Timestamp(i)) => d.push(*i),
+            (ColumnData::UInt(d), Value::UInt(u)) => d.push(*u),
+            (ColumnData::Float(d), Value::Float(f)) => d.push(*f),
+            (ColumnData::Float(d), Value::Int(i)) => d.push(*i as f64),
+            (ColumnData::Str(d), Value::Str(s)) => d.push(s.clone()),
+            (ColumnData::Timestamp(d), Value::Timestamp(t)) => d.push(*t),
+            (ColumnData::Timestamp(d), Value::Int(t)) => d.push(*t),
+            (data, _) => {
+                null = true;
+                match data {
+                    ColumnData::Bool(d) => d.push(false),
+                    ColumnData::Int(d) | ColumnData::Timestamp(d) => d.push(0),
+                    ColumnData::UInt(d) => d.push(0),
+                    ColumnData::Float(d) => d.push(0.0),
+                    ColumnData::Str(d) => d.push(String::new()),
+                }
+            }
+        }
+        if null {
+            if self.nulls.is_empty() {
+                self.nulls = vec![false; len];
+            }
+            self.nulls.push(true);
+        } else if !self.nulls.is_empty() {
+            self.nulls.push(false);
+        }
+    }
+
+    pub fn get(&self, i: usize) -> Value {
+        if self.is_null(i) {
+            return Value::Null;
+        }
+        match &self.data {
+            ColumnData::Bool(d) => d.get(i).map(|b| Value::Bool(*b)),
+            ColumnData::Int(d) => d.get(i).map(|x| Value::Int(*x)),
+            ColumnData::UInt(d) => d.get(i).map(|x| Value::UInt(*x)),
+            ColumnData::Float(d) => d.get(i).map(|x| Value::Float(*x)),
+            ColumnData::Str(d) => d.get(i).map(|x| Value::Str(x.clone())),
+            ColumnData::Timestamp(d) => d.get(i).map(|x| Value::Timestamp(*x)),
+        }
+        .unwrap_or(Value::Null)
+    }
+
+    /// Keeps the rows whose index is listed in `idx` (in that order).
+    pub fn take(&self, idx: &[usize]) -> Column {
+        fn pick<T: Clone>(v: &[T], idx: &[usize]) -> Vec<T> {
+            idx.iter().filter_map(|i| v.get(*i).cloned()).collect()
+        }
+        let data = match &self.data {
+            ColumnData::Bool(d) => ColumnData::Bool(pick(d, idx)),
+            ColumnData::Int(d) => ColumnData::Int(pick(d, idx)),
+            ColumnData::UInt(d) => ColumnData::UInt(pick(d, idx)),
+            ColumnData::Float(d) => ColumnData::Float(pick(d, idx)),
+            ColumnData::Str(d) => ColumnData::Str(pick(d, idx)),
+            ColumnData::Timestamp(d) => ColumnData::Timestamp(pick(d, idx)),
+        };
+        let nulls = if self.nulls.is_empty() {
+            Vec::new()
+        } else {
+            pick(&self.nulls, idx)
+        };
+        Column { data, nulls }
+    }
+
+    /// Appends all rows of `other` (same physical type; otherwise its rows become NULL).
+    pub fn extend(&mut self, other: &Column) {
+        let same = std::mem::discriminant(&self.data) == std::mem::discriminant(&other.data);
+        if !same {
+            for i in 0..other.len() {
+                self.push(&Value::Null);
+                let _ = i;
+            }
+            return;
+        }
+        let len = self.len();
+        match (&mut self.data, &other.data) {
+            (ColumnData::Bool(a), ColumnData::Bool(b)) => a.extend_from_slice(b),
+            (ColumnData::Int(a), ColumnData::Int(b)) => a.extend_from_slice(b),
+            (ColumnData::UInt(a), ColumnData::UInt(b)) => a.extend_from_slice(b),
+            (ColumnData::Float(a), ColumnData::Float(b)) => a.extend_from_slice(b),
+            (ColumnData::Str(a), ColumnData::Str(b)) => a.extend_from_slice(b),
+            (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a.extend_from_slice(b),
+            _ => {}
+        }
+        if !other.nulls.is_empty() || !self.nulls.is_empty() {
+            if self.nulls.is_empty() {
+                self.nulls = vec![false; len];
+            }
+            if other.nulls.is_empty() {
+                self.nulls.extend(std::iter::repeat_n(false, other.len()));
+            } else {
+                self.nulls.extend_from_slice(&other.nulls);
+            }
+        }
+    }
+}
+
+/// A named, typed output column of a batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Field {
+    pub name: String,
+    pub data_type: DataType,
+}
+
+impl Field {
+    pub fn new(name: impl Into<String>, data_type: DataType) -> Field {
+        Field {
+            name: name.into(),
+            data_type,
+        }
+    }
+}
+
+/// A set of equally long columns with their fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub fields: Vec<Field>,
+    pub columns: Vec<Column>,
+}
+
+impl Batch {
+    pub fn new(fields: Vec<Field>, columns: Vec<Column>) -> Batch {
+        debug_assert_eq!(fields.len(), columns.len());
+        debug_assert!(columns.windows(2).all(|w| w[0].len() == w[1].len()));
+        Batch { fields, columns }
+    }
+
+    pub fn empty(fields: Vec<Field>) -> Batch {
+        let columns = fields.iter().map(|f| Column::empty(f.data_type, 0)).collect();
+        Batch { fields, columns }
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.columns.first().map(Column::len).unwrap_or(0)
+    }
+
+    pub fn num_columns(&self) -> usize {
+        self.columns.len()
+    }
+
+    pub fn row(&self, i: usize) -> Vec<Value> {
+        self.columns.iter().map(|c| c.get(i)).collect()
+    }
+
+    /// Builds a batch from rows of already-coerced values.
+    pub fn from_rows(fields: Vec<Field>, rows: &[Vec<Value>]) -> Batch {
+        let mut columns: Vec<Column> = fields
+            .iter()
+            .map(|f| Column::empty(f.data_type, rows.len()))
+            .collect();
+        for r in rows {
+            for (c, v) in columns.iter_mut().zip(r.iter()) {
+                c.push(v);
+            }
+        }
+        Batch { fields, columns }
+    }
+
+    /// Appends another batch with the same fields.
+    pub fn append(&mut self, other: &Batch) {
+        for (a, b) in self.columns.iter_mut().zip(other.columns.iter()) {
+            a.extend(b);
+        }
+    }
+
+    pub fn take(&self, idx: &[usize]) -> Batch {
+        Batch {
+            fields: self.fields.clone(),
+            columns: self.columns.iter().map(|c| c.take(idx)).collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_null_creates_mask_lazily() {
+        let mut c = Column::empty(DataType::Double, 4);
+        c.push(&Value::Float(1.0));
+        assert!(c.nulls.is_empty());
+        c.push(&Value::Null);
+        c.push(&Value::Float(3.0));
+        assert_eq!(c.nulls, vec![false, true, false]);
+        assert_eq!(c.get(1), Value::Null);
+        assert_eq!(c.get(2), Value::Float(3.0));
+        assert_eq!(c.null_count(), 1);
+    }
+
+    #[test]
+    fn extend_merges_masks() {
+        let mut a = Column::empty(DataType::BigInt, 2);
+        a.push(&Value::Int(1));
+        let mut b = Column::empty(DataType::BigInt, 2);
+        b.push(&Value::Null);
+        a.extend(&b);
+        assert_eq!(a.get(0), Value::Int(1));
+        assert_eq!(a.get(1), Value::Null);
+        let t = a.take(&[1, 0]);
+        assert_eq!(t.get(0), Value::Null);
+        assert_eq!(t.get(1), Value::Int(1));
+    }
+}
