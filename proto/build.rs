@@ -1,0 +1,13 @@
+//! Generates the gRPC code from proto/tidal.proto with a vendored protoc, so that no system
+//! protobuf compiler is needed.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    // SAFETY-free: build scripts are single-threaded; cargo reads PROTOC from our environment.
+    unsafe {
+        std::env::set_var("PROTOC", protoc);
+    }
+    println!("cargo:rerun-if-changed=proto/tidal.proto");
+    tonic_prost_build::configure().compile_protos(&["proto/tidal.proto"], &["proto"])?;
+    Ok(())
+}

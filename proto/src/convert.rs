@@ -1,0 +1,484 @@
+//! Conversions between the wire types (`v1::*`) and the internal types of `tidal-common`.
+//! Decoding never panics: a malformed message becomes a [`WireError`] naming the field, which
+//! servers answer with `InvalidArgument`.
+
+use crate::v1;
+use crate::STATUS_CODE_KEY;
+use tidal_common::{
+    Batch, Column, ColumnData, ColumnDef, DataType, DbOptions, Field, HashRange, Precision,
+    SchemaVersion, StableSchema, StatusCode, TableMeta, TableUid, TableWrite, Value, VgroupId,
+    WriteBatch,
+};
+
+/// A message that does not decode into a valid internal value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub String);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "malformed request: {}", self.0)
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl From<WireError> for tonic::Status {
+    fn from(e: WireError) -> tonic::Status {
+        status_error(StatusCode::InvalidArgument, e.to_string())
+    }
+}
+
+type R<T> = Result<T, WireError>;
+
+fn err<T>(msg: impl Into<String>) -> R<T> {
+    Err(WireError(msg.into()))
+}
+
+/// Builds a gRPC error status carrying a Tidal status code.
+pub fn status_error(code: StatusCode, message: impl Into<String>) -> tonic::Status {
+    let grpc = match code {
+        StatusCode::Ok => tonic::Code::Ok,
+        StatusCode::InvalidArgument
+        | StatusCode::SyntaxError
+        | StatusCode::PlanError
+        | StatusCode::TypeMismatch
+        | StatusCode::SchemaMismatch
+        | StatusCode::NoDatabaseSelected => tonic::Code::InvalidArgument,
+        StatusCode::DatabaseNotFound
+        | StatusCode::StableNotFound
+        | StatusCode::TableNotFound
+        | StatusCode::ColumnNotFound
+        | StatusCode::VnodeNotFound => tonic::Code::NotFound,
+        StatusCode::DatabaseExists | StatusCode::StableExists | StatusCode::TableExists => {
+            tonic::Code::AlreadyExists
+        }
+        StatusCode::WrongVgroup => tonic::Code::FailedPrecondition,
+        StatusCode::Unavailable | StatusCode::NoDnodes => tonic::Code::Unavailable,
+        StatusCode::Timeout => tonic::Code::DeadlineExceeded,
+        StatusCode::Unimplemented => tonic::Code::Unimplemented,
+        StatusCode::ResourceExhausted => tonic::Code::ResourceExhausted,
+        StatusCode::Corruption => tonic::Code::DataLoss,
+        _ => tonic::Code::Internal,
+    };
+    let mut s = tonic::Status::new(grpc, message.into());
+    if let Ok(v) = code.as_u32().to_string().parse() {
+        s.metadata_mut().insert(STATUS_CODE_KEY, v);
+    }
+    s
+}
+
+/// The Tidal status code of a gRPC error: the carried code if present, else one derived from
+/// the gRPC code (a transport failure is `Unavailable`).
+pub fn code_of(s: &tonic::Status) -> StatusCode {
+    if let Some(v) = s.metadata().get(STATUS_CODE_KEY) {
+        if let Some(n) = v.to_str().ok().and_then(|t| t.parse::<u32>().ok()) {
+            return StatusCode::from_u32(n);
+        }
+    }
+    match s.code() {
+        tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::Unknown => {
+            StatusCode::Unavailable
+        }
+        tonic::Code::DeadlineExceeded => StatusCode::Timeout,
+        tonic::Code::InvalidArgument => StatusCode::InvalidArgument,
+        tonic::Code::NotFound => StatusCode::TableNotFound,
+        tonic::Code::Unimplemented => StatusCode::Unimplemented,
+        _ => StatusCode::Internal,
+    }
+}
+
+// ---------- data types ----------
+
+pub fn data_type_to_wire(t: DataType) -> v1::DataType {
+    let (code, len) = match t {
+        DataType::Timestamp => (0, 0),
+        DataType::Bool => (1, 0),
+        DataType::TinyInt => (2, 0),
+        DataType::SmallInt => (3, 0),
+        DataType::Int => (4, 0),
+        DataType::BigInt => (5, 0),
+        DataType::UTinyInt => (6, 0),
+        DataType::USmallInt => (7, 0),
+        DataType::UInt => (8, 0),
+        DataType::UBigInt => (9, 0),
+        DataType::Float => (10, 0),
+        DataType::Double => (11, 0),
+        DataType::VarChar(n) => (12, n),
+        DataType::NChar(n) => (13, n),
+    };
+    v1::DataType { code, len }
+}
+
+pub fn data_type_from_wire(t: Option<&v1::DataType>) -> R<DataType> {
+    let Some(t) = t else {
+        return err("missing data type");
+    };
+    Ok(match t.code {
+        0 => DataType::Timestamp,
+        1 => DataType::Bool,
+        2 => DataType::TinyInt,
+        3 => DataType::SmallInt,
+        4 => DataType::Int,
+        5 => DataType::BigInt,
+        6 => DataType::UTinyInt,
+        7 => DataType::USmallInt,
+        8 => DataType::UInt,
+        9 => DataType::UBigInt,
+        10 => DataType::Float,
+        11 => DataType::Double,
+        12 => DataType::VarChar(t.len),
+        13 => DataType::NChar(t.len),
+        c => return err(format!("unknown data type code {c}")),
+    })
+}
+
+pub fn value_to_wire(v: &Value) -> v1::Value {
+    use v1::value::V;
+    let v = match v {
+        Value::Null => V::Null(true),
+        Value::Bool(b) => V::B(*b),
+        Value::Int(i) => V::I(*i),
+        Value::UInt(u) => V::U(*u),
+        Value::Float(f) => V::F(*f),
+        Value::Str(s) => V::S(s.clone()),
+        Value::Timestamp(t) => V::Ts(*t),
+    };
+    v1::Value { v: Some(v) }
+}
+
+pub fn value_from_wire(v: &v1::Value) -> Value {
+    use v1::value::V;
+    match &v.v {
+        None | Some(V::Null(_)) => Value::Null,
+        Some(V::B(b)) => Value::Bool(*b),
+        Some(V::I(i)) => Value::Int(*i),
+        Some(V::U(u)) => Value::UInt(*u),
+        Some(V::F(f)) => Value::Float(*f),
+        Some(V::S(s)) => Value::Str(s.clone()),
+        Some(V::Ts(t)) => Value::Timestamp(*t),
+    }
+}
+
+// ---------- columns and batches ----------
+
+pub fn column_to_wire(c: &Column) -> v1::Column {
+    let mut w = v1::Column {
+        len: c.len() as u32,
+        ..Default::default()
+    };
+    match &c.data {
+        ColumnData::Bool(v) => {
+            w.kind = 0;
+            w.bools = v.clone();
+        }
+        ColumnData::Int(v) => {
+            w.kind = 1;
+            w.ints = v.clone();
+        }
+        ColumnData::UInt(v) => {
+            w.kind = 2;
+            w.uints = v.clone();
+        }
+        ColumnData::Float(v) => {
+            w.kind = 3;
+            w.floats = v.clone();
+        }
+        ColumnData::Str(v) => {
+            w.kind = 4;
+            w.strs = v.clone();
+        }
+        ColumnData::Timestamp(v) => {
+            w.kind = 5;
+            w.ints = v.clone();
+        }
+    }
+    if c.nulls.iter().any(|n| *n) {
+        let mut bits = vec![0u8; c.nulls.len().div_ceil(8)];
+        for (i, n) in c.nulls.iter().enumerate() {
+            if *n {
+                if let Some(b) = bits.get_mut(i / 8) {
+                    *b |= 1 << (i % 8);
+                }
+            }
+        }
+        w.nulls = bits;
+    }
+    w
+}
+
+pub fn column_from_wire(w: v1::Column) -> R<Column> {
+    let data = match w.kind {
+        0 => ColumnData::Bool(w.bools),
+        1 => ColumnData::Int(w.ints),
+        2 => ColumnData::UInt(w.uints),
+        3 => ColumnData::Float(w.floats),
+        4 => ColumnData::Str(w.strs),
+        5 => ColumnData::Timestamp(w.ints),
+        k => return err(format!("unknown column kind {k}")),
+    };
+    let len = data.len();
+    if len != w.len as usize {
+        return err(format!(
+            "column declares {} values but carries {len}",
+            w.len
+        ));
+    }
+    let nulls = if w.nulls.is_empty() {
+        Vec::new()
+    } else {
+        if w.nulls.len() != len.div_ceil(8) {
+            return err(format!(
+                "null bitmap of {} bytes for {len} values",
+                w.nulls.len()
+            ));
+        }
+        (0..len)
+            .map(|i| w.nulls.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
+            .collect()
+    };
+    Ok(Column { data, nulls })
+}
+
+pub fn batch_to_wire(b: &Batch) -> v1::Batch {
+    v1::Batch {
+        fields: b
+            .fields
+            .iter()
+            .map(|f| v1::Field {
+                name: f.name.clone(),
+                r#type: Some(data_type_to_wire(f.data_type)),
+            })
+            .collect(),
+        columns: b.columns.iter().map(column_to_wire).collect(),
+    }
+}
+
+pub fn batch_from_wire(b: v1::Batch) -> R<Batch> {
+    if b.fields.len() != b.columns.len() {
+        return err(format!(
+            "batch has {} fields but {} columns",
+            b.fields.len(),
+            b.columns.len()
+        ));
+    }
+    let fields = b
+        .fields
+        .iter()
+        .map(|f| Ok(Field::new(f.name.clone(), data_type_from_wire(f.r#type.as_ref())?)))
+        .collect::<R<Vec<_>>>()?;
+    let columns = b
+        .columns
+        .into_iter()
+        .map(column_from_wire)
+        .collect::<R<Vec<_>>>()?;
+    if columns.windows(2).any(|w| w[0].len() != w[1].len()) {
+        return err("batch columns differ in length");
+    }
+    Ok(Batch { fields, columns })
+}
+
+// ---------- schemas and options ----------
+
+fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
+    c.iter()
+        .map(|c| v1::ColumnDef {
+            name: c.name.clone(),
+            r#type: Some(data_type_to_wire(c.data_type)),
+        })
+        .collect()
+}
+
+fn column_defs_from_wire(c: &[v1::ColumnDef]) -> R<Vec<ColumnDef>> {
+    c.iter()
+        .map(|c| Ok(ColumnDef::new(c.name.clone(), data_type_from_wire(c.r#type.as_ref())?)))
+        .collect()
+}
+
+pub fn schema_to_wire(s: &StableSchema) -> v1::StableSchema {
+    v1::StableSchema {
+        db: s.db.clone(),
+        name: s.name.clone(),
+        version: s.version.0,
+        columns: column_defs_to_wire(&s.columns),
+        tags: column_defs_to_wire(&s.tags),
+    }
+}
+
+pub fn schema_from_wire(s: &v1::StableSchema) -> R<StableSchema> {
+    Ok(StableSchema {
+        db: s.db.clone(),
+        name: s.name.clone(),
+        version: SchemaVersion(s.version),
+        columns: column_defs_from_wire(&s.columns)?,
+        tags: column_defs_from_wire(&s.tags)?,
+    })
+}
+
+pub fn options_to_wire(o: &DbOptions) -> v1::DbOptions {
+    v1::DbOptions {
+        vgroups: o.vgroups,
+        replica: o.replica,
+        precision: o.precision.as_str().to_string(),
+        duration_minutes: o.duration_minutes,
+        keep_minutes: o.keep_minutes,
+        buffer_mb: o.buffer_mb,
+        wal_level: o.wal_level as u32,
+        wal_fsync_period_ms: o.wal_fsync_period_ms,
+        cache_model: o.cache_model.clone(),
+        cache_size_mb: o.cache_size_mb,
+        stt_trigger: o.stt_trigger,
+        minrows: o.minrows,
+        maxrows: o.maxrows,
+    }
+}
+
+pub fn options_from_wire(o: Option<&v1::DbOptions>) -> R<DbOptions> {
+    let Some(o) = o else {
+        return err("missing database options");
+    };
+    let Some(precision) = Precision::parse(&o.precision) else {
+        return err(format!("unknown precision '{}'", o.precision));
+    };
+    Ok(DbOptions {
+        vgroups: o.vgroups,
+        replica: o.replica,
+        precision,
+        duration_minutes: o.duration_minutes,
+        keep_minutes: o.keep_minutes,
+        buffer_mb: o.buffer_mb,
+        wal_level: u8::try_from(o.wal_level)
+            .map_err(|_| WireError(format!("wal_level {} out of range", o.wal_level)))?,
+        wal_fsync_period_ms: o.wal_fsync_period_ms,
+        cache_model: o.cache_model.clone(),
+        cache_size_mb: o.cache_size_mb,
+        stt_trigger: o.stt_trigger,
+        minrows: o.minrows,
+        maxrows: o.maxrows,
+    })
+}
+
+pub fn range_of(v: &v1::VgroupInfo) -> HashRange {
+    HashRange {
+        begin: v.hash_begin,
+        end: v.hash_end,
+    }
+}
+
+pub fn table_meta_to_wire(m: &TableMeta) -> v1::TableMeta {
+    v1::TableMeta {
+        uid: m.uid.0,
+        name: m.name.clone(),
+        stable: m.stable.clone(),
+        tags: m.tags.iter().map(value_to_wire).collect(),
+    }
+}
+
+pub fn table_meta_from_wire(m: &v1::TableMeta) -> TableMeta {
+    TableMeta {
+        uid: TableUid(m.uid),
+        name: m.name.clone(),
+        stable: m.stable.clone(),
+        tags: m.tags.iter().map(value_from_wire).collect(),
+    }
+}
+
+// ---------- writes ----------
+
+pub fn write_to_wire(b: &WriteBatch) -> v1::WriteRequest {
+    v1::WriteRequest {
+        db: b.db.clone(),
+        vgroup_id: b.vgroup.0,
+        schemas: b.schemas.iter().map(schema_to_wire).collect(),
+        tables: b
+            .tables
+            .iter()
+            .map(|t| v1::TableWrite {
+                table: t.table.clone(),
+                stable: t.stable.clone(),
+                has_tags: t.tags.is_some(),
+                tags: t
+                    .tags
+                    .as_ref()
+                    .map(|v| v.iter().map(value_to_wire).collect())
+                    .unwrap_or_default(),
+                columns: t.columns.iter().map(column_to_wire).collect(),
+            })
+            .collect(),
+    }
+}
+
+pub fn write_from_wire(r: v1::WriteRequest) -> R<WriteBatch> {
+    let schemas = r
+        .schemas
+        .iter()
+        .map(schema_from_wire)
+        .collect::<R<Vec<_>>>()?;
+    let tables = r
+        .tables
+        .into_iter()
+        .map(|t| {
+            let columns = t
+                .columns
+                .into_iter()
+                .map(column_from_wire)
+                .collect::<R<Vec<_>>>()
+                .map_err(|e| WireError(format!("table {}: {}", t.table, e.0)))?;
+            Ok(TableWrite {
+                table: t.table,
+                stable: t.stable,
+                tags: t
+                    .has_tags
+                    .then(|| t.tags.iter().map(value_from_wire).collect()),
+                columns,
+            })
+        })
+        .collect::<R<Vec<_>>>()?;
+    Ok(WriteBatch {
+        db: r.db,
+        vgroup: VgroupId(r.vgroup_id),
+        schemas,
+        tables,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn column_round_trip_with_nulls() {
+        let mut c = Column::empty(DataType::Double, 10);
+        for i in 0..10 {
+            if i % 3 == 0 {
+                c.push(&Value::Null);
+            } else {
+                c.push(&Value::Float(i as f64));
+            }
+        }
+        let back = column_from_wire(column_to_wire(&c)).expect("decodes");
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn malformed_column_is_an_error() {
+        let w = v1::Column {
+            kind: 3,
+            floats: vec![1.0],
+            len: 2,
+            ..Default::default()
+        };
+        assert!(column_from_wire(w).is_err());
+        let w = v1::Column {
+            kind: 99,
+            ..Default::default()
+        };
+        assert!(column_from_wire(w).is_err());
+    }
+
+    #[test]
+    fn status_carries_code() {
+        let s = status_error(StatusCode::WrongVgroup, "table t is not in vgroup 3");
+        assert_eq!(code_of(&s), StatusCode::WrongVgroup);
+        assert!(code_of(&s).is_stale_route());
+    }
+}
