@@ -1,1 +1,268 @@
-//! placeholder
+//! Tidal's client library: connects to the mnode, caches each database's routing map
+//! (vgroup → hash range → data node address), sends each write straight to the vnode that owns
+//! its tables, and retries on a stale route (refreshing the map) or a transient failure.
+//!
+//! Invariants:
+//! - Routing uses [`tidal_common::vgroup_index`] over the database's ranges, the same function
+//!   the mnode used to create them, so client and server agree on ownership.
+//! - A retried write is idempotent: a row is identified by (table, ts) and a repeated write of
+//!   the same row replaces it, so a retry after an unknown outcome never duplicates rows.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tidal_client::ClientError> {
+//! let client = tidal_client::Client::connect("127.0.0.1:6030").await?;
+//! let r = client.execute("SELECT COUNT(*) FROM readings", "iot").await?;
+//! println!("{:?}", r.batch.map(|b| b.num_rows()));
+//! # Ok(()) }
+//! ```
+
+mod error;
+mod route;
+
+pub use error::ClientError;
+pub use route::{RouteTable, VgroupRoute};
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableWrite, WriteBatch};
+use tidal_proto::convert::{batch_from_wire, schema_from_wire, write_to_wire};
+use tidal_proto::v1::{self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient};
+use tonic::transport::{Channel, Endpoint};
+
+/// How many times a write or query is attempted before its error is returned.
+const ATTEMPTS_MAX: u32 = 8;
+/// First back-off after a transient failure; doubled per attempt.
+const BACKOFF_INITIAL_MS: u64 = 50;
+
+/// The result of one SQL statement.
+#[derive(Debug, Clone)]
+pub struct StatementResult {
+    /// Rows for a query or SHOW; `None` for statements that return no rows.
+    pub batch: Option<Batch>,
+    pub affected_rows: u64,
+    pub precision: Precision,
+    /// The session's current database after the statement (`USE` changes it).
+    pub db: String,
+}
+
+/// Totals of a write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOutcome {
+    pub rows: u64,
+    pub tables_created: u32,
+}
+
+/// A connection to a Tidal cluster. Cheap to clone; share one per process.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    mnode_addr: String,
+    channels: Mutex<HashMap<String, Channel>>,
+    routes: Mutex<HashMap<String, Arc<RouteTable>>>,
+    schemas: Mutex<HashMap<(String, String), StableSchema>>,
+}
+
+impl Client {
+    /// Connects to the mnode at `addr` (`host:port`). The connection is made lazily and
+    /// re-established on failure.
+    pub async fn connect(addr: &str) -> Result<Client, ClientError> {
+        let client = Client {
+            inner: Arc::new(Inner {
+                mnode_addr: addr.to_string(),
+                channels: Mutex::new(HashMap::new()),
+                routes: Mutex::new(HashMap::new()),
+                schemas: Mutex::new(HashMap::new()),
+            }),
+        };
+        client.channel(addr)?;
+        Ok(client)
+    }
+
+    pub fn mnode_addr(&self) -> &str {
+        &self.inner.mnode_addr
+    }
+
+    /// A (lazily connected, cached) channel to `addr`.
+    pub fn channel(&self, addr: &str) -> Result<Channel, ClientError> {
+        let mut channels = self.inner.channels.lock();
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| ClientError::new(StatusCode::InvalidArgument, format!("bad address '{addr}': {e}")))?
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_nodelay(true)
+            .timeout(Duration::from_secs(300));
+        let channel = endpoint.connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+
+    pub fn mnode(&self) -> Result<MnodeClient<Channel>, ClientError> {
+        Ok(MnodeClient::new(self.channel(&self.inner.mnode_addr)?)
+            .max_decoding_message_size(256 << 20))
+    }
+
+    pub fn dnode(&self, addr: &str) -> Result<DnodeClient<Channel>, ClientError> {
+        Ok(DnodeClient::new(self.channel(addr)?)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20))
+    }
+
+    pub fn sql(&self) -> Result<SqlClient<Channel>, ClientError> {
+        Ok(SqlClient::new(self.channel(&self.inner.mnode_addr)?)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20))
+    }
+
+    /// The cached routing map of `db`, fetched from the mnode on first use.
+    pub async fn route(&self, db: &str) -> Result<Arc<RouteTable>, ClientError> {
+        if let Some(r) = self.inner.routes.lock().get(db) {
+            return Ok(r.clone());
+        }
+        self.refresh_route(db).await
+    }
+
+    /// Fetches `db`'s routing map from the mnode, replacing the cached one.
+    pub async fn refresh_route(&self, db: &str) -> Result<Arc<RouteTable>, ClientError> {
+        let info = self
+            .mnode()?
+            .get_database(v1::GetDatabaseRequest { name: db.to_string() })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        let table = Arc::new(RouteTable::from_wire(&info)?);
+        self.inner.routes.lock().insert(db.to_string(), table.clone());
+        Ok(table)
+    }
+
+    /// Forgets every cached route and schema (after DROP DATABASE, for example).
+    pub fn invalidate(&self, db: &str) {
+        self.inner.routes.lock().remove(db);
+        self.inner.schemas.lock().retain(|(d, _), _| d != db);
+    }
+
+    /// The schema of a STABLE, cached.
+    pub async fn stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
+        let key = (db.to_string(), name.to_string());
+        if let Some(s) = self.inner.schemas.lock().get(&key) {
+            return Ok(s.clone());
+        }
+        let wire = self
+            .mnode()?
+            .get_stable(v1::GetStableRequest { db: db.to_string(), name: name.to_string() })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        let schema = schema_from_wire(&wire)
+            .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
+        self.inner.schemas.lock().insert(key, schema.clone());
+        Ok(schema)
+    }
+
+    /// Writes rows for any tables of `db`: groups them per vgroup, sends the groups in
+    /// parallel, and retries a group whose route was stale (after refreshing the map) or
+    /// whose node was briefly unavailable. Returns when every row is acknowledged.
+    pub async fn write(
+        &self,
+        db: &str,
+        schemas: &[StableSchema],
+        tables: Vec<TableWrite>,
+    ) -> Result<WriteOutcome, ClientError> {
+        let mut pending = tables;
+        let mut total = WriteOutcome::default();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let route = self.route(db).await?;
+            let mut groups: HashMap<usize, Vec<TableWrite>> = HashMap::new();
+            for t in pending.drain(..) {
+                groups.entry(route.index_of(db, &t.table)).or_default().push(t);
+            }
+            let mut tasks = Vec::with_capacity(groups.len());
+            for (idx, tables) in groups {
+                let Some(vg) = route.vgroups.get(idx).cloned() else {
+                    return Err(ClientError::new(StatusCode::Internal, "route index out of range"));
+                };
+                let needed: Vec<StableSchema> = schemas
+                    .iter()
+                    .filter(|s| tables.iter().any(|t| t.stable == s.name))
+                    .cloned()
+                    .collect();
+                let batch = WriteBatch { db: db.to_string(), vgroup: vg.id, schemas: needed, tables };
+                let client = self.clone();
+                tasks.push(tokio::spawn(async move {
+                    let res = client.write_vgroup(&vg.addr, &batch).await;
+                    (batch, res)
+                }));
+            }
+            let mut retry_err: Option<ClientError> = None;
+            let mut stale = false;
+            for t in tasks {
+                let (batch, res) = t
+                    .await
+                    .map_err(|e| ClientError::new(StatusCode::Internal, format!("write task failed: {e}")))?;
+                match res {
+                    Ok(o) => {
+                        total.rows += o.rows;
+                        total.tables_created += o.tables_created;
+                    }
+                    Err(e) if e.code.is_retryable() && attempt < ATTEMPTS_MAX => {
+                        stale |= e.code.is_stale_route();
+                        pending.extend(batch.tables);
+                        retry_err = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if pending.is_empty() {
+                return Ok(total);
+            }
+            tracing::debug!(?retry_err, attempt, "retrying write");
+            if stale || attempt > 1 {
+                // A stale map or a moved vnode: fetch the current map before retrying.
+                let _ = self.refresh_route(db).await;
+            }
+            if !stale {
+                tokio::time::sleep(Duration::from_millis(BACKOFF_INITIAL_MS << attempt.min(6))).await;
+            }
+        }
+    }
+
+    async fn write_vgroup(&self, addr: &str, batch: &WriteBatch) -> Result<WriteOutcome, ClientError> {
+        let resp = self
+            .dnode(addr)?
+            .write(write_to_wire(batch))
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        Ok(WriteOutcome { rows: resp.rows, tables_created: resp.tables_created })
+    }
+
+    /// Runs one SQL statement with `db` as the session's current database ("" for none).
+    pub async fn execute(&self, sql: &str, db: &str) -> Result<StatementResult, ClientError> {
+        let resp = self
+            .sql()?
+            .execute(v1::ExecuteRequest { sql: sql.to_string(), db: db.to_string() })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        let batch = match (resp.has_rows, resp.batch) {
+            (true, Some(b)) => Some(
+                batch_from_wire(b).map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?,
+            ),
+            _ => None,
+        };
+        Ok(StatementResult {
+            batch,
+            affected_rows: resp.affected_rows,
+            precision: Precision::parse(&resp.precision).unwrap_or(Precision::Millis),
+            db: resp.db,
+        })
+    }
+}
