@@ -1,0 +1,117 @@
+//! The manifest `meta/MANIFEST`: which data files make up the vnode, the catalog snapshot, and
+//! the WAL sequence number up to which both are complete (layout in `FORMAT.md` beside this
+//! file).
+//!
+//! Owns: the committed file set. Invariants: replaced only atomically (temp file, fsync, rename,
+//! fsync dir); every listed data file was fsynced and renamed before the manifest listing it was
+//! written; every WAL record with seq <= `flushed_seq` is fully reflected in the listed files and
+//! the catalog snapshot, so replay starts after `flushed_seq`.
+
+use crate::codec::{Reader, Writer};
+use crate::error::{Result, VnodeError};
+use crate::fsutil;
+use crate::meta::Meta;
+use std::path::Path;
+
+pub const MANIFEST_MAGIC: &[u8; 8] = b"TIDALMAN";
+pub const MANIFEST_VERSION: u32 = 1;
+const HEADER_BYTES: usize = 24;
+
+pub struct Manifest {
+    pub flushed_seq: u64,
+    pub next_file_id: u64,
+    pub files: Vec<u64>,
+    pub meta: Meta,
+}
+
+impl Manifest {
+    pub fn empty() -> Manifest {
+        Manifest {
+            flushed_seq: 0,
+            next_file_id: 1,
+            files: Vec::new(),
+            meta: Meta::new(),
+        }
+    }
+}
+
+pub fn encode(flushed_seq: u64, next_file_id: u64, files: &[u64], meta: &Meta) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u64(flushed_seq);
+    w.u64(next_file_id);
+    w.len_u32(files.len());
+    for f in files {
+        w.u64(*f);
+    }
+    meta.encode(&mut w);
+    let payload = w.buf;
+    let mut out = Vec::with_capacity(HEADER_BYTES + payload.len());
+    out.extend_from_slice(MANIFEST_MAGIC);
+    out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    fsutil::write_atomic(path, bytes)
+}
+
+/// Reads the manifest; a missing file is the empty state of a new vnode.
+pub fn read(path: &Path) -> Result<Manifest> {
+    if !path.exists() {
+        return Ok(Manifest::empty());
+    }
+    let bytes = fsutil::read_file(path)?;
+    let corrupt = |offset: usize, reason: String| VnodeError::Corruption {
+        file: path.to_path_buf(),
+        offset: offset as u64,
+        reason,
+    };
+    let mut r = Reader::new(&bytes);
+    let de = |e: crate::codec::DecodeError| corrupt(e.offset, e.reason);
+    let magic = r.bytes(8).map_err(de)?;
+    if magic != MANIFEST_MAGIC {
+        return Err(corrupt(0, "bad magic, not a Tidal manifest".into()));
+    }
+    let version = r.u32().map_err(de)?;
+    if version != MANIFEST_VERSION {
+        return Err(corrupt(
+            8,
+            format!("unsupported manifest version {version}"),
+        ));
+    }
+    let crc = r.u32().map_err(de)?;
+    let len = r.u64().map_err(de)?;
+    if len != r.remaining() as u64 {
+        return Err(corrupt(
+            16,
+            format!("payload length {len} but {} bytes follow", r.remaining()),
+        ));
+    }
+    let payload = r.bytes(r.remaining()).map_err(de)?;
+    let actual = crc32c::crc32c(payload);
+    if actual != crc {
+        return Err(corrupt(
+            HEADER_BYTES,
+            format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x})"),
+        ));
+    }
+    let mut r = Reader::new(payload);
+    let pe = |e: crate::codec::DecodeError| corrupt(HEADER_BYTES + e.offset, e.reason);
+    let flushed_seq = r.u64().map_err(pe)?;
+    let next_file_id = r.u64().map_err(pe)?;
+    let n = r.count(8).map_err(pe)?;
+    let mut files = Vec::with_capacity(n);
+    for _ in 0..n {
+        files.push(r.u64().map_err(pe)?);
+    }
+    let meta = Meta::decode(&mut r).map_err(pe)?;
+    Ok(Manifest {
+        flushed_seq,
+        next_file_id,
+        files,
+        meta,
+    })
+}

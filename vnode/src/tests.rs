@@ -1,0 +1,831 @@
+//! Crate tests: real files in temp dirs, reopen after simulated crashes (drop without flush),
+//! torn and corrupted files, validation, concurrency.
+
+use super::*;
+use std::fs::OpenOptions;
+use tidal_common::{ColumnDef, SchemaVersion, StatusCode, TableWrite};
+
+const DB: &str = "db";
+
+fn schema(version: u32) -> StableSchema {
+    let mut columns = vec![
+        ColumnDef::new("ts", DataType::Timestamp),
+        ColumnDef::new("v", DataType::Double),
+        ColumnDef::new("s", DataType::VarChar(16)),
+        ColumnDef::new("n", DataType::Int),
+    ];
+    if version >= 2 {
+        columns.push(ColumnDef::new("extra", DataType::BigInt));
+    }
+    StableSchema {
+        db: DB.into(),
+        name: "meters".into(),
+        version: SchemaVersion(version),
+        columns,
+        tags: vec![
+            ColumnDef::new("loc", DataType::VarChar(16)),
+            ColumnDef::new("gid", DataType::Int),
+        ],
+    }
+}
+
+fn cfg_with(range: HashRange, wal_level: u8) -> VnodeConfig {
+    VnodeConfig {
+        vgroup: VgroupId(7),
+        db: DB.into(),
+        range,
+        options: DbOptions {
+            wal_level,
+            buffer_mb: 1,
+            ..DbOptions::default()
+        },
+    }
+}
+
+fn full() -> HashRange {
+    HashRange {
+        begin: 0,
+        end: u32::MAX,
+    }
+}
+
+fn open(dir: &Path) -> Vnode {
+    Vnode::open(dir, cfg_with(full(), 2)).unwrap()
+}
+
+type R = (i64, Option<f64>, Option<&'static str>, Option<i64>);
+
+fn tags(loc: &str) -> Option<Vec<Value>> {
+    Some(vec![Value::Str(loc.into()), Value::Int(1)])
+}
+
+fn tw(table: &str, tags: Option<Vec<Value>>, rows: &[R]) -> TableWrite {
+    let s = schema(1);
+    let mut cols: Vec<Column> = s
+        .columns
+        .iter()
+        .map(|c| Column::empty(c.data_type, 0))
+        .collect();
+    for (ts, v, st, n) in rows {
+        cols[0].push(&Value::Timestamp(*ts));
+        cols[1].push(&v.map(Value::Float).unwrap_or(Value::Null));
+        cols[2].push(&st.map(|x| Value::Str(x.into())).unwrap_or(Value::Null));
+        cols[3].push(&n.map(Value::Int).unwrap_or(Value::Null));
+    }
+    TableWrite {
+        table: table.into(),
+        stable: "meters".into(),
+        tags,
+        columns: cols,
+    }
+}
+
+fn batch(tables: Vec<TableWrite>) -> WriteBatch {
+    WriteBatch {
+        db: DB.into(),
+        vgroup: VgroupId(7),
+        schemas: vec![schema(1)],
+        tables,
+    }
+}
+
+fn rows(v: &Vnode, table: &str) -> Vec<(i64, Value, Value, Value)> {
+    let uid = v.table(table).unwrap().uid;
+    let cols = v.scan(uid, i64::MIN, i64::MAX, &[0, 1, 2, 3]).unwrap();
+    (0..cols[0].len())
+        .map(|i| {
+            let Value::Timestamp(ts) = cols[0].get(i) else {
+                panic!("ts")
+            };
+            (ts, cols[1].get(i), cols[2].get(i), cols[3].get(i))
+        })
+        .collect()
+}
+
+fn f(x: f64) -> Value {
+    Value::Float(x)
+}
+
+fn wal_file(dir: &Path) -> PathBuf {
+    let files = wal::list_files(&dir.join("wal")).unwrap();
+    files.last().unwrap().path.clone()
+}
+
+#[test]
+fn round_trip_nulls_out_of_order_upserts_across_memtable_and_file() {
+    let d = tempfile::tempdir().unwrap();
+    let v = open(d.path());
+    let out = v
+        .write(&batch(vec![tw(
+            "t1",
+            tags("a"),
+            &[
+                (5, Some(5.0), Some("five"), Some(5)),
+                (1, None, Some("one"), None),
+                (3, Some(3.0), None, Some(3)),
+                (3, Some(33.0), Some("3b"), None), // same ts later in the batch wins
+            ],
+        )]))
+        .unwrap();
+    assert_eq!(
+        out,
+        WriteOutcome {
+            rows: 4,
+            tables_created: 1
+        }
+    );
+    let expect = vec![
+        (1, Value::Null, Value::Str("one".into()), Value::Null),
+        (3, f(33.0), Value::Str("3b".into()), Value::Null),
+        (5, f(5.0), Value::Str("five".into()), Value::Int(5)),
+    ];
+    assert_eq!(rows(&v, "t1"), expect);
+    v.flush().unwrap();
+    assert_eq!(rows(&v, "t1"), expect);
+    assert_eq!(v.stats().mem_bytes, 0);
+    // Newer writes in the memtable replace flushed rows entirely.
+    v.write(&batch(vec![tw(
+        "t1",
+        None,
+        &[(3, None, Some("new"), Some(9)), (7, Some(7.0), None, None)],
+    )]))
+    .unwrap();
+    let expect2 = vec![
+        (1, Value::Null, Value::Str("one".into()), Value::Null),
+        (3, Value::Null, Value::Str("new".into()), Value::Int(9)),
+        (5, f(5.0), Value::Str("five".into()), Value::Int(5)),
+        (7, f(7.0), Value::Null, Value::Null),
+    ];
+    assert_eq!(rows(&v, "t1"), expect2);
+    // Time range and projection.
+    let uid = v.table("t1").unwrap().uid;
+    let cols = v.scan(uid, 2, 5, &[3, 0]).unwrap();
+    assert_eq!(cols.len(), 2);
+    assert_eq!(cols[1].data, ColumnData::Timestamp(vec![3, 5]));
+    assert_eq!(cols[0].get(0), Value::Int(9));
+    assert_eq!(cols[0].get(1), Value::Int(5));
+    assert!(v.scan(uid, 10, 0, &[0]).unwrap()[0].is_empty());
+    let e = v.scan(uid, 0, 1, &[4]).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
+    let e = v.scan(TableUid(999), 0, 1, &[0]).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::TableNotFound);
+    // Survives reopen (flushed file + WAL after the flush).
+    drop(v);
+    let v = open(d.path());
+    assert_eq!(rows(&v, "t1"), expect2);
+    assert_eq!(
+        v.table("t1").unwrap().tags,
+        vec![Value::Str("a".into()), Value::Int(1)]
+    );
+}
+
+#[test]
+fn reopen_without_flush_recovers_everything_from_the_wal() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = open(d.path());
+        v.write(&batch(vec![
+            tw("t1", tags("a"), &[(1, Some(1.0), None, None)]),
+            tw("t2", tags("b"), &[(2, Some(2.0), Some("x"), Some(2))]),
+        ]))
+        .unwrap();
+        assert_eq!(
+            v.create_tables(
+                &schema(1),
+                &[("t3".into(), vec![Value::Str("c".into()), Value::Int(3)])],
+                false
+            )
+            .unwrap(),
+            1
+        );
+        v.write(&batch(vec![tw("t1", None, &[(1, Some(10.0), None, None)])]))
+            .unwrap();
+        // dropped without flush: simulates kill -9 after acknowledgement
+    }
+    let v = open(d.path());
+    assert_eq!(rows(&v, "t1"), vec![(1, f(10.0), Value::Null, Value::Null)]);
+    assert_eq!(rows(&v, "t2").len(), 1);
+    assert_eq!(
+        v.tables(None)
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>(),
+        ["t1", "t2", "t3"]
+    );
+    assert_eq!(v.tables(Some("meters")).len(), 3);
+    assert!(v.tables(Some("other")).is_empty());
+    assert_eq!(v.stable_schema("meters"), Some(schema(1)));
+    assert_eq!(v.table("t3").unwrap().tags[1], Value::Int(3));
+    assert_eq!(v.stats().tables, 3);
+}
+
+#[test]
+fn flush_then_more_writes_then_reopen_twice() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = open(d.path());
+        v.write(&batch(vec![tw(
+            "t1",
+            tags("a"),
+            &[(1, Some(1.0), None, None)],
+        )]))
+        .unwrap();
+        v.flush().unwrap();
+        v.flush().unwrap(); // nothing new: no-op
+        v.write(&batch(vec![tw("t1", None, &[(2, Some(2.0), None, None)])]))
+            .unwrap();
+        v.write(&batch(vec![tw(
+            "t9",
+            tags("z"),
+            &[(3, Some(3.0), None, None)],
+        )]))
+        .unwrap();
+        let s = v.stats();
+        assert!(
+            s.wal_bytes > 0 && s.disk_bytes > 0 && s.rows_written == 3,
+            "{s:?}"
+        );
+    }
+    {
+        let v = open(d.path());
+        assert_eq!(rows(&v, "t1").len(), 2);
+        assert_eq!(rows(&v, "t9").len(), 1);
+        v.flush().unwrap();
+        // The WAL is trimmed to the (empty) current file after a flush.
+        assert_eq!(wal::list_files(&d.path().join("wal")).unwrap().len(), 1);
+    }
+    let v = open(d.path());
+    assert_eq!(rows(&v, "t1").len(), 2);
+    assert_eq!(rows(&v, "t9").len(), 1);
+    // uids are never reused: a new table after reopen gets a fresh one.
+    v.write(&batch(vec![tw("t10", tags("q"), &[(1, None, None, None)])]))
+        .unwrap();
+    let uids: HashSet<u64> = v.tables(None).iter().map(|t| t.uid.0).collect();
+    assert_eq!(uids.len(), 3);
+}
+
+#[test]
+fn torn_wal_tail_is_cut_off() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = open(d.path());
+        for ts in 0..3 {
+            v.write(&batch(vec![tw(
+                "t1",
+                tags("a"),
+                &[(ts, Some(ts as f64), None, None)],
+            )]))
+            .unwrap();
+        }
+    }
+    let path = wal_file(d.path());
+    let len = std::fs::metadata(&path).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
+    {
+        let v = open(d.path());
+        assert_eq!(
+            rows(&v, "t1").iter().map(|r| r.0).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        v.write(&batch(vec![tw("t1", None, &[(9, None, None, None)])]))
+            .unwrap();
+    }
+    let v = open(d.path());
+    assert_eq!(
+        rows(&v, "t1").iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0, 1, 9]
+    );
+
+    // A tail of zeros (file extended but the data never reached the disk) is torn too.
+    drop(v);
+    let path = wal_file(d.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(&[0u8; 100]);
+    std::fs::write(&path, &bytes).unwrap();
+    let v = open(d.path());
+    assert_eq!(rows(&v, "t1").len(), 3);
+}
+
+#[test]
+fn bit_flip_in_a_middle_wal_record_is_a_typed_corruption_error() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = open(d.path());
+        for ts in 0..3 {
+            v.write(&batch(vec![tw(
+                "t1",
+                tags("a"),
+                &[(ts, Some(1.0), Some("abc"), None)],
+            )]))
+            .unwrap();
+        }
+    }
+    let path = wal_file(d.path());
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Find the second record and flip a bit in its payload.
+    let first_len = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize;
+    let second = 24 + 16 + first_len;
+    bytes[second + 16 + 5] ^= 0x10;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Vnode::open(d.path(), cfg_with(full(), 2)).err().unwrap();
+    match &err {
+        VnodeError::Corruption { file, offset, .. } => {
+            assert_eq!(file, &path);
+            assert_eq!(*offset, second as u64);
+        }
+        e => panic!("expected corruption, got {e}"),
+    }
+    assert_eq!(err.status_code(), StatusCode::Corruption);
+    assert!(err.to_string().contains(".log"), "{err}");
+}
+
+#[test]
+fn corrupted_data_file_is_a_typed_error() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = open(d.path());
+        v.write(&batch(vec![tw(
+            "t1",
+            tags("a"),
+            &[(1, Some(1.0), Some("abc"), None)],
+        )]))
+        .unwrap();
+        v.flush().unwrap();
+    }
+    let data = d.path().join("tsdb").join(flush::file_name(1));
+    let orig = std::fs::read(&data).unwrap();
+    // A flipped bit inside the block: detected when the block is read.
+    let mut bytes = orig.clone();
+    bytes[20] ^= 1;
+    std::fs::write(&data, &bytes).unwrap();
+    let v = open(d.path());
+    let uid = v.table("t1").unwrap().uid;
+    let e = v.scan(uid, 0, 10, &[0, 1]).unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::Corruption { file, offset: 16, .. } if file == &data),
+        "{e}"
+    );
+    drop(v);
+    // A damaged footer: detected at open.
+    let mut bytes = orig.clone();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0xff;
+    std::fs::write(&data, &bytes).unwrap();
+    let e = Vnode::open(d.path(), cfg_with(full(), 2)).err().unwrap();
+    assert!(
+        matches!(&e, VnodeError::Corruption { file, .. } if file == &data),
+        "{e}"
+    );
+    // A truncated file and a corrupt manifest: typed errors, never panics.
+    std::fs::write(&data, &orig[..orig.len() / 2]).unwrap();
+    assert!(matches!(
+        Vnode::open(d.path(), cfg_with(full(), 2)),
+        Err(VnodeError::Corruption { .. })
+    ));
+    std::fs::write(&data, &orig).unwrap();
+    let man = d.path().join("meta").join(MANIFEST_FILE);
+    let mut m = std::fs::read(&man).unwrap();
+    let k = m.len() - 2;
+    m[k] ^= 4;
+    std::fs::write(&man, &m).unwrap();
+    let e = Vnode::open(d.path(), cfg_with(full(), 2)).err().unwrap();
+    assert!(
+        matches!(&e, VnodeError::Corruption { file, .. } if file == &man),
+        "{e}"
+    );
+}
+
+#[test]
+fn validation_errors_write_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    // A range holding about half the hash space.
+    let range = HashRange {
+        begin: 0,
+        end: u32::MAX / 2,
+    };
+    let v = Vnode::open(d.path(), cfg_with(range, 2)).unwrap();
+    let inside = (0..100)
+        .map(|i| format!("in{i}"))
+        .find(|n| range.contains(hash_table_name(DB, n)))
+        .unwrap();
+    let outside = (0..100)
+        .map(|i| format!("out{i}"))
+        .find(|n| !range.contains(hash_table_name(DB, n)))
+        .unwrap();
+    let good = tw(&inside, tags("a"), &[(1, Some(1.0), None, None)]);
+
+    let e = v
+        .write(&batch(vec![
+            good.clone(),
+            tw(&outside, tags("a"), &[(1, None, None, None)]),
+        ]))
+        .unwrap_err();
+    assert!(matches!(&e, VnodeError::WrongVgroup { table, .. } if table == &outside));
+    assert_eq!(e.status_code(), StatusCode::WrongVgroup);
+
+    let e = v
+        .write(&batch(vec![
+            good.clone(),
+            tw(&inside.to_string(), None, &[]),
+        ]))
+        .err();
+    assert!(e.is_none(), "a repeated table in one batch is fine");
+    assert!(v.drop_table(&inside).unwrap());
+
+    let unknown = (0..100)
+        .map(|i| format!("u{i}"))
+        .find(|n| range.contains(hash_table_name(DB, n)))
+        .unwrap();
+    let e = v
+        .write(&batch(vec![
+            good.clone(),
+            tw(&unknown, None, &[(1, None, None, None)]),
+        ]))
+        .unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::TableNotFound { table } if table == &unknown),
+        "{e}"
+    );
+    assert_eq!(e.status_code(), StatusCode::TableNotFound);
+
+    let mut wrong_count = tw(&unknown, tags("a"), &[(1, None, None, None)]);
+    wrong_count.columns.pop();
+    let e = v
+        .write(&batch(vec![good.clone(), wrong_count]))
+        .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::SchemaMismatch, "{e}");
+
+    let mut wrong_type = tw(&unknown, tags("a"), &[(1, None, None, None)]);
+    wrong_type.columns[3] = Column::new(ColumnData::Str(vec!["x".into()]));
+    let e = v.write(&batch(vec![good.clone(), wrong_type])).unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::TypeMismatch { column, .. } if column == "n"),
+        "{e}"
+    );
+
+    let mut ragged = tw(&unknown, tags("a"), &[(1, None, None, None)]);
+    ragged.columns[1].push(&Value::Float(2.0));
+    let e = v.write(&batch(vec![good.clone(), ragged])).unwrap_err();
+    assert!(e.to_string().contains("'v'"), "{e}");
+
+    let mut null_ts = tw(&unknown, tags("a"), &[(1, None, None, None)]);
+    null_ts.columns[0] = Column::empty(DataType::Timestamp, 1);
+    null_ts.columns[0].push(&Value::Null);
+    assert!(v.write(&batch(vec![good.clone(), null_ts])).is_err());
+
+    let bad_tags = tw(
+        &unknown,
+        Some(vec![Value::Str("a".into()), Value::Str("x".into())]),
+        &[],
+    );
+    let e = v.write(&batch(vec![good.clone(), bad_tags])).unwrap_err();
+    assert!(e.to_string().contains("gid"), "{e}");
+
+    let mut other_stable = tw(&unknown, tags("a"), &[]);
+    other_stable.stable = "nope".into();
+    let e = v
+        .write(&batch(vec![good.clone(), other_stable]))
+        .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::StableNotFound);
+
+    let mut wrong_db = batch(vec![good.clone()]);
+    wrong_db.db = "other".into();
+    assert!(v.write(&wrong_db).is_err());
+
+    // Nothing of the failed batches was applied (the good table was dropped above).
+    assert!(v.tables(None).is_empty());
+    assert_eq!(v.stats().rows_written, 1);
+    drop(v);
+    let v = Vnode::open(d.path(), cfg_with(range, 2)).unwrap();
+    assert!(v.tables(None).is_empty());
+}
+
+#[test]
+fn concurrent_writers_share_group_commits_and_every_row_survives_once() {
+    let d = tempfile::tempdir().unwrap();
+    const THREADS: i64 = 4;
+    const BATCHES: i64 = 60;
+    const ROWS: i64 = 25;
+    {
+        let v = Arc::new(open(d.path()));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let v = v.clone();
+                std::thread::spawn(move || {
+                    for b in 0..BATCHES {
+                        let rows: Vec<R> = (0..ROWS)
+                            .map(|r| {
+                                (
+                                    b * ROWS + r,
+                                    Some((t * 1000 + b) as f64),
+                                    Some("padding-padding"),
+                                    Some(r),
+                                )
+                            })
+                            .collect();
+                        let table = format!("dev{t}");
+                        v.write(&batch(vec![tw(&table, tags("x"), &rows)])).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        // The 1 MiB budget was crossed at least once: some data went to files.
+        assert!(v.stats().disk_bytes > 0);
+        assert_eq!(v.stats().rows_written, (THREADS * BATCHES * ROWS) as u64);
+    }
+    let v = open(d.path());
+    for t in 0..THREADS {
+        let r = rows(&v, &format!("dev{t}"));
+        assert_eq!(r.len(), (BATCHES * ROWS) as usize);
+        for (i, row) in r.iter().enumerate() {
+            assert_eq!(row.0, i as i64);
+            assert_eq!(row.1, f((t * 1000 + i as i64 / ROWS) as f64));
+        }
+    }
+}
+
+#[test]
+fn drops_and_creates_are_durable() {
+    let d = tempfile::tempdir().unwrap();
+    let (uid_a, uid_b);
+    {
+        let v = open(d.path());
+        let s = schema(1);
+        let t = |n: &str| (n.to_string(), vec![Value::Str(n.into()), Value::Int(1)]);
+        assert_eq!(
+            v.create_tables(&s, &[t("a"), t("b"), t("c")], false)
+                .unwrap(),
+            3
+        );
+        let e = v.create_tables(&s, &[t("d"), t("a")], false).unwrap_err();
+        assert!(matches!(&e, VnodeError::TableExists { table } if table == "a"));
+        assert_eq!(e.status_code(), StatusCode::TableExists);
+        assert!(v.table("d").is_none(), "all-or-nothing");
+        assert_eq!(v.create_tables(&s, &[t("d"), t("a")], true).unwrap(), 1);
+        let e = v
+            .create_tables(&s, &[("e".into(), vec![Value::Int(1)])], false)
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TypeMismatch);
+        uid_a = v.table("a").unwrap().uid;
+        uid_b = v.table("b").unwrap().uid;
+        v.write(&batch(vec![tw("a", None, &[(1, Some(1.0), None, None)])]))
+            .unwrap();
+        v.flush().unwrap();
+        assert!(v.drop_table("a").unwrap());
+        assert!(!v.drop_table("a").unwrap());
+        assert!(v.scan(uid_a, 0, 10, &[0]).is_err());
+        // other stable
+        let mut s2 = schema(1);
+        s2.name = "other".into();
+        v.create_tables(&s2, &[t("x")], false).unwrap();
+    }
+    {
+        let v = open(d.path());
+        assert!(v.table("a").is_none());
+        assert_eq!(v.table("b").unwrap().uid, uid_b);
+        // Re-creating a dropped name gets a new uid and none of the old data.
+        v.write(&batch(vec![tw("a", tags("new"), &[(5, None, None, None)])]))
+            .unwrap();
+        let a = v.table("a").unwrap();
+        assert_ne!(a.uid, uid_a);
+        assert_eq!(rows(&v, "a").len(), 1);
+        assert_eq!(v.drop_stable("meters").unwrap(), 4);
+        assert_eq!(v.drop_stable("meters").unwrap(), 0);
+        assert!(v.stable_schema("meters").is_none());
+    }
+    let v = open(d.path());
+    assert_eq!(
+        v.tables(None)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect::<Vec<_>>(),
+        ["x"]
+    );
+    assert!(v.stable_schema("meters").is_none());
+    assert!(v.stable_schema("other").is_some());
+    v.destroy().unwrap();
+    assert!(!d.path().exists());
+}
+
+#[test]
+fn newer_schema_in_a_batch_replaces_the_stored_one() {
+    let d = tempfile::tempdir().unwrap();
+    let v = open(d.path());
+    v.write(&batch(vec![tw(
+        "t1",
+        tags("a"),
+        &[(1, Some(1.0), None, None)],
+    )]))
+    .unwrap();
+    v.flush().unwrap();
+    let mut t = tw("t1", None, &[(2, Some(2.0), None, None)]);
+    let mut extra = Column::empty(DataType::BigInt, 1);
+    extra.push(&Value::Int(42));
+    t.columns.push(extra);
+    let mut b = batch(vec![t]);
+    b.schemas = vec![schema(2)];
+    v.write(&b).unwrap();
+    // An old client with version 1 and 4 columns now mismatches.
+    let e = v
+        .write(&batch(vec![tw("t1", None, &[(3, None, None, None)])]))
+        .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::SchemaMismatch);
+    drop(v);
+    let v = open(d.path());
+    assert_eq!(v.stable_schema("meters").unwrap().version, SchemaVersion(2));
+    let uid = v.table("t1").unwrap().uid;
+    let cols = v.scan(uid, 0, 10, &[0, 4]).unwrap();
+    assert_eq!(cols[1].get(0), Value::Null); // written before the column existed
+    assert_eq!(cols[1].get(1), Value::Int(42));
+}
+
+#[test]
+fn many_flushes_merge_files_and_drop_dead_data() {
+    let d = tempfile::tempdir().unwrap();
+    let v = open(d.path());
+    for i in 0..(MAX_DATA_FILES as i64 + 3) {
+        v.write(&batch(vec![
+            tw(
+                "keep",
+                tags("a"),
+                &[
+                    (i, Some(i as f64), None, None),
+                    (0, Some(100.0 + i as f64), None, None),
+                ],
+            ),
+            tw("gone", tags("b"), &[(i, None, None, None)]),
+        ]))
+        .unwrap();
+        if i == 2 {
+            v.drop_table("gone").unwrap();
+        }
+        v.flush().unwrap();
+    }
+    assert!(v.state.read().files.len() < MAX_DATA_FILES);
+    let n = MAX_DATA_FILES as i64 + 3;
+    let r = rows(&v, "keep");
+    assert_eq!(r.len(), n as usize);
+    assert_eq!(r[0].1, f(100.0 + (n - 1) as f64));
+    assert_eq!(rows(&v, "gone").len(), n as usize - 3);
+    drop(v);
+    let v = open(d.path());
+    assert_eq!(rows(&v, "keep").len(), n as usize);
+    let files = std::fs::read_dir(d.path().join("tsdb")).unwrap().count();
+    assert_eq!(files, v.state.read().files.len());
+}
+
+#[test]
+fn wal_level_1_is_recovered_after_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    {
+        let v = Vnode::open(d.path(), cfg_with(full(), 1)).unwrap();
+        v.write(&batch(vec![tw(
+            "t1",
+            tags("a"),
+            &[(1, Some(1.0), None, None)],
+        )]))
+        .unwrap();
+    }
+    {
+        let mut cfg = cfg_with(full(), 1);
+        cfg.options.wal_fsync_period_ms = 5;
+        let d2 = tempfile::tempdir().unwrap();
+        let v = Vnode::open(d2.path(), cfg).unwrap();
+        v.write(&batch(vec![tw("t1", tags("a"), &[(1, None, None, None)])]))
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(v); // stops the syncer thread
+        assert_eq!(rows(&open(d2.path()), "t1").len(), 1);
+    }
+    // The persisted config wins over the one passed at reopen.
+    let v = Vnode::open(d.path(), cfg_with(full(), 2)).unwrap();
+    assert_eq!(v.config().options.wal_level, 1);
+    assert_eq!(rows(&v, "t1").len(), 1);
+}
+
+/// Child half of the kill -9 test: writes until killed, printing every acknowledged ts.
+#[test]
+fn kill9_child_process() {
+    use std::io::Write;
+    let Ok(dir) = std::env::var("TIDAL_VNODE_KILL9_DIR") else {
+        return; // only runs when spawned by `acknowledged_writes_survive_kill_9`
+    };
+    let v = open(Path::new(&dir));
+    let mut out = std::io::stdout();
+    for ts in 0i64.. {
+        let table = format!("k{}", ts % 4);
+        v.write(&batch(vec![tw(
+            &table,
+            tags("k"),
+            &[(ts, Some(ts as f64), Some("payload"), Some(ts))],
+        )]))
+        .unwrap();
+        writeln!(out, "ack {ts}").unwrap();
+        out.flush().unwrap();
+        if ts % 97 == 0 {
+            v.flush().unwrap();
+        }
+    }
+}
+
+#[test]
+fn acknowledged_writes_survive_kill_9() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let d = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "tests::kill9_child_process",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TIDAL_VNODE_KILL9_DIR", d.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut acked = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let Ok(line) = line else { break };
+        if let Some(ts) = line.strip_prefix("ack ") {
+            acked.push(ts.parse::<i64>().unwrap());
+            if acked.len() >= 400 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(acked.len(), 400, "child stopped early");
+    let v = open(d.path());
+    let mut seen = HashSet::new();
+    for k in 0..4 {
+        for r in rows(&v, &format!("k{k}")) {
+            assert!(seen.insert(r.0), "ts {} twice", r.0);
+            assert_eq!(r.1, f(r.0 as f64));
+        }
+    }
+    for ts in acked {
+        assert!(seen.contains(&ts), "acknowledged ts {ts} lost");
+    }
+}
+
+/// Rough throughput check: `cargo test --release -p tidal-vnode throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn throughput_smoke() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Arc::new(open(d.path()));
+    let start = std::time::Instant::now();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let v = v.clone();
+            std::thread::spawn(move || {
+                for b in 0..50i64 {
+                    let tables = (0..50)
+                        .map(|k| {
+                            let rows: Vec<R> = (0..100)
+                                .map(|r| (b * 100 + r, Some(r as f64), Some("abc"), Some(r)))
+                                .collect();
+                            tw(&format!("t{t}_{k}"), tags("x"), &rows)
+                        })
+                        .collect();
+                    v.write(&batch(tables)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let el = start.elapsed();
+    let n = 4 * 50 * 50 * 100;
+    println!(
+        "{n} rows in {el:?}: {:.0} rows/s, {:?}",
+        n as f64 / el.as_secs_f64(),
+        v.stats()
+    );
+    let start = std::time::Instant::now();
+    let uid = v.table("t0_0").unwrap().uid;
+    for _ in 0..100 {
+        v.scan(uid, 0, i64::MAX, &[0, 1]).unwrap();
+    }
+    println!("100 scans of 5000 rows: {:?}", start.elapsed());
+}
+
+#[test]
+fn vnode_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Vnode>();
+    check::<VnodeError>();
+}

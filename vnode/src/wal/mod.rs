@@ -1,0 +1,503 @@
+//! The write-ahead log: numbered files `wal/<first_seq:020>.log` of checksummed records
+//! (layout in `FORMAT.md` beside this file) and group commit.
+//!
+//! Owns: the WAL files, record sequence numbers, the durable watermark.
+//! Invariants:
+//! - Records are appended under the vnode's commit lock, so file order == sequence order and
+//!   sequence numbers increase by exactly one.
+//! - [`Wal::append`] only buffers; [`Wal::wait_durable`] makes a record durable. One caller at a
+//!   time (the leader) writes everything buffered with one `write` and (wal_level 2) one
+//!   `fdatasync`; the others wait on a condvar and share that sync (group commit).
+//! - Only the newest file is appended to. Older files are deleted by [`Wal::trim`] once a
+//!   manifest that covers all their records has been committed.
+//! - After a failed write or sync the WAL is poisoned: every later append fails until the vnode
+//!   is reopened (the file content after the failure is unknown; replay decides).
+
+use crate::error::{Result, VnodeError};
+use crate::fsutil;
+use parking_lot::{Condvar, Mutex};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub const WAL_MAGIC: &[u8; 8] = b"TIDALWAL";
+pub const WAL_VERSION: u32 = 1;
+pub const HEADER_BYTES: usize = 24;
+pub const FRAME_BYTES: usize = 16;
+/// Largest record payload accepted on replay (a sanity bound on the length field).
+pub const MAX_RECORD_BYTES: u32 = 1 << 30;
+
+pub fn file_name(first_seq: u64) -> String {
+    format!("{first_seq:020}.log")
+}
+
+fn header(first_seq: u64) -> [u8; HEADER_BYTES] {
+    let mut h = [0u8; HEADER_BYTES];
+    h[0..8].copy_from_slice(WAL_MAGIC);
+    h[8..12].copy_from_slice(&WAL_VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&first_seq.to_le_bytes());
+    h
+}
+
+/// Appends one framed record to `out`.
+pub fn frame(out: &mut Vec<u8>, seq: u64, payload: &[u8]) {
+    let mut crc = crc32c::crc32c(&seq.to_le_bytes());
+    crc = crc32c::crc32c_append(crc, payload);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// A WAL file found on disk.
+#[derive(Debug, Clone)]
+pub struct WalFile {
+    pub first_seq: u64,
+    pub path: PathBuf,
+    pub bytes: u64,
+}
+
+/// Lists the WAL files of `dir`, sorted by first sequence number. Stray `.tmp` files are ignored.
+pub fn list_files(dir: &Path) -> Result<Vec<WalFile>> {
+    let mut out = Vec::new();
+    let rd = fs::read_dir(dir).map_err(|e| VnodeError::io(dir, "list", e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| VnodeError::io(dir, "list", e))?;
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(stem) = name.strip_suffix(".log") else {
+            continue;
+        };
+        let Ok(first_seq) = stem.parse::<u64>() else {
+            continue;
+        };
+        let bytes = ent.metadata().map(|m| m.len()).unwrap_or(0);
+        out.push(WalFile {
+            first_seq,
+            path: ent.path(),
+            bytes,
+        });
+    }
+    out.sort_by_key(|f| f.first_seq);
+    Ok(out)
+}
+
+/// Replays every record of every WAL file in order, calling `f(seq, payload)`. A torn tail of
+/// the newest file is cut off (the file is truncated so that appends can never follow
+/// garbage); anything else that does not check out is [`VnodeError::Corruption`] naming the file
+/// and offset. Returns the last sequence number seen (0 if none).
+pub fn replay(
+    files: &[WalFile],
+    mut f: impl FnMut(u64, &[u8], &Path, u64) -> Result<()>,
+) -> Result<u64> {
+    let mut last_seq = 0u64;
+    for (fi, wf) in files.iter().enumerate() {
+        let is_last = fi + 1 == files.len();
+        let bytes = fsutil::read_file(&wf.path)?;
+        let corrupt = |offset: usize, reason: String| VnodeError::Corruption {
+            file: wf.path.clone(),
+            offset: offset as u64,
+            reason,
+        };
+        if bytes.len() < HEADER_BYTES {
+            if is_last {
+                // Crash while creating the file: nothing in it was ever acknowledged.
+                truncate_to_header(&wf.path, wf.first_seq)?;
+                continue;
+            }
+            return Err(corrupt(0, "file is shorter than the WAL header".into()));
+        }
+        if bytes.get(0..8) != Some(&WAL_MAGIC[..]) {
+            return Err(corrupt(0, "bad magic, not a Tidal WAL file".into()));
+        }
+        let version = u32::from_le_bytes(arr4(&bytes, 8));
+        if version != WAL_VERSION {
+            return Err(corrupt(
+                8,
+                format!("unsupported WAL format version {version}"),
+            ));
+        }
+        let first = u64::from_le_bytes(arr8(&bytes, 16));
+        if first != wf.first_seq {
+            return Err(corrupt(
+                16,
+                format!(
+                    "header says first seq {first}, file name says {}",
+                    wf.first_seq
+                ),
+            ));
+        }
+        let mut pos = HEADER_BYTES;
+        let mut expect_seq = wf.first_seq;
+        while pos < bytes.len() {
+            let rest = bytes.get(pos..).unwrap_or(&[]);
+            let tail_is_zero = rest.iter().all(|b| *b == 0);
+            if rest.len() < FRAME_BYTES || tail_is_zero {
+                if is_last {
+                    break; // torn append in the newest file
+                }
+                return Err(corrupt(pos, "incomplete record frame".into()));
+            }
+            let len = u32::from_le_bytes(arr4(&bytes, pos));
+            let crc = u32::from_le_bytes(arr4(&bytes, pos + 4));
+            let seq = u64::from_le_bytes(arr8(&bytes, pos + 8));
+            if len > MAX_RECORD_BYTES {
+                return Err(corrupt(pos, format!("implausible record length {len}")));
+            }
+            let end = pos + FRAME_BYTES + len as usize;
+            if end > bytes.len() {
+                if is_last {
+                    break; // torn append in the newest file
+                }
+                return Err(corrupt(
+                    pos,
+                    format!("record of {len} bytes runs past the end of the file"),
+                ));
+            }
+            let payload = bytes.get(pos + FRAME_BYTES..end).unwrap_or(&[]);
+            let actual = crc32c::crc32c_append(crc32c::crc32c(&seq.to_le_bytes()), payload);
+            if actual != crc {
+                let after_zero = bytes.get(end..).unwrap_or(&[]).iter().all(|b| *b == 0);
+                if is_last && after_zero {
+                    // The final record of the newest file was only partly persisted.
+                    break;
+                }
+                return Err(corrupt(
+                    pos,
+                    format!("checksum mismatch (stored {crc:#010x}, computed {actual:#010x})"),
+                ));
+            }
+            if seq != expect_seq {
+                return Err(corrupt(
+                    pos,
+                    format!("record has seq {seq}, expected {expect_seq}"),
+                ));
+            }
+            f(seq, payload, &wf.path, pos as u64)?;
+            last_seq = seq;
+            expect_seq = seq + 1;
+            pos = end;
+        }
+        if pos < bytes.len() {
+            tracing::warn!(
+                file = %wf.path.display(),
+                offset = pos,
+                dropped_bytes = bytes.len() - pos,
+                "cutting off torn WAL tail"
+            );
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&wf.path)
+                .map_err(|e| VnodeError::io(&wf.path, "open", e))?;
+            file.set_len(pos as u64)
+                .map_err(|e| VnodeError::io(&wf.path, "truncate torn tail of", e))?;
+            file.sync_all()
+                .map_err(|e| VnodeError::io(&wf.path, "fsync", e))?;
+        }
+    }
+    Ok(last_seq)
+}
+
+fn truncate_to_header(path: &Path, first_seq: u64) -> Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| VnodeError::io(path, "open", e))?;
+    file.write_all(&header(first_seq))
+        .map_err(|e| VnodeError::io(path, "write header of", e))?;
+    file.sync_all()
+        .map_err(|e| VnodeError::io(path, "fsync", e))
+}
+
+fn arr4(b: &[u8], at: usize) -> [u8; 4] {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        a.copy_from_slice(s);
+    }
+    a
+}
+
+fn arr8(b: &[u8], at: usize) -> [u8; 8] {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    a
+}
+
+struct Inner {
+    file: Arc<File>,
+    path: PathBuf,
+    first_seq: u64,
+    /// Framed records appended but not yet handed to the OS.
+    pending: Vec<u8>,
+    /// Sequence number of the last appended record.
+    last_seq: u64,
+    /// Bytes of the current file including pending ones.
+    file_bytes: u64,
+    /// Older files, kept until a manifest covers them.
+    old: Vec<WalFile>,
+}
+
+struct SyncState {
+    /// Every record with seq <= done_seq has been written (and fsynced at wal_level 2).
+    done_seq: u64,
+    leader_busy: bool,
+    poisoned: Option<String>,
+}
+
+pub struct Wal {
+    dir: PathBuf,
+    fsync: bool,
+    inner: Mutex<Inner>,
+    sync: Mutex<SyncState>,
+    cv: Condvar,
+    /// Number of group writes (each one `write` + at level 2 one fsync) done so far.
+    group_writes: AtomicU64,
+}
+
+impl Wal {
+    /// Starts a new WAL file whose first record will be `last_seq + 1`; `old` are the existing
+    /// files (already replayed). An existing file of the same name holds no valid record (replay
+    /// would have advanced `last_seq`) and is overwritten.
+    pub fn open(dir: &Path, wal_level: u8, last_seq: u64, mut old: Vec<WalFile>) -> Result<Wal> {
+        let first_seq = last_seq + 1;
+        let path = dir.join(file_name(first_seq));
+        old.retain(|f| f.path != path);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| VnodeError::io(&path, "create", e))?;
+        file.write_all(&header(first_seq))
+            .map_err(|e| VnodeError::io(&path, "write header of", e))?;
+        file.sync_all()
+            .map_err(|e| VnodeError::io(&path, "fsync", e))?;
+        fsutil::sync_dir(dir)?;
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            fsync: wal_level >= 2,
+            inner: Mutex::new(Inner {
+                file: Arc::new(file),
+                path,
+                first_seq,
+                pending: Vec::new(),
+                last_seq,
+                file_bytes: HEADER_BYTES as u64,
+                old,
+            }),
+            sync: Mutex::new(SyncState {
+                done_seq: last_seq,
+                leader_busy: false,
+                poisoned: None,
+            }),
+            cv: Condvar::new(),
+            group_writes: AtomicU64::new(0),
+        })
+    }
+
+    pub fn check_poisoned(&self) -> Result<()> {
+        match &self.sync.lock().poisoned {
+            Some(reason) => Err(VnodeError::Poisoned {
+                dir: self.dir.clone(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Buffers one record and returns its sequence number. Callers hold the commit lock.
+    pub fn append(&self, payload: &[u8]) -> u64 {
+        let mut i = self.inner.lock();
+        i.last_seq += 1;
+        let seq = i.last_seq;
+        let before = i.pending.len();
+        frame(&mut i.pending, seq, payload);
+        i.file_bytes += (i.pending.len() - before) as u64;
+        seq
+    }
+
+    #[cfg(test)]
+    pub fn group_writes(&self) -> u64 {
+        self.group_writes.load(Ordering::Relaxed)
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.inner.lock().last_seq
+    }
+
+    pub fn bytes(&self) -> u64 {
+        let i = self.inner.lock();
+        i.file_bytes + i.old.iter().map(|f| f.bytes).sum::<u64>()
+    }
+
+    /// Blocks until record `seq` is written (and at wal_level 2 fsynced). Group commit: the
+    /// first waiter to find no sync in progress becomes the leader and writes + syncs everything
+    /// buffered so far on behalf of all waiters.
+    pub fn wait_durable(&self, seq: u64) -> Result<()> {
+        let mut s = self.sync.lock();
+        loop {
+            if let Some(reason) = &s.poisoned {
+                return Err(VnodeError::Poisoned {
+                    dir: self.dir.clone(),
+                    reason: reason.clone(),
+                });
+            }
+            if s.done_seq >= seq {
+                return Ok(());
+            }
+            if s.leader_busy {
+                self.cv.wait(&mut s);
+                continue;
+            }
+            s.leader_busy = true;
+            drop(s);
+            let (bytes, upto, file, path) = {
+                let mut i = self.inner.lock();
+                (
+                    std::mem::take(&mut i.pending),
+                    i.last_seq,
+                    i.file.clone(),
+                    i.path.clone(),
+                )
+            };
+            let mut res = (&*file)
+                .write_all(&bytes)
+                .map_err(|e| VnodeError::io(&path, "append to", e));
+            if res.is_ok() && self.fsync {
+                res = file
+                    .sync_data()
+                    .map_err(|e| VnodeError::io(&path, "fsync", e));
+            }
+            self.group_writes.fetch_add(1, Ordering::Relaxed);
+            s = self.sync.lock();
+            s.leader_busy = false;
+            match res {
+                Ok(()) => s.done_seq = s.done_seq.max(upto),
+                Err(e) => {
+                    tracing::error!(error = %e, "WAL write failed; vnode poisoned");
+                    s.poisoned = Some(e.to_string());
+                    self.cv.notify_all();
+                    return Err(e);
+                }
+            }
+            self.cv.notify_all();
+        }
+    }
+
+    /// fsyncs the current file (the wal_level 1 background syncer, every wal_fsync_period_ms).
+    pub fn sync_current(&self) -> Result<()> {
+        let (file, path) = {
+            let i = self.inner.lock();
+            (i.file.clone(), i.path.clone())
+        };
+        file.sync_data()
+            .map_err(|e| VnodeError::io(&path, "fsync", e))
+    }
+
+    /// Starts a new file for records after the current last one, and fsyncs the current file.
+    /// Callers hold the commit lock and have called `wait_durable(last_seq)`.
+    pub fn rotate(&self) -> Result<()> {
+        let mut i = self.inner.lock();
+        let first_seq = i.last_seq + 1;
+        if first_seq == i.first_seq {
+            return Ok(()); // the current file is still empty
+        }
+        i.file
+            .sync_all()
+            .map_err(|e| VnodeError::io(&i.path, "fsync", e))?;
+        let path = self.dir.join(file_name(first_seq));
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(|e| VnodeError::io(&path, "create", e))?;
+        file.write_all(&header(first_seq))
+            .map_err(|e| VnodeError::io(&path, "write header of", e))?;
+        file.sync_all()
+            .map_err(|e| VnodeError::io(&path, "fsync", e))?;
+        fsutil::sync_dir(&self.dir)?;
+        let old = WalFile {
+            first_seq: i.first_seq,
+            path: std::mem::replace(&mut i.path, path),
+            bytes: i.file_bytes,
+        };
+        i.old.push(old);
+        i.file = Arc::new(file);
+        i.first_seq = first_seq;
+        i.file_bytes = HEADER_BYTES as u64;
+        Ok(())
+    }
+
+    /// Deletes the files before the current one (a committed manifest covers their records).
+    pub fn trim(&self) {
+        let old = std::mem::take(&mut self.inner.lock().old);
+        for f in old {
+            if let Err(e) = fs::remove_file(&f.path) {
+                tracing::warn!(file = %f.path.display(), error = %e, "could not delete trimmed WAL file");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_group_write_covers_every_buffered_record() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 2, 0, Vec::new()).unwrap();
+        let seqs: Vec<u64> = (0..3).map(|i| wal.append(&[i as u8; 10])).collect();
+        assert_eq!(seqs, [1, 2, 3]);
+        wal.wait_durable(3).unwrap();
+        assert_eq!(wal.group_writes(), 1);
+        wal.wait_durable(1).unwrap(); // already durable: no new write
+        assert_eq!(wal.group_writes(), 1);
+        let files = list_files(d.path()).unwrap();
+        let mut got = Vec::new();
+        let last = replay(&files, |seq, p, _, _| {
+            got.push((seq, p.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(last, 3);
+        assert_eq!(got[2], (3, vec![2u8; 10]));
+        // Rotation starts a new file; trim removes the old one.
+        wal.rotate().unwrap();
+        wal.append(b"x");
+        wal.wait_durable(4).unwrap();
+        assert_eq!(list_files(d.path()).unwrap().len(), 2);
+        wal.trim();
+        let files = list_files(d.path()).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].first_seq, 4);
+    }
+
+    #[test]
+    fn garbage_files_never_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let mut bytes = header(1).to_vec();
+        frame(&mut bytes, 1, b"hello");
+        frame(&mut bytes, 2, b"world");
+        for cut in 0..bytes.len() {
+            for flip in [None, Some(cut)] {
+                let mut b = bytes[..cut].to_vec();
+                if let Some(i) = flip {
+                    if let Some(x) = b.get_mut(i.saturating_sub(1)) {
+                        *x ^= 0x5a;
+                    }
+                }
+                let p = d.path().join(file_name(1));
+                std::fs::write(&p, &b).unwrap();
+                let files = list_files(d.path()).unwrap();
+                let _ = replay(&files, |_, _, _, _| Ok(()));
+            }
+        }
+    }
+}
