@@ -1,1 +1,48 @@
-//! placeholder
+//! The TDengine SQL dialect for Tidal: parser, binder, planner, vnode fragment executor and
+//! coordinator merge. Pure: no I/O, no networking.
+//!
+//! Flow of a query: [`parse`] -> [`referenced_tables`] (the frontend prefetches their metadata)
+//! -> [`plan_query`] with a [`Catalog`] -> each [`FragmentSpec`] is shipped to its vnodes as
+//! [`Fragment::to_bytes`] -> [`execute_fragment`] on each vnode over its [`ScanSource`] ->
+//! [`finish`] on the coordinator with one batch per vgroup and fragment.
+//!
+//! Layers:
+//! - `lexer` + `parser`: a hand-written tokenizer and recursive-descent parser (sqlparser cannot
+//!   parse the TDengine extensions, see DESIGN.md §10). Errors carry `line:col`; nesting is
+//!   bounded so that no input can overflow the stack.
+//! - `bind`: INSERT items and `CREATE TABLE .. USING` against a resolved schema.
+//! - `plan`: resolves columns/tags/`tbname`, splits WHERE into a time range (scan bounds), a tag
+//!   filter (once per subtable, before scanning) and a row filter; builds one fragment for the
+//!   level that reads a table and a coordinator [`Node`] tree for the rest (final aggregate,
+//!   HAVING, projection, `diff`, sort, per-partition or global LIMIT). Subqueries in FROM plan
+//!   recursively; outer levels run on the coordinator over the merged inner result.
+//! - `expr`: compiled expressions ([`PExpr`]) evaluated column-at-a-time over [`tidal_common::Column`]s.
+//! - `agg`: hash aggregation with mergeable partial states (COUNT summed, SUM summed, AVG as
+//!   sum + count, MIN/MAX/FIRST/LAST/LAST_ROW as selectors carrying their row's timestamp and
+//!   the plain columns of the single-selector rule).
+//! - `exec`: the vnode side and the coordinator side.
+
+pub mod agg;
+pub mod ast;
+pub mod bind;
+pub mod error;
+pub mod exec;
+pub mod expr;
+pub mod lexer;
+pub mod parser;
+pub mod plan;
+
+pub use agg::{AggFunc, AggSpec};
+pub use ast::*;
+pub use bind::{bind_create_subtable, bind_insert};
+pub use error::{Pos, SqlError};
+pub use exec::{execute_fragment, finish, ScanSource};
+pub use expr::PExpr;
+pub use parser::parse;
+pub use plan::{
+    plan_query, referenced_tables, Catalog, Fragment, FragmentOp, FragmentSpec, FragmentTarget,
+    InputCol, Node, QueryPlan, ScanTarget,
+};
+
+#[cfg(test)]
+mod tests;

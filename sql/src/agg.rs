@@ -1,0 +1,622 @@
+//! Hash aggregation with partial states: vnodes compute partials over raw rows, the
+//! coordinator merges partials (COUNT summed, MIN of mins, AVG from sum + count, selectors by
+//! their row key) and finalizes.
+
+use crate::error::SqlError;
+use crate::expr::{eval, f64s, PExpr};
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use tidal_common::types::PhysicalType;
+use tidal_common::{Batch, Column, ColumnData, DataType, Field, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggFunc {
+    CountStar,
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    First,
+    Last,
+    LastRow,
+    /// Any value of the group (tags when the group is a single table).
+    Any,
+    /// A plain column next to a single selector: the value of the selected row.
+    Carry,
+}
+
+impl AggFunc {
+    pub fn is_selector(self) -> bool {
+        matches!(
+            self,
+            AggFunc::Min
+                | AggFunc::Max
+                | AggFunc::First
+                | AggFunc::Last
+                | AggFunc::LastRow
+                | AggFunc::Any
+        )
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AggSpec {
+    pub func: AggFunc,
+    /// The argument over the input (None for COUNT(*)).
+    pub arg: Option<PExpr>,
+    /// Selectors: the row order key (the timestamp); None = arrival order.
+    pub ts: Option<PExpr>,
+    /// Selectors: values carried from the selected row (single-selector rule).
+    pub carry: Vec<PExpr>,
+    /// Carry: (index of the selector spec, position in its `carry`).
+    pub carry_of: Option<(usize, usize)>,
+    /// Result type.
+    pub out_type: DataType,
+}
+
+impl AggSpec {
+    fn arg_type(&self) -> DataType {
+        self.arg
+            .as_ref()
+            .map(PExpr::data_type)
+            .unwrap_or(DataType::BigInt)
+    }
+
+    /// Types of the partial-state columns this aggregate contributes.
+    pub fn partial_fields(&self, idx: usize) -> Vec<Field> {
+        let n = |s: &str| format!("_p{idx}_{s}");
+        match self.func {
+            AggFunc::CountStar | AggFunc::Count => vec![Field::new(n("count"), DataType::BigInt)],
+            AggFunc::Sum => vec![Field::new(n("sum"), self.out_type)],
+            AggFunc::Avg => vec![
+                Field::new(n("sum"), DataType::Double),
+                Field::new(n("count"), DataType::BigInt),
+            ],
+            AggFunc::Carry => vec![],
+            _ => {
+                let mut v = vec![
+                    Field::new(n("ts"), DataType::Timestamp),
+                    Field::new(n("value"), self.arg_type()),
+                ];
+                for (k, c) in self.carry.iter().enumerate() {
+                    v.push(Field::new(n(&format!("carry{k}")), c.data_type()));
+                }
+                v
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum HKey {
+    Null,
+    B(bool),
+    I(i64),
+    U(u64),
+    F(u64),
+    S(String),
+}
+
+fn hkey(v: Value) -> HKey {
+    match v {
+        Value::Null => HKey::Null,
+        Value::Bool(b) => HKey::B(b),
+        Value::Int(i) | Value::Timestamp(i) => HKey::I(i),
+        Value::UInt(u) => HKey::U(u),
+        Value::Float(f) => HKey::F(if f == 0.0 { 0 } else { f.to_bits() }),
+        Value::Str(s) => HKey::S(s),
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Sel {
+    ts: i64,
+    value: Value,
+    carry: Vec<Value>,
+}
+
+enum State {
+    Count(Vec<i64>),
+    SumI(Vec<i64>, Vec<bool>),
+    SumF(Vec<f64>, Vec<bool>),
+    Avg(Vec<f64>, Vec<i64>),
+    Sel(Vec<Option<Sel>>),
+    None,
+}
+
+pub struct Aggregator {
+    specs: Vec<AggSpec>,
+    key_types: Vec<DataType>,
+    map: HashMap<Vec<HKey>, usize>,
+    keys: Vec<Vec<Value>>,
+    states: Vec<State>,
+    seq: i64,
+}
+
+/// Whether candidate (ts, value, carry) should replace the current selection.
+fn better(func: AggFunc, cts: i64, cv: &Value, ccarry: &[Value], cur: &Sel) -> bool {
+    let tie = || {
+        cv.total_cmp(&cur.value).then_with(|| {
+            for (a, b) in ccarry.iter().zip(cur.carry.iter()) {
+                let o = a.total_cmp(b);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+            Ordering::Equal
+        })
+    };
+    match func {
+        AggFunc::First => cts < cur.ts || (cts == cur.ts && tie() == Ordering::Less),
+        AggFunc::Last | AggFunc::LastRow => {
+            cts > cur.ts || (cts == cur.ts && tie() == Ordering::Greater)
+        }
+        AggFunc::Min => match cv.total_cmp(&cur.value) {
+            Ordering::Less => true,
+            Ordering::Equal => cts < cur.ts,
+            Ordering::Greater => false,
+        },
+        AggFunc::Max => match cv.total_cmp(&cur.value) {
+            Ordering::Greater => true,
+            Ordering::Equal => cts < cur.ts,
+            Ordering::Less => false,
+        },
+        _ => false,
+    }
+}
+
+/// Whether rows i and j of a column hold the same value (NULLs equal each other).
+fn eq_rows(c: &Column, i: usize, j: usize) -> bool {
+    let (ni, nj) = (c.is_null(i), c.is_null(j));
+    if ni || nj {
+        return ni && nj;
+    }
+    match &c.data {
+        ColumnData::Float(v) => v.get(i).map(|x| x.to_bits()) == v.get(j).map(|x| x.to_bits()),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.get(i) == v.get(j),
+        ColumnData::UInt(v) => v.get(i) == v.get(j),
+        ColumnData::Bool(v) => v.get(i) == v.get(j),
+        ColumnData::Str(v) => v.get(i) == v.get(j),
+    }
+}
+
+/// Compares rows i and j of one column (no NULLs expected).
+fn cmp_in(c: &Column, i: usize, j: usize) -> Ordering {
+    match &c.data {
+        ColumnData::Float(v) => v[i].total_cmp(&v[j]),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v[i].cmp(&v[j]),
+        ColumnData::UInt(v) => v[i].cmp(&v[j]),
+        ColumnData::Bool(v) => v[i].cmp(&v[j]),
+        ColumnData::Str(v) => v[i].cmp(&v[j]),
+    }
+}
+
+impl Aggregator {
+    pub fn new(key_types: Vec<DataType>, specs: Vec<AggSpec>) -> Aggregator {
+        let states = specs
+            .iter()
+            .map(|s| match s.func {
+                AggFunc::CountStar | AggFunc::Count => State::Count(Vec::new()),
+                AggFunc::Sum if s.out_type.physical() == PhysicalType::Float => {
+                    State::SumF(Vec::new(), Vec::new())
+                }
+                AggFunc::Sum => State::SumI(Vec::new(), Vec::new()),
+                AggFunc::Avg => State::Avg(Vec::new(), Vec::new()),
+                AggFunc::Carry => State::None,
+                _ => State::Sel(Vec::new()),
+            })
+            .collect();
+        Aggregator {
+            specs,
+            key_types,
+            map: HashMap::new(),
+            keys: Vec::new(),
+            states,
+            seq: 0,
+        }
+    }
+
+    fn add_group(&mut self, key: Vec<Value>) -> usize {
+        let g = self.keys.len();
+        self.keys.push(key);
+        for s in &mut self.states {
+            match s {
+                State::Count(v) => v.push(0),
+                State::SumI(v, h) => {
+                    v.push(0);
+                    h.push(false)
+                }
+                State::SumF(v, h) => {
+                    v.push(0.0);
+                    h.push(false)
+                }
+                State::Avg(v, c) => {
+                    v.push(0.0);
+                    c.push(0)
+                }
+                State::Sel(v) => v.push(None),
+                State::None => {}
+            }
+        }
+        g
+    }
+
+    fn group_ids(&mut self, key_cols: &[Column], n: usize) -> Vec<usize> {
+        if key_cols.is_empty() {
+            if self.keys.is_empty() && n > 0 {
+                self.add_group(Vec::new());
+            }
+            return vec![0; n];
+        }
+        let mut out: Vec<usize> = Vec::with_capacity(n);
+        for i in 0..n {
+            // rows of one subtable / one window come in runs: reuse the previous group
+            if i > 0 && key_cols.iter().all(|c| eq_rows(c, i, i - 1)) {
+                out.push(out[i - 1]);
+                continue;
+            }
+            let vals: Vec<Value> = key_cols.iter().map(|c| c.get(i)).collect();
+            let hk: Vec<HKey> = vals.iter().cloned().map(hkey).collect();
+            let g = match self.map.get(&hk) {
+                Some(g) => *g,
+                None => {
+                    let g = self.add_group(vals);
+                    self.map.insert(hk, g);
+                    g
+                }
+            };
+            out.push(g);
+        }
+        out
+    }
+
+    /// Feeds raw input rows.
+    pub fn update(&mut self, keys: &[PExpr], cols: &[Column], n: usize) -> Result<(), SqlError> {
+        if n == 0 {
+            return Ok(());
+        }
+        let key_cols = keys
+            .iter()
+            .map(|k| eval(k, cols, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let gids = self.group_ids(&key_cols, n);
+        let ngroups = self.keys.len();
+        let specs = self.specs.clone();
+        for (si, spec) in specs.iter().enumerate() {
+            let arg = match &spec.arg {
+                Some(a) => Some(eval(a, cols, n)?),
+                None => None,
+            };
+            match &mut self.states[si] {
+                State::Count(v) => match &arg {
+                    Some(c) if spec.func == AggFunc::Count => {
+                        for (i, g) in gids.iter().enumerate() {
+                            if !c.is_null(i) {
+                                v[*g] += 1;
+                            }
+                        }
+                    }
+                    _ => {
+                        for g in &gids {
+                            v[*g] += 1;
+                        }
+                    }
+                },
+                State::SumI(v, h) => {
+                    if let Some(c) = &arg {
+                        for (i, g) in gids.iter().enumerate() {
+                            if !c.is_null(i) {
+                                v[*g] = v[*g].wrapping_add(c.get(i).as_i64().unwrap_or(0));
+                                h[*g] = true;
+                            }
+                        }
+                    }
+                }
+                State::SumF(v, h) => {
+                    if let Some(c) = &arg {
+                        let x = f64s(c).ok_or_else(|| {
+                            SqlError::TypeMismatch("SUM needs a numeric argument".into())
+                        })?;
+                        for (i, g) in gids.iter().enumerate() {
+                            if !c.is_null(i) {
+                                v[*g] += x[i];
+                                h[*g] = true;
+                            }
+                        }
+                    }
+                }
+                State::Avg(v, cnt) => {
+                    if let Some(c) = &arg {
+                        let x = f64s(c).ok_or_else(|| {
+                            SqlError::TypeMismatch("AVG needs a numeric argument".into())
+                        })?;
+                        for (i, g) in gids.iter().enumerate() {
+                            if !c.is_null(i) {
+                                v[*g] += x[i];
+                                cnt[*g] += 1;
+                            }
+                        }
+                    }
+                }
+                State::Sel(_) => {
+                    let Some(c) = &arg else { continue };
+                    let ts: Vec<i64> = match &spec.ts {
+                        Some(t) => {
+                            let tc = eval(t, cols, n)?;
+                            (0..n)
+                                .map(|i| tc.get(i).as_i64().unwrap_or(i64::MIN))
+                                .collect()
+                        }
+                        None => (0..n as i64).map(|i| self.seq + i).collect(),
+                    };
+                    let carry_cols = spec
+                        .carry
+                        .iter()
+                        .map(|e| eval(e, cols, n))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let skip_null = !matches!(spec.func, AggFunc::LastRow | AggFunc::Any);
+                    // best row per group within this batch
+                    let mut best: Vec<Option<usize>> = vec![None; ngroups];
+                    for (i, g) in gids.iter().enumerate() {
+                        if skip_null && c.is_null(i) {
+                            continue;
+                        }
+                        let replace = match best[*g] {
+                            None => true,
+                            Some(j) => match spec.func {
+                                AggFunc::First => ts[i] < ts[j],
+                                AggFunc::Last | AggFunc::LastRow => {
+                                    ts[i] > ts[j]
+                                        || (ts[i] == ts[j]
+                                            && (c.get(i).total_cmp(&c.get(j)) == Ordering::Greater))
+                                }
+                                AggFunc::Min => cmp_in(c, i, j) == Ordering::Less,
+                                AggFunc::Max => cmp_in(c, i, j) == Ordering::Greater,
+                                _ => false,
+                            },
+                        };
+                        if replace {
+                            best[*g] = Some(i);
+                        }
+                    }
+                    let State::Sel(st) = &mut self.states[si] else {
+                        continue;
+                    };
+                    for (g, b) in best.iter().enumerate() {
+                        let Some(i) = *b else { continue };
+                        let cv = c.get(i);
+                        let cc: Vec<Value> = carry_cols.iter().map(|k| k.get(i)).collect();
+                        let take = match &st[g] {
+                            None => true,
+                            Some(cur) => better(spec.func, ts[i], &cv, &cc, cur),
+                        };
+                        if take {
+                            st[g] = Some(Sel {
+                                ts: ts[i],
+                                value: cv,
+                                carry: cc,
+                            });
+                        }
+                    }
+                }
+                State::None => {}
+            }
+        }
+        self.seq += n as i64;
+        Ok(())
+    }
+
+    /// Merges a batch of partial states (key columns first, then each spec's partial columns).
+    pub fn merge(&mut self, b: &Batch) -> Result<(), SqlError> {
+        let n = b.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let nk = self.key_types.len();
+        if b.columns.len() < nk {
+            return Err(SqlError::Execution(
+                "partial batch has too few columns".into(),
+            ));
+        }
+        let gids = self.group_ids(&b.columns[..nk], n);
+        let mut at = nk;
+        let specs = self.specs.clone();
+        let col = |k: usize| -> Result<&Column, SqlError> {
+            b.columns
+                .get(k)
+                .ok_or_else(|| SqlError::Execution("partial batch has too few columns".into()))
+        };
+        for (si, spec) in specs.iter().enumerate() {
+            let width = spec.partial_fields(si).len();
+            match &mut self.states[si] {
+                State::Count(v) => {
+                    let c = col(at)?;
+                    for (i, g) in gids.iter().enumerate() {
+                        v[*g] += c.get(i).as_i64().unwrap_or(0);
+                    }
+                }
+                State::SumI(v, h) => {
+                    let c = col(at)?;
+                    for (i, g) in gids.iter().enumerate() {
+                        if !c.is_null(i) {
+                            v[*g] = v[*g].wrapping_add(c.get(i).as_i64().unwrap_or(0));
+                            h[*g] = true;
+                        }
+                    }
+                }
+                State::SumF(v, h) => {
+                    let c = col(at)?;
+                    for (i, g) in gids.iter().enumerate() {
+                        if !c.is_null(i) {
+                            v[*g] += c.get(i).as_f64().unwrap_or(0.0);
+                            h[*g] = true;
+                        }
+                    }
+                }
+                State::Avg(v, cnt) => {
+                    let (s, c) = (col(at)?, col(at + 1)?);
+                    for (i, g) in gids.iter().enumerate() {
+                        v[*g] += s.get(i).as_f64().unwrap_or(0.0);
+                        cnt[*g] += c.get(i).as_i64().unwrap_or(0);
+                    }
+                }
+                State::Sel(st) => {
+                    let tsc = col(at)?;
+                    let vc = col(at + 1)?;
+                    for (i, g) in gids.iter().enumerate() {
+                        if tsc.is_null(i) {
+                            continue; // the group had no selected row on that vnode
+                        }
+                        let ts = tsc.get(i).as_i64().unwrap_or(i64::MIN);
+                        let cv = vc.get(i);
+                        let mut cc = Vec::with_capacity(spec.carry.len());
+                        for k in 0..spec.carry.len() {
+                            cc.push(col(at + 2 + k)?.get(i));
+                        }
+                        let take = match &st[*g] {
+                            None => true,
+                            Some(cur) => better(spec.func, ts, &cv, &cc, cur),
+                        };
+                        if take {
+                            st[*g] = Some(Sel {
+                                ts,
+                                value: cv,
+                                carry: cc,
+                            });
+                        }
+                    }
+                }
+                State::None => {}
+            }
+            at += width;
+        }
+        Ok(())
+    }
+
+    fn key_fields(&self) -> Vec<Field> {
+        self.key_types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Field::new(format!("_k{i}"), *t))
+            .collect()
+    }
+
+    /// The partial states: key columns then each spec's partial columns.
+    pub fn partial(&self) -> Batch {
+        let mut fields = self.key_fields();
+        for (i, s) in self.specs.iter().enumerate() {
+            fields.extend(s.partial_fields(i));
+        }
+        let rows: Vec<Vec<Value>> = (0..self.keys.len())
+            .map(|g| {
+                let mut r = self.keys[g].clone();
+                for (st, spec) in self.states.iter().zip(self.specs.iter()) {
+                    match st {
+                        State::Count(v) => r.push(Value::Int(v[g])),
+                        State::SumI(v, h) => {
+                            r.push(if h[g] { Value::Int(v[g]) } else { Value::Null })
+                        }
+                        State::SumF(v, h) => r.push(if h[g] {
+                            Value::Float(v[g])
+                        } else {
+                            Value::Null
+                        }),
+                        State::Avg(v, c) => {
+                            r.push(Value::Float(v[g]));
+                            r.push(Value::Int(c[g]));
+                        }
+                        State::Sel(v) => match &v[g] {
+                            Some(s) => {
+                                r.push(Value::Timestamp(s.ts));
+                                r.push(s.value.clone());
+                                r.extend(s.carry.iter().cloned());
+                            }
+                            None => {
+                                let width = 2 + spec.carry.len();
+                                r.extend(std::iter::repeat_n(Value::Null, width));
+                            }
+                        },
+                        State::None => {}
+                    }
+                }
+                r
+            })
+            .collect();
+        Batch::from_rows(fields, &rows)
+    }
+
+    /// Final results: key columns then one column per spec.
+    pub fn finish(mut self, global_default_row: bool) -> Batch {
+        if self.keys.is_empty()
+            && self.key_types.is_empty()
+            && global_default_row
+            && !self.specs.iter().any(|s| s.func.is_selector())
+        {
+            self.add_group(Vec::new());
+        }
+        let mut fields = self.key_fields();
+        for (i, s) in self.specs.iter().enumerate() {
+            fields.push(Field::new(format!("_a{i}"), s.out_type));
+        }
+        let rows: Vec<Vec<Value>> = (0..self.keys.len())
+            .map(|g| {
+                let mut r = self.keys[g].clone();
+                for (si, spec) in self.specs.iter().enumerate() {
+                    let v = match &self.states[si] {
+                        State::Count(v) => Value::Int(v[g]),
+                        State::SumI(v, h) => {
+                            if h[g] {
+                                Value::Int(v[g])
+                            } else {
+                                Value::Null
+                            }
+                        }
+                        State::SumF(v, h) => {
+                            if h[g] {
+                                Value::Float(v[g])
+                            } else {
+                                Value::Null
+                            }
+                        }
+                        State::Avg(v, c) => {
+                            if c[g] > 0 {
+                                Value::Float(v[g] / c[g] as f64)
+                            } else {
+                                Value::Null
+                            }
+                        }
+                        State::Sel(v) => v[g]
+                            .as_ref()
+                            .map(|s| s.value.clone())
+                            .unwrap_or(Value::Null),
+                        State::None => match spec.carry_of {
+                            Some((sel, k)) => match self.states.get(sel) {
+                                Some(State::Sel(v)) => v[g]
+                                    .as_ref()
+                                    .and_then(|s| s.carry.get(k).cloned())
+                                    .unwrap_or(Value::Null),
+                                _ => Value::Null,
+                            },
+                            None => Value::Null,
+                        },
+                    };
+                    r.push(normalize(v, spec.out_type));
+                }
+                r
+            })
+            .collect();
+        Batch::from_rows(fields, &rows)
+    }
+}
+
+/// Makes a value match the physical type of its column.
+pub fn normalize(v: Value, t: DataType) -> Value {
+    match (t.physical(), v) {
+        (PhysicalType::Timestamp, Value::Int(x)) => Value::Timestamp(x),
+        (PhysicalType::Int, Value::Timestamp(x)) => Value::Int(x),
+        (PhysicalType::Float, Value::Int(x)) => Value::Float(x as f64),
+        (_, v) => v,
+    }
+}

@@ -1,0 +1,458 @@
+//! The statement and query AST of the TDengine dialect.
+
+use crate::error::Pos;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use tidal_common::{ColumnDef, DataType, DbOptions, Value};
+
+/// `db.name` or `name`. Unquoted identifiers are lower-cased, `backquoted` ones kept.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ObjectRef {
+    pub db: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn new(db: Option<&str>, name: &str) -> ObjectRef {
+        ObjectRef {
+            db: db.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.db {
+            Some(db) => write!(f, "{db}.{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Statement {
+    CreateDatabase {
+        name: String,
+        if_not_exists: bool,
+        options: DbOptions,
+    },
+    DropDatabase {
+        name: String,
+        if_exists: bool,
+    },
+    Use {
+        db: String,
+    },
+    CreateStable {
+        db: Option<String>,
+        name: String,
+        if_not_exists: bool,
+        columns: Vec<ColumnDef>,
+        tags: Vec<ColumnDef>,
+    },
+    CreateTables {
+        if_not_exists: bool,
+        tables: Vec<CreateSubtable>,
+    },
+    DropTable {
+        if_exists: bool,
+        tables: Vec<ObjectRef>,
+    },
+    DropStable {
+        if_exists: bool,
+        name: ObjectRef,
+    },
+    Insert {
+        items: Vec<InsertItem>,
+    },
+    Select(Box<Query>),
+    ShowDatabases,
+    ShowStables {
+        db: Option<String>,
+    },
+    ShowTables {
+        db: Option<String>,
+        like: Option<String>,
+    },
+    ShowVgroups {
+        db: Option<String>,
+    },
+    ShowDnodes,
+    Describe {
+        table: ObjectRef,
+    },
+    FlushDatabase {
+        name: String,
+    },
+    CompactDatabase {
+        name: String,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CreateSubtable {
+    pub name: ObjectRef,
+    pub stable: ObjectRef,
+    pub tag_names: Option<Vec<String>>,
+    pub tags: Vec<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InsertUsing {
+    pub stable: ObjectRef,
+    pub tag_names: Option<Vec<String>>,
+    pub tags: Vec<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct InsertItem {
+    pub table: ObjectRef,
+    pub using: Option<InsertUsing>,
+    pub columns: Option<Vec<String>>,
+    pub rows: Vec<Vec<InsertValue>>,
+}
+
+/// One value of an INSERT row.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InsertValue {
+    /// A literal: `Str` for quoted strings (also time strings), `Int`/`UInt`/`Float`/`Bool`/`Null`.
+    Value(Value),
+    /// `NOW`, `NOW + 1s`, `NOW - 10m`: offset in nanoseconds.
+    Now { offset_ns: i64 },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Queries
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Query {
+    pub projection: Vec<SelectItem>,
+    pub from: FromItem,
+    pub selection: Option<Expr>,
+    pub partition_by: Vec<Expr>,
+    pub window: Option<WindowClause>,
+    pub group_by: Vec<Expr>,
+    pub having: Option<Expr>,
+    pub order_by: Vec<OrderItem>,
+    pub slimit: Option<Limit>,
+    pub limit: Option<Limit>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limit {
+    pub limit: u64,
+    pub offset: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum FromItem {
+    Table {
+        name: ObjectRef,
+        alias: Option<String>,
+        pos: Pos,
+    },
+    Subquery {
+        query: Box<Query>,
+        alias: Option<String>,
+        pos: Pos,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SelectItem {
+    /// `*`
+    Wildcard(Pos),
+    Expr {
+        expr: Expr,
+        alias: Option<String>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct OrderItem {
+    pub expr: Expr,
+    pub asc: bool,
+}
+
+/// Window clauses. Durations are in nanoseconds (converted to the db precision by the planner).
+#[derive(Clone, Debug, PartialEq)]
+pub enum WindowClause {
+    Interval {
+        interval_ns: i64,
+        offset_ns: Option<i64>,
+        sliding_ns: Option<i64>,
+        fill: Option<Fill>,
+        pos: Pos,
+    },
+    StateWindow {
+        expr: Expr,
+        pos: Pos,
+    },
+    Session {
+        column: Expr,
+        gap_ns: i64,
+        pos: Pos,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Fill {
+    None,
+    Null,
+    Prev,
+    Next,
+    Linear,
+    Value(Vec<Value>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+    And,
+    Or,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Eq => "=",
+            BinOp::NotEq => "!=",
+            BinOp::Lt => "<",
+            BinOp::LtEq => "<=",
+            BinOp::Gt => ">",
+            BinOp::GtEq => ">=",
+            BinOp::And => "and",
+            BinOp::Or => "or",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq
+        )
+    }
+
+    pub fn is_arithmetic(self) -> bool {
+        matches!(
+            self,
+            BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod
+        )
+    }
+
+    /// The operator with its operands swapped (`a < b` == `b > a`).
+    pub fn flip(self) -> BinOp {
+        match self {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::LtEq => BinOp::GtEq,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::GtEq => BinOp::LtEq,
+            o => o,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A column, tag or pseudo column (`tbname`, `_wstart`, `_rowts`), lower-cased unless quoted.
+    Column {
+        name: String,
+        pos: Pos,
+    },
+    Literal(Value),
+    /// A duration literal (`1h`) in nanoseconds, used in `NOW - 1h` and `ts + 10m`.
+    Duration(i64),
+    Now,
+    Binary {
+        op: BinOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    Not(Box<Expr>),
+    Neg(Box<Expr>),
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    Between {
+        expr: Box<Expr>,
+        low: Box<Expr>,
+        high: Box<Expr>,
+        negated: bool,
+    },
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+    },
+    /// A function call; `name` is lower-cased; `star` for `f(*)`.
+    Function {
+        name: String,
+        args: Vec<Expr>,
+        star: bool,
+        pos: Pos,
+    },
+    Cast {
+        expr: Box<Expr>,
+        data_type: DataType,
+    },
+}
+
+impl Expr {
+    pub fn position(&self) -> Option<Pos> {
+        match self {
+            Expr::Column { pos, .. } | Expr::Function { pos, .. } => Some(*pos),
+            Expr::Binary { left, right, .. } => left.position().or_else(|| right.position()),
+            Expr::Not(e) | Expr::Neg(e) => e.position(),
+            Expr::IsNull { expr, .. }
+            | Expr::InList { expr, .. }
+            | Expr::Between { expr, .. }
+            | Expr::Like { expr, .. }
+            | Expr::Cast { expr, .. } => expr.position(),
+            _ => None,
+        }
+    }
+
+    /// Calls `f` on this expression and every sub-expression.
+    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Binary { left, right, .. } => {
+                left.walk(f);
+                right.walk(f);
+            }
+            Expr::Not(e) | Expr::Neg(e) | Expr::Cast { expr: e, .. } => e.walk(f),
+            Expr::IsNull { expr, .. } => expr.walk(f),
+            Expr::InList { expr, list, .. } => {
+                expr.walk(f);
+                for e in list {
+                    e.walk(f);
+                }
+            }
+            Expr::Between {
+                expr, low, high, ..
+            } => {
+                expr.walk(f);
+                low.walk(f);
+                high.walk(f);
+            }
+            Expr::Like { expr, pattern, .. } => {
+                expr.walk(f);
+                pattern.walk(f);
+            }
+            Expr::Function { args, .. } => {
+                for a in args {
+                    a.walk(f);
+                }
+            }
+            Expr::Column { .. } | Expr::Literal(_) | Expr::Duration(_) | Expr::Now => {}
+        }
+    }
+}
+
+fn fmt_value(v: &Value, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match v {
+        Value::Str(s) => write!(f, "'{}'", s.replace('\'', "''")),
+        v => write!(f, "{v}"),
+    }
+}
+
+/// Canonical text of an expression; used as the output column name (`avg(velocity)`).
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Column { name, .. } => f.write_str(name),
+            Expr::Literal(v) => fmt_value(v, f),
+            Expr::Duration(ns) => write!(f, "{}b", ns),
+            Expr::Now => f.write_str("now()"),
+            Expr::Binary { op, left, right } => {
+                if matches!(op, BinOp::And | BinOp::Or) {
+                    write!(f, "{left} {} {right}", op.symbol())
+                } else {
+                    write!(f, "{left}{}{right}", op.symbol())
+                }
+            }
+            Expr::Not(e) => write!(f, "not {e}"),
+            Expr::Neg(e) => write!(f, "-{e}"),
+            Expr::IsNull { expr, negated } => {
+                write!(f, "{expr} is {}null", if *negated { "not " } else { "" })
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                write!(f, "{expr} {}in (", if *negated { "not " } else { "" })?;
+                for (i, e) in list.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                f.write_str(")")
+            }
+            Expr::Between {
+                expr,
+                low,
+                high,
+                negated,
+            } => write!(
+                f,
+                "{expr} {}between {low} and {high}",
+                if *negated { "not " } else { "" }
+            ),
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+            } => write!(
+                f,
+                "{expr} {}like {pattern}",
+                if *negated { "not " } else { "" }
+            ),
+            Expr::Function {
+                name, args, star, ..
+            } => {
+                write!(f, "{name}(")?;
+                if *star {
+                    f.write_str("*")?;
+                }
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str(")")
+            }
+            Expr::Cast { expr, data_type } => {
+                write!(
+                    f,
+                    "cast({expr} as {})",
+                    data_type.to_string().to_lowercase()
+                )
+            }
+        }
+    }
+}

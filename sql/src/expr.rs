@@ -1,0 +1,505 @@
+//! Physical (compiled) expressions and their vectorized evaluation over columns.
+
+use crate::ast::BinOp;
+use crate::error::SqlError;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use tidal_common::types::PhysicalType;
+use tidal_common::{Column, ColumnData, DataType, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ScalarFunc {
+    Floor,
+    Ceil,
+    Round,
+    Abs,
+}
+
+/// An expression compiled against an input layout: `Input(i)` is the i-th input column.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum PExpr {
+    Input(usize, DataType),
+    Lit(Value, DataType),
+    Bin(BinOp, Box<PExpr>, Box<PExpr>, DataType),
+    Not(Box<PExpr>),
+    Neg(Box<PExpr>, DataType),
+    IsNull(Box<PExpr>, bool),
+    InList(Box<PExpr>, Vec<Value>, bool),
+    Like(Box<PExpr>, String, bool),
+    Func(ScalarFunc, Box<PExpr>, DataType),
+    Cast(Box<PExpr>, DataType),
+    /// The start of the INTERVAL window holding the timestamp: `(interval, offset)` in the
+    /// db precision; windows are aligned to the epoch (UTC) plus the offset.
+    WinStart(Box<PExpr>, i64, i64),
+}
+
+impl PExpr {
+    pub fn data_type(&self) -> DataType {
+        match self {
+            PExpr::Input(_, t)
+            | PExpr::Lit(_, t)
+            | PExpr::Bin(_, _, _, t)
+            | PExpr::Neg(_, t)
+            | PExpr::Func(_, _, t)
+            | PExpr::Cast(_, t) => *t,
+            PExpr::WinStart(..) => DataType::Timestamp,
+            PExpr::Not(_) | PExpr::IsNull(..) | PExpr::InList(..) | PExpr::Like(..) => {
+                DataType::Bool
+            }
+        }
+    }
+
+    /// Every input index referenced.
+    pub fn inputs(&self, out: &mut Vec<usize>) {
+        match self {
+            PExpr::Input(i, _) => out.push(*i),
+            PExpr::Lit(..) => {}
+            PExpr::Bin(_, a, b, _) => {
+                a.inputs(out);
+                b.inputs(out);
+            }
+            PExpr::Not(a)
+            | PExpr::Neg(a, _)
+            | PExpr::IsNull(a, _)
+            | PExpr::InList(a, _, _)
+            | PExpr::Like(a, _, _)
+            | PExpr::Func(_, a, _)
+            | PExpr::Cast(a, _)
+            | PExpr::WinStart(a, _, _) => a.inputs(out),
+        }
+    }
+}
+
+/// Broadcasts a scalar to a column of `n` rows of type `t`.
+pub fn broadcast(v: &Value, t: DataType, n: usize) -> Column {
+    let data = match (t.physical(), v) {
+        (_, Value::Null) => {
+            let mut c = Column::empty(t, n);
+            for _ in 0..n {
+                c.push(&Value::Null);
+            }
+            return c;
+        }
+        (PhysicalType::Bool, Value::Bool(b)) => ColumnData::Bool(vec![*b; n]),
+        (PhysicalType::Int, v) => ColumnData::Int(vec![v.as_i64().unwrap_or(0); n]),
+        (PhysicalType::Timestamp, v) => ColumnData::Timestamp(vec![v.as_i64().unwrap_or(0); n]),
+        (PhysicalType::UInt, Value::UInt(u)) => ColumnData::UInt(vec![*u; n]),
+        (PhysicalType::UInt, v) => ColumnData::UInt(vec![v.as_i64().unwrap_or(0).max(0) as u64; n]),
+        (PhysicalType::Float, v) => ColumnData::Float(vec![v.as_f64().unwrap_or(0.0); n]),
+        (PhysicalType::Str, Value::Str(s)) => ColumnData::Str(vec![s.clone(); n]),
+        (_, v) => {
+            let mut c = Column::empty(t, n);
+            for _ in 0..n {
+                c.push(v);
+            }
+            return c;
+        }
+    };
+    Column::new(data)
+}
+
+fn null_at(c: &Column, i: usize) -> bool {
+    c.is_null(i)
+}
+
+fn merge_nulls(a: &Column, b: &Column, n: usize) -> Vec<bool> {
+    if a.nulls.is_empty() && b.nulls.is_empty() {
+        return Vec::new();
+    }
+    (0..n).map(|i| null_at(a, i) || null_at(b, i)).collect()
+}
+
+/// Numeric view of a column as f64 (borrowed for DOUBLE columns).
+pub fn f64s(c: &Column) -> Option<Cow<'_, [f64]>> {
+    Some(match &c.data {
+        ColumnData::Float(v) => Cow::Borrowed(v.as_slice()),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => {
+            Cow::Owned(v.iter().map(|x| *x as f64).collect())
+        }
+        ColumnData::UInt(v) => Cow::Owned(v.iter().map(|x| *x as f64).collect()),
+        ColumnData::Bool(v) => Cow::Owned(v.iter().map(|x| *x as i64 as f64).collect()),
+        ColumnData::Str(_) => return None,
+    })
+}
+
+fn i64s(c: &Column) -> Option<&[i64]> {
+    match &c.data {
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => Some(v.as_slice()),
+        _ => None,
+    }
+}
+
+/// Evaluates `e` over `n` rows of `cols`.
+pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
+    match e {
+        PExpr::Input(i, _) => cols
+            .get(*i)
+            .cloned()
+            .ok_or_else(|| SqlError::Execution(format!("input column {i} missing"))),
+        PExpr::Lit(v, t) => Ok(broadcast(v, *t, n)),
+        PExpr::Bin(op, a, b, t) => {
+            let ca = eval(a, cols, n)?;
+            match op {
+                BinOp::And | BinOp::Or => {
+                    let cb = eval(b, cols, n)?;
+                    Ok(logic(*op, &ca, &cb, n))
+                }
+                _ => {
+                    let cb = eval(b, cols, n)?;
+                    if op.is_comparison() {
+                        Ok(compare(*op, &ca, &cb, n))
+                    } else {
+                        Ok(arith(*op, &ca, &cb, n, *t))
+                    }
+                }
+            }
+        }
+        PExpr::Not(a) => {
+            let c = eval(a, cols, n)?;
+            let (v, nulls) = bools(&c, n);
+            Ok(Column {
+                data: ColumnData::Bool(v.iter().map(|b| !b).collect()),
+                nulls,
+            })
+        }
+        PExpr::Neg(a, t) => {
+            let c = eval(a, cols, n)?;
+            let zero = broadcast(&Value::Int(0), DataType::BigInt, n);
+            Ok(arith(BinOp::Sub, &zero, &c, n, *t))
+        }
+        PExpr::IsNull(a, negated) => {
+            let c = eval(a, cols, n)?;
+            Ok(Column::new(ColumnData::Bool(
+                (0..n).map(|i| c.is_null(i) != *negated).collect(),
+            )))
+        }
+        PExpr::InList(a, list, negated) => {
+            let c = eval(a, cols, n)?;
+            let mut out = Vec::with_capacity(n);
+            let mut nulls = Vec::new();
+            if let ColumnData::Str(v) = &c.data {
+                let set: Vec<&str> = list
+                    .iter()
+                    .filter_map(|x| match x {
+                        Value::Str(s) => Some(s.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                for s in v {
+                    out.push(set.contains(&s.as_str()) != *negated);
+                }
+            } else {
+                let set: Vec<f64> = list.iter().filter_map(Value::as_f64).collect();
+                let f = f64s(&c).unwrap_or(Cow::Owned(vec![f64::NAN; n]));
+                for x in f.iter() {
+                    out.push(set.contains(x) != *negated);
+                }
+            }
+            if !c.nulls.is_empty() {
+                nulls = c.nulls.clone();
+            }
+            Ok(Column {
+                data: ColumnData::Bool(out),
+                nulls,
+            })
+        }
+        PExpr::Like(a, pat, negated) => {
+            let c = eval(a, cols, n)?;
+            let pat: Vec<char> = pat.chars().collect();
+            let out = match &c.data {
+                ColumnData::Str(v) => v
+                    .iter()
+                    .map(|s| like(&s.chars().collect::<Vec<_>>(), &pat) != *negated)
+                    .collect(),
+                _ => (0..n)
+                    .map(|i| {
+                        let s: Vec<char> = c.get(i).to_string().chars().collect();
+                        like(&s, &pat) != *negated
+                    })
+                    .collect(),
+            };
+            Ok(Column {
+                data: ColumnData::Bool(out),
+                nulls: c.nulls.clone(),
+            })
+        }
+        PExpr::Func(f, a, _) => {
+            let c = eval(a, cols, n)?;
+            let x = f64s(&c)
+                .ok_or_else(|| SqlError::TypeMismatch(format!("{f:?} needs a numeric argument")))?;
+            let g: fn(f64) -> f64 = match f {
+                ScalarFunc::Floor => f64::floor,
+                ScalarFunc::Ceil => f64::ceil,
+                ScalarFunc::Round => f64::round,
+                ScalarFunc::Abs => f64::abs,
+            };
+            Ok(Column {
+                data: ColumnData::Float(x.iter().map(|v| g(*v)).collect()),
+                nulls: c.nulls.clone(),
+            })
+        }
+        PExpr::Cast(a, t) => {
+            let c = eval(a, cols, n)?;
+            cast(&c, *t, n)
+        }
+        PExpr::WinStart(a, interval, offset) => {
+            let c = eval(a, cols, n)?;
+            let iv = (*interval).max(1);
+            let out: Vec<i64> = (0..n)
+                .map(|i| {
+                    let t = c.get(i).as_i64().unwrap_or(0);
+                    t.saturating_sub(t.saturating_sub(*offset).rem_euclid(iv))
+                })
+                .collect();
+            Ok(Column {
+                data: ColumnData::Timestamp(out),
+                nulls: c.nulls.clone(),
+            })
+        }
+    }
+}
+
+fn bools(c: &Column, n: usize) -> (Vec<bool>, Vec<bool>) {
+    let v = match &c.data {
+        ColumnData::Bool(v) => v.clone(),
+        ColumnData::Str(v) => v.iter().map(|s| !s.is_empty()).collect(),
+        _ => f64s(c)
+            .map(|x| x.iter().map(|f| *f != 0.0).collect())
+            .unwrap_or_else(|| vec![false; n]),
+    };
+    (v, c.nulls.clone())
+}
+
+/// Rows where `c` is TRUE (not NULL).
+pub fn true_rows(c: &Column, n: usize) -> Vec<usize> {
+    let (v, nulls) = bools(c, n);
+    (0..n)
+        .filter(|&i| v.get(i).copied().unwrap_or(false) && !nulls.get(i).copied().unwrap_or(false))
+        .collect()
+}
+
+fn logic(op: BinOp, a: &Column, b: &Column, n: usize) -> Column {
+    let (av, an) = bools(a, n);
+    let (bv, bn) = bools(b, n);
+    let mut out = Vec::with_capacity(n);
+    let mut nulls = Vec::new();
+    let any_null = !an.is_empty() || !bn.is_empty();
+    if any_null {
+        nulls.reserve(n);
+    }
+    for i in 0..n {
+        let x = if an.get(i).copied().unwrap_or(false) {
+            None
+        } else {
+            Some(av[i])
+        };
+        let y = if bn.get(i).copied().unwrap_or(false) {
+            None
+        } else {
+            Some(bv[i])
+        };
+        let r = match op {
+            BinOp::And => match (x, y) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            },
+            _ => match (x, y) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            },
+        };
+        out.push(r.unwrap_or(false));
+        if any_null {
+            nulls.push(r.is_none());
+        }
+    }
+    Column {
+        data: ColumnData::Bool(out),
+        nulls,
+    }
+}
+
+fn cmp_result<T: PartialOrd>(op: BinOp, a: T, b: T) -> bool {
+    match op {
+        BinOp::Eq => a == b,
+        BinOp::NotEq => a != b,
+        BinOp::Lt => a < b,
+        BinOp::LtEq => a <= b,
+        BinOp::Gt => a > b,
+        _ => a >= b,
+    }
+}
+
+fn compare(op: BinOp, a: &Column, b: &Column, n: usize) -> Column {
+    let nulls = merge_nulls(a, b, n);
+    let out: Vec<bool> = match (&a.data, &b.data) {
+        (ColumnData::Str(x), ColumnData::Str(y)) => x
+            .iter()
+            .zip(y.iter())
+            .map(|(p, q)| cmp_result(op, p, q))
+            .collect(),
+        _ => match (i64s(a), i64s(b)) {
+            (Some(x), Some(y)) => x
+                .iter()
+                .zip(y.iter())
+                .map(|(p, q)| cmp_result(op, p, q))
+                .collect(),
+            _ => match (f64s(a), f64s(b)) {
+                (Some(x), Some(y)) => x
+                    .iter()
+                    .zip(y.iter())
+                    .map(|(p, q)| cmp_result(op, p, q))
+                    .collect(),
+                _ => (0..n)
+                    .map(|i| {
+                        let o = a.get(i).total_cmp(&b.get(i));
+                        cmp_result(op, o, std::cmp::Ordering::Equal)
+                    })
+                    .collect(),
+            },
+        },
+    };
+    Column {
+        data: ColumnData::Bool(out),
+        nulls,
+    }
+}
+
+fn arith(op: BinOp, a: &Column, b: &Column, n: usize, t: DataType) -> Column {
+    let mut nulls = merge_nulls(a, b, n);
+    if t == DataType::Timestamp || t.physical() == PhysicalType::Int {
+        let x: Vec<i64> = (0..n).map(|i| a.get(i).as_i64().unwrap_or(0)).collect();
+        let y: Vec<i64> = (0..n).map(|i| b.get(i).as_i64().unwrap_or(0)).collect();
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let r = match op {
+                BinOp::Add => Some(x[i].wrapping_add(y[i])),
+                BinOp::Sub => Some(x[i].wrapping_sub(y[i])),
+                BinOp::Mul => Some(x[i].wrapping_mul(y[i])),
+                BinOp::Div => x[i].checked_div(y[i]),
+                _ => x[i].checked_rem(y[i]),
+            };
+            if r.is_none() {
+                if nulls.is_empty() {
+                    nulls = vec![false; n];
+                }
+                nulls[i] = true;
+            }
+            out.push(r.unwrap_or(0));
+        }
+        let data = if t == DataType::Timestamp {
+            ColumnData::Timestamp(out)
+        } else {
+            ColumnData::Int(out)
+        };
+        return Column { data, nulls };
+    }
+    let (Some(x), Some(y)) = (f64s(a), f64s(b)) else {
+        return broadcast(&Value::Null, DataType::Double, n);
+    };
+    let f: fn(f64, f64) -> f64 = match op {
+        BinOp::Add => |p, q| p + q,
+        BinOp::Sub => |p, q| p - q,
+        BinOp::Mul => |p, q| p * q,
+        BinOp::Div => |p, q| p / q,
+        _ => |p, q| p % q,
+    };
+    let mut out: Vec<f64> = x.iter().zip(y.iter()).map(|(p, q)| f(*p, *q)).collect();
+    // division by zero yields NULL, as in TDengine
+    for (i, v) in out.iter_mut().enumerate() {
+        if !v.is_finite() && matches!(op, BinOp::Div | BinOp::Mod) && y[i] == 0.0 {
+            if nulls.is_empty() {
+                nulls = vec![false; n];
+            }
+            nulls[i] = true;
+            *v = 0.0;
+        }
+    }
+    Column {
+        data: ColumnData::Float(out),
+        nulls,
+    }
+}
+
+fn cast(c: &Column, t: DataType, n: usize) -> Result<Column, SqlError> {
+    let mut out = Column::empty(t, n);
+    for i in 0..n {
+        let v = c.get(i);
+        let v = match (t.physical(), v) {
+            (_, Value::Null) => Value::Null,
+            (PhysicalType::Bool, v) => match v {
+                Value::Str(s) => {
+                    Value::Bool(!s.is_empty() && s != "0" && !s.eq_ignore_ascii_case("false"))
+                }
+                v => Value::Bool(v.as_f64().map(|f| f != 0.0).unwrap_or(false)),
+            },
+            (PhysicalType::Int, v) | (PhysicalType::Timestamp, v) => match v {
+                Value::Str(s) => s
+                    .trim()
+                    .parse::<i64>()
+                    .map(Value::Int)
+                    .unwrap_or(Value::Null),
+                Value::Float(f) => Value::Int(f as i64),
+                v => Value::Int(v.as_i64().unwrap_or(0)),
+            },
+            (PhysicalType::UInt, v) => match v {
+                Value::Str(s) => s
+                    .trim()
+                    .parse::<u64>()
+                    .map(Value::UInt)
+                    .unwrap_or(Value::Null),
+                Value::UInt(u) => Value::UInt(u),
+                Value::Float(f) => Value::UInt(f.max(0.0) as u64),
+                v => Value::UInt(v.as_i64().unwrap_or(0) as u64),
+            },
+            (PhysicalType::Float, v) => match v {
+                Value::Str(s) => s
+                    .trim()
+                    .parse::<f64>()
+                    .map(Value::Float)
+                    .unwrap_or(Value::Null),
+                v => v.as_f64().map(Value::Float).unwrap_or(Value::Null),
+            },
+            (PhysicalType::Str, v) => Value::Str(v.to_string()),
+        };
+        let v = match (t, v) {
+            (DataType::Timestamp, Value::Int(x)) => Value::Timestamp(x),
+            (_, v) => v,
+        };
+        out.push(&v);
+    }
+    Ok(out)
+}
+
+/// SQL LIKE with `%` and `_` (and `\` escapes).
+pub fn like(s: &[char], p: &[char]) -> bool {
+    // iterative matcher with backtracking on the last '%'
+    let (mut si, mut pi) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == '\\' && pi + 1 < p.len() && p[pi + 1] == s[si] {
+            si += 1;
+            pi += 2;
+        } else if pi < p.len()
+            && (p[pi] == '_' || (p[pi] == s[si] && p[pi] != '%' && p[pi] != '\\'))
+        {
+            si += 1;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == '%' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '%' {
+        pi += 1;
+    }
+    pi == p.len()
+}

@@ -1,0 +1,1283 @@
+//! Recursive-descent parser for the TDengine dialect (DDL, INSERT, SELECT with PARTITION BY,
+//! INTERVAL/SLIDING/FILL, STATE_WINDOW, SESSION, nested subqueries).
+
+use crate::ast::*;
+use crate::error::{syntax, Pos, SqlError};
+use crate::lexer::{tokenize, Tok, Token};
+use tidal_common::{parse_duration, ColumnDef, DataType, DbOptions, Precision, Value};
+
+/// Words that end an expression list or cannot be an implicit alias.
+const RESERVED: &[&str] = &[
+    "select",
+    "from",
+    "where",
+    "partition",
+    "group",
+    "having",
+    "order",
+    "limit",
+    "slimit",
+    "soffset",
+    "offset",
+    "interval",
+    "sliding",
+    "fill",
+    "state_window",
+    "session",
+    "event_window",
+    "count_window",
+    "and",
+    "or",
+    "not",
+    "as",
+    "by",
+    "asc",
+    "desc",
+    "union",
+    "on",
+    "join",
+    "using",
+    "tags",
+    "values",
+    "in",
+    "is",
+    "between",
+    "like",
+    "match",
+    "nmatch",
+    "null",
+    "nulls",
+    "into",
+];
+
+/// Parses one or more `;`-separated statements; empty statements are skipped.
+pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
+    let tokens = tokenize(sql)?;
+    let mut p = Parser {
+        t: tokens,
+        i: 0,
+        nest: 0,
+    };
+    let mut out = Vec::new();
+    loop {
+        while p.eat_op(";") {}
+        if p.at_eof() {
+            break;
+        }
+        out.push(p.statement()?);
+        if !p.at_eof() && !p.peek_op(";") {
+            return Err(p.unexpected("';' or end of input"));
+        }
+    }
+    Ok(out)
+}
+
+struct Parser {
+    t: Vec<Token>,
+    i: usize,
+    /// Current nesting of parentheses / subqueries (bounded to keep the stack small).
+    nest: usize,
+}
+
+const MAX_NEST: usize = 48;
+
+fn lower_ident(t: &Tok) -> Option<String> {
+    match t {
+        Tok::Ident(s) => Some(s.to_lowercase()),
+        Tok::QIdent(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+impl Parser {
+    fn peek(&self) -> &Token {
+        // the token vector always ends with Eof
+        let i = self.i.min(self.t.len() - 1);
+        &self.t[i]
+    }
+
+    fn peek_at(&self, k: usize) -> &Tok {
+        let i = (self.i + k).min(self.t.len() - 1);
+        &self.t[i].tok
+    }
+
+    fn pos(&self) -> Pos {
+        self.peek().pos
+    }
+
+    fn advance(&mut self) -> Token {
+        let t = self.peek().clone();
+        if self.i < self.t.len() - 1 {
+            self.i += 1;
+        }
+        t
+    }
+
+    fn at_eof(&self) -> bool {
+        matches!(self.peek().tok, Tok::Eof)
+    }
+
+    fn unexpected(&self, expected: &str) -> SqlError {
+        let t = self.peek();
+        syntax(
+            t.pos,
+            format!("expected {expected}, found {}", t.tok.describe()),
+        )
+    }
+
+    fn peek_kw(&self, kw: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn peek_kw_at(&self, k: usize, kw: &str) -> bool {
+        matches!(self.peek_at(k), Tok::Ident(s) if s.eq_ignore_ascii_case(kw))
+    }
+
+    fn eat_kw(&mut self, kw: &str) -> bool {
+        if self.peek_kw(kw) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_kw(&mut self, kw: &str) -> Result<(), SqlError> {
+        if self.eat_kw(kw) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&kw.to_uppercase()))
+        }
+    }
+
+    fn peek_op(&self, op: &str) -> bool {
+        matches!(&self.peek().tok, Tok::Op(o) if *o == op)
+    }
+
+    fn eat_op(&mut self, op: &str) -> bool {
+        if self.peek_op(op) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_op(&mut self, op: &str) -> Result<(), SqlError> {
+        if self.eat_op(op) {
+            Ok(())
+        } else {
+            Err(self.unexpected(&format!("'{op}'")))
+        }
+    }
+
+    fn ident(&mut self, what: &str) -> Result<String, SqlError> {
+        match lower_ident(&self.peek().tok) {
+            Some(s) => {
+                self.advance();
+                Ok(s)
+            }
+            None => Err(self.unexpected(what)),
+        }
+    }
+
+    fn object_ref(&mut self, what: &str) -> Result<ObjectRef, SqlError> {
+        let first = self.ident(what)?;
+        if self.eat_op(".") {
+            let name = self.ident(what)?;
+            Ok(ObjectRef {
+                db: Some(first),
+                name,
+            })
+        } else {
+            Ok(ObjectRef {
+                db: None,
+                name: first,
+            })
+        }
+    }
+
+    fn if_not_exists(&mut self) -> Result<bool, SqlError> {
+        if self.peek_kw("if") {
+            self.advance();
+            self.expect_kw("not")?;
+            self.expect_kw("exists")?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn if_exists(&mut self) -> Result<bool, SqlError> {
+        if self.eat_kw("if") {
+            self.expect_kw("exists")?;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn u64_lit(&mut self, what: &str) -> Result<u64, SqlError> {
+        let t = self.peek().clone();
+        match &t.tok {
+            Tok::Int(s) => {
+                self.advance();
+                s.parse()
+                    .map_err(|_| syntax(t.pos, format!("{what}: number {s} is too large")))
+            }
+            _ => Err(self.unexpected(what)),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+
+    fn statement(&mut self) -> Result<Statement, SqlError> {
+        let pos = self.pos();
+        let kw = match &self.peek().tok {
+            Tok::Ident(s) => s.to_lowercase(),
+            Tok::Op("(") => return Ok(Statement::Select(Box::new(self.query_or_paren()?))),
+            _ => return Err(self.unexpected("a statement")),
+        };
+        match kw.as_str() {
+            "select" => Ok(Statement::Select(Box::new(self.query()?))),
+            "create" => {
+                self.advance();
+                self.create()
+            }
+            "drop" => {
+                self.advance();
+                self.drop()
+            }
+            "use" => {
+                self.advance();
+                Ok(Statement::Use {
+                    db: self.ident("a database name")?,
+                })
+            }
+            "insert" => {
+                self.advance();
+                self.insert()
+            }
+            "show" => {
+                self.advance();
+                self.show()
+            }
+            "describe" | "desc" => {
+                self.advance();
+                Ok(Statement::Describe {
+                    table: self.object_ref("a table name")?,
+                })
+            }
+            "flush" | "compact" => {
+                self.advance();
+                self.expect_kw("database")?;
+                let name = self.ident("a database name")?;
+                Ok(if kw == "flush" {
+                    Statement::FlushDatabase { name }
+                } else {
+                    Statement::CompactDatabase { name }
+                })
+            }
+            other => Err(syntax(pos, format!("unknown statement '{other}'"))),
+        }
+    }
+
+    fn create(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("database") {
+            let if_not_exists = self.if_not_exists()?;
+            let name = self.ident("a database name")?;
+            let options = self.db_options()?;
+            return Ok(Statement::CreateDatabase {
+                name,
+                if_not_exists,
+                options,
+            });
+        }
+        if self.eat_kw("stable") {
+            let if_not_exists = self.if_not_exists()?;
+            let r = self.object_ref("a STABLE name")?;
+            let columns = self.column_defs()?;
+            self.expect_kw("tags")?;
+            let tags = self.column_defs()?;
+            return Ok(Statement::CreateStable {
+                db: r.db,
+                name: r.name,
+                if_not_exists,
+                columns,
+                tags,
+            });
+        }
+        if self.eat_kw("table") {
+            let if_not_exists = self.if_not_exists()?;
+            let r = self.object_ref("a table name")?;
+            if self.peek_kw("using") {
+                let mut tables = vec![self.create_subtable(r)?];
+                loop {
+                    // optional repeated IF NOT EXISTS per table
+                    let save = self.i;
+                    let _ = self.if_not_exists()?;
+                    if lower_ident(&self.peek().tok).is_some() && !self.peek_kw("using") {
+                        let r = self.object_ref("a table name")?;
+                        tables.push(self.create_subtable(r)?);
+                    } else {
+                        self.i = save;
+                        break;
+                    }
+                }
+                return Ok(Statement::CreateTables {
+                    if_not_exists,
+                    tables,
+                });
+            }
+            let pos = self.pos();
+            let columns = self.column_defs()?;
+            if self.eat_kw("tags") {
+                let tags = self.column_defs()?;
+                return Ok(Statement::CreateStable {
+                    db: r.db,
+                    name: r.name,
+                    if_not_exists,
+                    columns,
+                    tags,
+                });
+            }
+            return Err(syntax(
+                pos,
+                "normal tables (without TAGS) are not supported; use CREATE STABLE ... TAGS (...)",
+            ));
+        }
+        Err(self.unexpected("DATABASE, STABLE or TABLE"))
+    }
+
+    fn create_subtable(&mut self, name: ObjectRef) -> Result<CreateSubtable, SqlError> {
+        self.expect_kw("using")?;
+        let stable = self.object_ref("a STABLE name")?;
+        let (tag_names, tags) = self.tag_values()?;
+        Ok(CreateSubtable {
+            name,
+            stable,
+            tag_names,
+            tags,
+        })
+    }
+
+    /// `[(tag names)] TAGS (values)`
+    fn tag_values(&mut self) -> Result<(Option<Vec<String>>, Vec<Value>), SqlError> {
+        let tag_names = if self.peek_op("(") {
+            Some(self.ident_list()?)
+        } else {
+            None
+        };
+        self.expect_kw("tags")?;
+        self.expect_op("(")?;
+        let mut tags = Vec::new();
+        if !self.peek_op(")") {
+            loop {
+                let pos = self.pos();
+                match self.insert_value()? {
+                    InsertValue::Value(v) => tags.push(v),
+                    InsertValue::Now { .. } => {
+                        return Err(syntax(pos, "NOW is not allowed as a tag value"))
+                    }
+                }
+                if !self.eat_op(",") {
+                    break;
+                }
+            }
+        }
+        self.expect_op(")")?;
+        Ok((tag_names, tags))
+    }
+
+    fn ident_list(&mut self) -> Result<Vec<String>, SqlError> {
+        self.expect_op("(")?;
+        let mut v = vec![self.ident("a name")?];
+        while self.eat_op(",") {
+            v.push(self.ident("a name")?);
+        }
+        self.expect_op(")")?;
+        Ok(v)
+    }
+
+    fn column_defs(&mut self) -> Result<Vec<ColumnDef>, SqlError> {
+        self.expect_op("(")?;
+        let mut out = Vec::new();
+        loop {
+            let name = self.ident("a column name")?;
+            let data_type = self.data_type()?;
+            out.push(ColumnDef { name, data_type });
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_op(")")?;
+        Ok(out)
+    }
+
+    fn data_type(&mut self) -> Result<DataType, SqlError> {
+        let pos = self.pos();
+        let mut name = match &self.peek().tok {
+            Tok::Ident(s) => s.clone(),
+            _ => return Err(self.unexpected("a data type")),
+        };
+        self.advance();
+        let mut len = None;
+        if self.eat_op("(") {
+            let n = self.u64_lit("a length")?;
+            len = Some(u32::try_from(n).map_err(|_| syntax(pos, "type length too large"))?);
+            self.expect_op(")")?;
+        }
+        if self.peek_kw("unsigned") {
+            self.advance();
+            name.push_str(" UNSIGNED");
+        }
+        DataType::from_sql(&name, len).ok_or_else(|| {
+            if len.is_none()
+                && matches!(
+                    name.to_ascii_uppercase().as_str(),
+                    "VARCHAR" | "BINARY" | "NCHAR"
+                )
+            {
+                syntax(pos, format!("type {name} needs a length, e.g. {name}(32)"))
+            } else {
+                syntax(pos, format!("unknown data type '{name}'"))
+            }
+        })
+    }
+
+    fn db_options(&mut self) -> Result<DbOptions, SqlError> {
+        let mut o = DbOptions::default();
+        const DAY_NS: i64 = 86_400_000_000_000;
+        while let Tok::Ident(word) = &self.peek().tok {
+            let pos = self.pos();
+            let opt = word.to_lowercase();
+            self.advance();
+            let num = |p: &mut Parser, what: &str| -> Result<u32, SqlError> {
+                let v = p.u64_lit(what)?;
+                u32::try_from(v).map_err(|_| syntax(pos, format!("{what} is too large")))
+            };
+            match opt.as_str() {
+                "vgroups" => o.vgroups = num(self, "VGROUPS")?,
+                "replica" => o.replica = num(self, "REPLICA")?,
+                "buffer" => o.buffer_mb = num(self, "BUFFER")?,
+                "wal_level" => {
+                    o.wal_level = u8::try_from(num(self, "WAL_LEVEL")?)
+                        .map_err(|_| syntax(pos, "WAL_LEVEL is too large"))?
+                }
+                "wal_fsync_period" => o.wal_fsync_period_ms = num(self, "WAL_FSYNC_PERIOD")?,
+                "cachesize" => o.cache_size_mb = num(self, "CACHESIZE")?,
+                "stt_trigger" => o.stt_trigger = num(self, "STT_TRIGGER")?,
+                "minrows" => o.minrows = num(self, "MINROWS")?,
+                "maxrows" => o.maxrows = num(self, "MAXROWS")?,
+                "precision" | "cachemodel" => {
+                    let s = match &self.peek().tok {
+                        Tok::Str(s) => s.clone(),
+                        _ => return Err(self.unexpected("a quoted string")),
+                    };
+                    self.advance();
+                    if opt == "precision" {
+                        o.precision = Precision::parse(&s).ok_or_else(|| {
+                            syntax(
+                                pos,
+                                format!("PRECISION must be 'ms', 'us' or 'ns', got '{s}'"),
+                            )
+                        })?;
+                    } else {
+                        o.cache_model = s.to_lowercase();
+                    }
+                }
+                "keep" | "duration" => {
+                    // KEEP may list up to three values; the last (largest) one is the retention.
+                    let minutes = loop {
+                        let t = self.advance();
+                        let text = match &t.tok {
+                            Tok::Int(s) | Tok::Duration(s) => s.clone(),
+                            _ => {
+                                return Err(syntax(
+                                    t.pos,
+                                    format!(
+                                        "expected a duration for {}, found {}",
+                                        opt.to_uppercase(),
+                                        t.tok.describe()
+                                    ),
+                                ))
+                            }
+                        };
+                        let ns = parse_duration(&text, DAY_NS).ok_or_else(|| {
+                            syntax(
+                                t.pos,
+                                format!("invalid duration '{text}' for {}", opt.to_uppercase()),
+                            )
+                        })?;
+                        let m = (ns / 60_000_000_000).max(0) as u64;
+                        if opt == "duration" || !self.eat_op(",") {
+                            break m;
+                        }
+                    };
+                    if opt == "keep" {
+                        o.keep_minutes = minutes;
+                    } else {
+                        o.duration_minutes = minutes;
+                    }
+                }
+                _ => {
+                    return Err(syntax(
+                        pos,
+                        format!("unknown database option '{}'", opt.to_uppercase()),
+                    ))
+                }
+            }
+        }
+        o.validate().map_err(SqlError::InvalidArgument)?;
+        Ok(o)
+    }
+
+    fn drop(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("database") {
+            let if_exists = self.if_exists()?;
+            return Ok(Statement::DropDatabase {
+                if_exists,
+                name: self.ident("a database name")?,
+            });
+        }
+        if self.eat_kw("stable") {
+            let if_exists = self.if_exists()?;
+            return Ok(Statement::DropStable {
+                if_exists,
+                name: self.object_ref("a STABLE name")?,
+            });
+        }
+        if self.eat_kw("table") {
+            let if_exists = self.if_exists()?;
+            let mut tables = vec![self.object_ref("a table name")?];
+            while self.eat_op(",") {
+                let _ = self.if_exists()?;
+                tables.push(self.object_ref("a table name")?);
+            }
+            return Ok(Statement::DropTable { if_exists, tables });
+        }
+        Err(self.unexpected("DATABASE, STABLE or TABLE"))
+    }
+
+    fn show(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("databases") {
+            return Ok(Statement::ShowDatabases);
+        }
+        if self.eat_kw("dnodes") {
+            return Ok(Statement::ShowDnodes);
+        }
+        let db =
+            if lower_ident(&self.peek().tok).is_some() && matches!(self.peek_at(1), Tok::Op(".")) {
+                let d = self.ident("a database name")?;
+                self.advance();
+                Some(d)
+            } else {
+                None
+            };
+        if self.eat_kw("stables") {
+            return Ok(Statement::ShowStables { db });
+        }
+        if self.eat_kw("vgroups") {
+            return Ok(Statement::ShowVgroups { db });
+        }
+        if self.eat_kw("tables") {
+            let like = if self.eat_kw("like") {
+                match self.advance().tok {
+                    Tok::Str(s) => Some(s),
+                    _ => return Err(self.unexpected("a quoted pattern")),
+                }
+            } else {
+                None
+            };
+            return Ok(Statement::ShowTables { db, like });
+        }
+        Err(self.unexpected("DATABASES, STABLES, TABLES, VGROUPS or DNODES"))
+    }
+
+    fn insert(&mut self) -> Result<Statement, SqlError> {
+        self.expect_kw("into")?;
+        let mut items = Vec::new();
+        loop {
+            let table = self.object_ref("a table name")?;
+            let using = if self.eat_kw("using") {
+                let stable = self.object_ref("a STABLE name")?;
+                let (tag_names, tags) = self.tag_values()?;
+                Some(InsertUsing {
+                    stable,
+                    tag_names,
+                    tags,
+                })
+            } else {
+                None
+            };
+            let columns = if self.peek_op("(") {
+                Some(self.ident_list()?)
+            } else {
+                None
+            };
+            self.expect_kw("values")?;
+            let mut rows = Vec::new();
+            while self.peek_op("(") {
+                self.advance();
+                let mut row = Vec::new();
+                loop {
+                    row.push(self.insert_value()?);
+                    if !self.eat_op(",") {
+                        break;
+                    }
+                }
+                self.expect_op(")")?;
+                rows.push(row);
+                self.eat_op(",");
+            }
+            if rows.is_empty() {
+                return Err(self.unexpected("'(' starting a row of values"));
+            }
+            items.push(InsertItem {
+                table,
+                using,
+                columns,
+                rows,
+            });
+            if self.at_eof() || self.peek_op(";") {
+                break;
+            }
+            // `INSERT INTO t1 VALUES (...) INTO t2 ...` is not TDengine; `t2 VALUES` is.
+            self.eat_kw("into");
+        }
+        Ok(Statement::Insert { items })
+    }
+
+    fn signed_number(&mut self, neg: bool) -> Result<Value, SqlError> {
+        let t = self.advance();
+        match &t.tok {
+            Tok::Int(s) => {
+                if neg {
+                    let full = format!("-{s}");
+                    match full.parse::<i64>() {
+                        Ok(v) => Ok(Value::Int(v)),
+                        Err(_) => full
+                            .parse::<f64>()
+                            .map(Value::Float)
+                            .map_err(|_| syntax(t.pos, format!("invalid number -{s}"))),
+                    }
+                } else if let Ok(v) = s.parse::<i64>() {
+                    Ok(Value::Int(v))
+                } else if let Ok(v) = s.parse::<u64>() {
+                    Ok(Value::UInt(v))
+                } else {
+                    s.parse::<f64>()
+                        .map(Value::Float)
+                        .map_err(|_| syntax(t.pos, format!("invalid number {s}")))
+                }
+            }
+            Tok::Float(s) => s
+                .parse::<f64>()
+                .map(|f| Value::Float(if neg { -f } else { f }))
+                .map_err(|_| syntax(t.pos, format!("invalid number {s}"))),
+            other => Err(syntax(
+                t.pos,
+                format!("expected a number, found {}", other.describe()),
+            )),
+        }
+    }
+
+    fn insert_value(&mut self) -> Result<InsertValue, SqlError> {
+        let pos = self.pos();
+        match self.peek().tok.clone() {
+            Tok::Str(s) => {
+                self.advance();
+                Ok(InsertValue::Value(Value::Str(s)))
+            }
+            Tok::Int(_) | Tok::Float(_) => Ok(InsertValue::Value(self.signed_number(false)?)),
+            Tok::Op("-") => {
+                self.advance();
+                Ok(InsertValue::Value(self.signed_number(true)?))
+            }
+            Tok::Op("+") => {
+                self.advance();
+                Ok(InsertValue::Value(self.signed_number(false)?))
+            }
+            Tok::Ident(w) => {
+                let w = w.to_lowercase();
+                self.advance();
+                match w.as_str() {
+                    "null" => Ok(InsertValue::Value(Value::Null)),
+                    "true" => Ok(InsertValue::Value(Value::Bool(true))),
+                    "false" => Ok(InsertValue::Value(Value::Bool(false))),
+                    "now" => {
+                        if self.eat_op("(") {
+                            self.expect_op(")")?;
+                        }
+                        let mut offset_ns = 0i64;
+                        while self.peek_op("+") || self.peek_op("-") {
+                            let neg = self.peek_op("-");
+                            self.advance();
+                            let d = self.duration_ns()?;
+                            offset_ns = if neg {
+                                offset_ns.saturating_sub(d)
+                            } else {
+                                offset_ns.saturating_add(d)
+                            };
+                        }
+                        Ok(InsertValue::Now { offset_ns })
+                    }
+                    _ => Err(syntax(pos, format!("expected a value, found '{w}'"))),
+                }
+            }
+            _ => Err(self.unexpected("a value")),
+        }
+    }
+
+    /// A duration literal: `10m`, `1d`; a bare integer is milliseconds.
+    fn duration_ns(&mut self) -> Result<i64, SqlError> {
+        let t = self.advance();
+        match &t.tok {
+            Tok::Duration(s) | Tok::Int(s) => parse_duration(s, 1_000_000)
+                .ok_or_else(|| syntax(t.pos, format!("invalid duration '{s}'"))),
+            other => Err(syntax(
+                t.pos,
+                format!("expected a duration like 10m, found {}", other.describe()),
+            )),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // SELECT
+
+    fn enter(&mut self) -> Result<(), SqlError> {
+        self.nest += 1;
+        if self.nest > MAX_NEST {
+            return Err(syntax(
+                self.pos(),
+                "expression or subquery nested too deeply",
+            ));
+        }
+        Ok(())
+    }
+
+    fn query_or_paren(&mut self) -> Result<Query, SqlError> {
+        self.enter()?;
+        let r = self.query_or_paren_inner();
+        self.nest -= 1;
+        r
+    }
+
+    fn query_or_paren_inner(&mut self) -> Result<Query, SqlError> {
+        if self.eat_op("(") {
+            let q = self.query_or_paren()?;
+            self.expect_op(")")?;
+            Ok(q)
+        } else {
+            self.query()
+        }
+    }
+
+    fn query(&mut self) -> Result<Query, SqlError> {
+        self.expect_kw("select")?;
+        let mut projection = Vec::new();
+        loop {
+            if self.peek_op("*") {
+                let pos = self.pos();
+                self.advance();
+                projection.push(SelectItem::Wildcard(pos));
+            } else {
+                let expr = self.expr()?;
+                let alias = self.alias()?;
+                projection.push(SelectItem::Expr { expr, alias });
+            }
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        self.expect_kw("from")?;
+        let pos = self.pos();
+        let from = if self.eat_op("(") {
+            let q = self.query_or_paren()?;
+            self.expect_op(")")?;
+            let alias = self.alias()?;
+            FromItem::Subquery {
+                query: Box::new(q),
+                alias,
+                pos,
+            }
+        } else {
+            let name = self.object_ref("a table name or '('")?;
+            let alias = self.alias()?;
+            FromItem::Table { name, alias, pos }
+        };
+        let mut q = Query {
+            projection,
+            from,
+            selection: None,
+            partition_by: Vec::new(),
+            window: None,
+            group_by: Vec::new(),
+            having: None,
+            order_by: Vec::new(),
+            slimit: None,
+            limit: None,
+        };
+        if self.eat_kw("where") {
+            q.selection = Some(self.expr()?);
+        }
+        if self.peek_kw("partition") {
+            self.advance();
+            self.expect_kw("by")?;
+            q.partition_by = self.expr_list()?;
+        }
+        q.window = self.window()?;
+        if self.peek_kw("group") {
+            self.advance();
+            self.expect_kw("by")?;
+            q.group_by = self.expr_list()?;
+        }
+        if self.eat_kw("having") {
+            q.having = Some(self.expr()?);
+        }
+        if q.window.is_none() {
+            q.window = self.window()?;
+        }
+        if self.peek_kw("order") {
+            self.advance();
+            self.expect_kw("by")?;
+            loop {
+                let expr = self.expr()?;
+                let asc = if self.eat_kw("desc") {
+                    false
+                } else {
+                    self.eat_kw("asc");
+                    true
+                };
+                if self.eat_kw("nulls") && !self.eat_kw("first") {
+                    self.expect_kw("last")?;
+                }
+                q.order_by.push(OrderItem { expr, asc });
+                if !self.eat_op(",") {
+                    break;
+                }
+            }
+        }
+        if self.eat_kw("slimit") {
+            q.slimit = Some(self.limit_tail("soffset")?);
+        }
+        if self.eat_kw("limit") {
+            q.limit = Some(self.limit_tail("offset")?);
+        }
+        if self.eat_kw("slimit") {
+            q.slimit = Some(self.limit_tail("soffset")?);
+        }
+        Ok(q)
+    }
+
+    fn limit_tail(&mut self, offset_kw: &str) -> Result<Limit, SqlError> {
+        let a = self.u64_lit("a row count")?;
+        if self.eat_kw(offset_kw) {
+            let b = self.u64_lit("an offset")?;
+            return Ok(Limit {
+                limit: a,
+                offset: b,
+            });
+        }
+        if self.eat_op(",") {
+            // LIMIT offset, count
+            let b = self.u64_lit("a row count")?;
+            return Ok(Limit {
+                limit: b,
+                offset: a,
+            });
+        }
+        Ok(Limit {
+            limit: a,
+            offset: 0,
+        })
+    }
+
+    fn window(&mut self) -> Result<Option<WindowClause>, SqlError> {
+        let pos = self.pos();
+        if self.peek_kw("interval") && matches!(self.peek_at(1), Tok::Op("(")) {
+            self.advance();
+            self.advance();
+            let interval_ns = self.duration_ns()?;
+            let offset_ns = if self.eat_op(",") {
+                Some(self.duration_ns()?)
+            } else {
+                None
+            };
+            self.expect_op(")")?;
+            let mut sliding_ns = None;
+            if self.eat_kw("sliding") {
+                self.expect_op("(")?;
+                sliding_ns = Some(self.duration_ns()?);
+                self.expect_op(")")?;
+            }
+            let mut fill = None;
+            if self.eat_kw("fill") {
+                self.expect_op("(")?;
+                let w = self.ident("a FILL mode")?;
+                fill = Some(match w.as_str() {
+                    "none" => Fill::None,
+                    "null" => Fill::Null,
+                    "prev" => Fill::Prev,
+                    "next" => Fill::Next,
+                    "linear" => Fill::Linear,
+                    "value" => {
+                        let mut vals = Vec::new();
+                        while self.eat_op(",") {
+                            match self.insert_value()? {
+                                InsertValue::Value(v) => vals.push(v),
+                                InsertValue::Now { .. } => {
+                                    return Err(syntax(pos, "NOW is not a FILL value"))
+                                }
+                            }
+                        }
+                        Fill::Value(vals)
+                    }
+                    other => return Err(syntax(pos, format!("unknown FILL mode '{other}'"))),
+                });
+                self.expect_op(")")?;
+            }
+            return Ok(Some(WindowClause::Interval {
+                interval_ns,
+                offset_ns,
+                sliding_ns,
+                fill,
+                pos,
+            }));
+        }
+        if self.peek_kw("state_window") {
+            self.advance();
+            self.expect_op("(")?;
+            let expr = self.expr()?;
+            self.expect_op(")")?;
+            return Ok(Some(WindowClause::StateWindow { expr, pos }));
+        }
+        if self.peek_kw("session") && matches!(self.peek_at(1), Tok::Op("(")) {
+            self.advance();
+            self.advance();
+            let column = self.expr()?;
+            self.expect_op(",")?;
+            let gap_ns = self.duration_ns()?;
+            self.expect_op(")")?;
+            return Ok(Some(WindowClause::Session {
+                column,
+                gap_ns,
+                pos,
+            }));
+        }
+        Ok(None)
+    }
+
+    fn alias(&mut self) -> Result<Option<String>, SqlError> {
+        if self.eat_kw("as") {
+            return Ok(Some(self.ident("an alias")?));
+        }
+        match &self.peek().tok {
+            Tok::QIdent(s) => {
+                let s = s.clone();
+                self.advance();
+                Ok(Some(s))
+            }
+            Tok::Ident(s) if !RESERVED.contains(&s.to_lowercase().as_str()) => {
+                let s = s.to_lowercase();
+                self.advance();
+                Ok(Some(s))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn expr_list(&mut self) -> Result<Vec<Expr>, SqlError> {
+        let mut v = vec![self.expr()?];
+        while self.eat_op(",") {
+            v.push(self.expr()?);
+        }
+        Ok(v)
+    }
+
+    pub fn expr(&mut self) -> Result<Expr, SqlError> {
+        self.or_expr(0)
+    }
+
+    fn or_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        if depth > 200 {
+            return Err(syntax(self.pos(), "expression nested too deeply"));
+        }
+        let mut l = self.and_expr(depth)?;
+        while self.eat_kw("or") {
+            let r = self.and_expr(depth)?;
+            l = Expr::Binary {
+                op: BinOp::Or,
+                left: Box::new(l),
+                right: Box::new(r),
+            };
+        }
+        Ok(l)
+    }
+
+    fn and_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        let mut l = self.not_expr(depth)?;
+        while self.eat_kw("and") {
+            let r = self.not_expr(depth)?;
+            l = Expr::Binary {
+                op: BinOp::And,
+                left: Box::new(l),
+                right: Box::new(r),
+            };
+        }
+        Ok(l)
+    }
+
+    fn not_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        if self.eat_kw("not") {
+            self.enter()?;
+            let r = self.not_expr(depth + 1);
+            self.nest -= 1;
+            return Ok(Expr::Not(Box::new(r?)));
+        }
+        self.cmp_expr(depth)
+    }
+
+    fn cmp_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        let l = self.add_expr(depth)?;
+        let op = match &self.peek().tok {
+            Tok::Op("=") => Some(BinOp::Eq),
+            Tok::Op("!=") => Some(BinOp::NotEq),
+            Tok::Op("<") => Some(BinOp::Lt),
+            Tok::Op("<=") => Some(BinOp::LtEq),
+            Tok::Op(">") => Some(BinOp::Gt),
+            Tok::Op(">=") => Some(BinOp::GtEq),
+            _ => None,
+        };
+        if let Some(op) = op {
+            self.advance();
+            let r = self.add_expr(depth)?;
+            return Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+            });
+        }
+        if self.eat_kw("is") {
+            let negated = self.eat_kw("not");
+            self.expect_kw("null")?;
+            return Ok(Expr::IsNull {
+                expr: Box::new(l),
+                negated,
+            });
+        }
+        let negated = if self.peek_kw("not")
+            && (self.peek_kw_at(1, "in")
+                || self.peek_kw_at(1, "between")
+                || self.peek_kw_at(1, "like"))
+        {
+            self.advance();
+            true
+        } else {
+            false
+        };
+        if self.eat_kw("in") {
+            self.expect_op("(")?;
+            let list = self.expr_list()?;
+            self.expect_op(")")?;
+            return Ok(Expr::InList {
+                expr: Box::new(l),
+                list,
+                negated,
+            });
+        }
+        if self.eat_kw("between") {
+            let low = self.add_expr(depth)?;
+            self.expect_kw("and")?;
+            let high = self.add_expr(depth)?;
+            return Ok(Expr::Between {
+                expr: Box::new(l),
+                low: Box::new(low),
+                high: Box::new(high),
+                negated,
+            });
+        }
+        if self.eat_kw("like") {
+            let pattern = self.add_expr(depth)?;
+            return Ok(Expr::Like {
+                expr: Box::new(l),
+                pattern: Box::new(pattern),
+                negated,
+            });
+        }
+        if negated {
+            return Err(self.unexpected("IN, BETWEEN or LIKE"));
+        }
+        Ok(l)
+    }
+
+    fn add_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        let mut l = self.mul_expr(depth)?;
+        loop {
+            let op = match &self.peek().tok {
+                Tok::Op("+") => BinOp::Add,
+                Tok::Op("-") => BinOp::Sub,
+                _ => break,
+            };
+            self.advance();
+            let r = self.mul_expr(depth)?;
+            l = Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+            };
+        }
+        Ok(l)
+    }
+
+    fn mul_expr(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        let mut l = self.unary(depth)?;
+        loop {
+            let op = match &self.peek().tok {
+                Tok::Op("*") => BinOp::Mul,
+                Tok::Op("/") => BinOp::Div,
+                Tok::Op("%") => BinOp::Mod,
+                _ => break,
+            };
+            self.advance();
+            let r = self.unary(depth)?;
+            l = Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+            };
+        }
+        Ok(l)
+    }
+
+    fn unary(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        if depth > 200 {
+            return Err(syntax(self.pos(), "expression nested too deeply"));
+        }
+        if self.peek_op("-") {
+            self.advance();
+            if matches!(self.peek().tok, Tok::Int(_) | Tok::Float(_)) {
+                return Ok(Expr::Literal(self.signed_number(true)?));
+            }
+            self.enter()?;
+            let r = self.unary(depth + 1);
+            self.nest -= 1;
+            return Ok(Expr::Neg(Box::new(r?)));
+        }
+        if self.eat_op("+") {
+            self.enter()?;
+            let r = self.unary(depth + 1);
+            self.nest -= 1;
+            return r;
+        }
+        self.primary(depth)
+    }
+
+    fn primary(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        self.enter()?;
+        let r = self.primary_inner(depth);
+        self.nest -= 1;
+        r
+    }
+
+    fn primary_inner(&mut self, depth: usize) -> Result<Expr, SqlError> {
+        let t = self.peek().clone();
+        match &t.tok {
+            Tok::Int(_) | Tok::Float(_) => Ok(Expr::Literal(self.signed_number(false)?)),
+            Tok::Str(s) => {
+                self.advance();
+                Ok(Expr::Literal(Value::Str(s.clone())))
+            }
+            Tok::Duration(_) => Ok(Expr::Duration(self.duration_ns()?)),
+            Tok::Op("(") => {
+                self.advance();
+                if self.peek_kw("select") {
+                    return Err(syntax(t.pos, "scalar subqueries are not supported"));
+                }
+                let e = self.or_expr(depth + 1)?;
+                self.expect_op(")")?;
+                Ok(e)
+            }
+            Tok::QIdent(s) => {
+                self.advance();
+                self.column_tail(s.clone(), t.pos)
+            }
+            Tok::Ident(w) => {
+                let lw = w.to_lowercase();
+                match lw.as_str() {
+                    "null" => {
+                        self.advance();
+                        return Ok(Expr::Literal(Value::Null));
+                    }
+                    "true" | "false" => {
+                        self.advance();
+                        return Ok(Expr::Literal(Value::Bool(lw == "true")));
+                    }
+                    "now" => {
+                        self.advance();
+                        if self.eat_op("(") {
+                            self.expect_op(")")?;
+                        }
+                        return Ok(Expr::Now);
+                    }
+                    "cast" if matches!(self.peek_at(1), Tok::Op("(")) => {
+                        self.advance();
+                        self.advance();
+                        let e = self.or_expr(depth + 1)?;
+                        self.expect_kw("as")?;
+                        let data_type = self.data_type()?;
+                        self.expect_op(")")?;
+                        return Ok(Expr::Cast {
+                            expr: Box::new(e),
+                            data_type,
+                        });
+                    }
+                    _ => {}
+                }
+                if RESERVED.contains(&lw.as_str()) {
+                    return Err(self.unexpected("an expression"));
+                }
+                self.advance();
+                if self.peek_op("(") {
+                    self.advance();
+                    let mut args = Vec::new();
+                    let mut star = false;
+                    if self.eat_op("*") {
+                        star = true;
+                    } else if !self.peek_op(")") {
+                        self.eat_kw("distinct");
+                        loop {
+                            args.push(self.or_expr(depth + 1)?);
+                            if !self.eat_op(",") {
+                                break;
+                            }
+                        }
+                    }
+                    self.expect_op(")")?;
+                    return Ok(Expr::Function {
+                        name: lw,
+                        args,
+                        star,
+                        pos: t.pos,
+                    });
+                }
+                self.column_tail(lw, t.pos)
+            }
+            _ => Err(self.unexpected("an expression")),
+        }
+    }
+
+    /// `name` or `qualifier.name` (the qualifier, a table or alias, is dropped).
+    fn column_tail(&mut self, first: String, pos: Pos) -> Result<Expr, SqlError> {
+        if self.peek_op(".") {
+            self.advance();
+            let p = self.pos();
+            if self.eat_op("*") {
+                return Err(syntax(p, "qualified * is not supported"));
+            }
+            let name = self.ident("a column name")?;
+            return Ok(Expr::Column { name, pos: p });
+        }
+        Ok(Expr::Column { name: first, pos })
+    }
+}

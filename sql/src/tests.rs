@@ -1,0 +1,1804 @@
+//! Unit and end-to-end tests: an in-memory catalog and ScanSource with several "vnodes".
+
+use crate::*;
+use tidal_common::{
+    Batch, Column, ColumnDef, DataType, Precision, StableSchema, StatusCode, TableMeta, TableUid,
+    Value,
+};
+
+const T0: i64 = 1451606400000; // 2016-01-01 00:00:00.000
+
+fn readings_schema() -> StableSchema {
+    StableSchema {
+        db: "iot".into(),
+        name: "readings".into(),
+        version: tidal_common::SchemaVersion(1),
+        columns: vec![
+            ColumnDef::new("ts", DataType::Timestamp),
+            ColumnDef::new("latitude", DataType::Double),
+            ColumnDef::new("velocity", DataType::Double),
+            ColumnDef::new("status", DataType::BigInt),
+        ],
+        tags: vec![
+            ColumnDef::new("name", DataType::VarChar(30)),
+            ColumnDef::new("fleet", DataType::VarChar(30)),
+            ColumnDef::new("driver", DataType::VarChar(30)),
+            ColumnDef::new("nominal_fuel_consumption", DataType::Double),
+        ],
+    }
+}
+
+const FLEETS: [&str; 3] = ["South", "North", "East"];
+const DRIVERS: [&str; 2] = ["Derek", "Andy"];
+const NOMINAL: [f64; 3] = [15.0, 19.0, 12.0];
+const TRUCKS: usize = 6;
+const ROWS: i64 = 10;
+
+struct Table {
+    meta: TableMeta,
+    rows: Vec<Vec<Value>>,
+}
+
+fn tables() -> Vec<Table> {
+    (0..TRUCKS)
+        .map(|t| {
+            let name = if t == 5 {
+                Value::Null
+            } else {
+                Value::Str(format!("truck_{t}"))
+            };
+            let meta = TableMeta {
+                uid: TableUid(t as u64 + 1),
+                name: format!("r_truck_{t}"),
+                stable: "readings".into(),
+                tags: vec![
+                    name,
+                    Value::Str(FLEETS[t % 3].into()),
+                    Value::Str(DRIVERS[t % 2].into()),
+                    Value::Float(NOMINAL[t % 3]),
+                ],
+            };
+            let rows = (0..ROWS)
+                .map(|r| {
+                    let ti = t as i64;
+                    let vel = if (ti + r) % 7 == 0 {
+                        Value::Null
+                    } else {
+                        Value::Float(((ti * 7 + r * 3) % 20) as f64 + 0.5)
+                    };
+                    vec![
+                        Value::Timestamp(T0 + r * 10_000 + ti),
+                        Value::Float(ti as f64 * 10.0 + r as f64 / 4.0),
+                        vel,
+                        Value::Int((ti + r) % 3),
+                    ]
+                })
+                .collect();
+            Table { meta, rows }
+        })
+        .collect()
+}
+
+struct Vnode {
+    tables: Vec<Table>,
+}
+
+impl ScanSource for Vnode {
+    fn schema(&self, stable: &str) -> Option<StableSchema> {
+        (stable == "readings").then(readings_schema)
+    }
+    fn tables(&self, stable: &str) -> Vec<TableMeta> {
+        self.tables
+            .iter()
+            .filter(|t| t.meta.stable == stable)
+            .map(|t| t.meta.clone())
+            .collect()
+    }
+    fn table(&self, name: &str) -> Option<TableMeta> {
+        self.tables
+            .iter()
+            .find(|t| t.meta.name == name)
+            .map(|t| t.meta.clone())
+    }
+    fn scan(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        columns: &[usize],
+    ) -> Result<Vec<Column>, String> {
+        let t = self
+            .tables
+            .iter()
+            .find(|t| t.meta.uid == uid)
+            .ok_or("no such uid")?;
+        let schema = readings_schema();
+        let mut out: Vec<Column> = columns
+            .iter()
+            .map(|c| Column::empty(schema.columns[*c].data_type, 0))
+            .collect();
+        for r in &t.rows {
+            let ts = r[0].as_i64().unwrap_or(0);
+            if ts < lo || ts > hi {
+                continue;
+            }
+            for (o, c) in out.iter_mut().zip(columns) {
+                o.push(&r[*c]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct Cat;
+
+impl Catalog for Cat {
+    fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
+        (db == "iot" && name == "readings").then(readings_schema)
+    }
+    fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)> {
+        if db != "iot" {
+            return None;
+        }
+        tables()
+            .into_iter()
+            .find(|t| t.meta.name == name)
+            .map(|t| (t.meta, readings_schema()))
+    }
+    fn precision(&self, db: &str) -> Option<Precision> {
+        (db == "iot").then_some(Precision::Millis)
+    }
+}
+
+fn cluster(k: usize) -> Vec<Vnode> {
+    let mut v: Vec<Vnode> = (0..k).map(|_| Vnode { tables: vec![] }).collect();
+    for (i, t) in tables().into_iter().enumerate() {
+        v[(i * 7 + 3) % k].tables.push(t);
+    }
+    v
+}
+
+fn query(sql: &str) -> Query {
+    match parse(sql).expect("parse").remove(0) {
+        Statement::Select(q) => *q,
+        s => panic!("not a select: {s:?}"),
+    }
+}
+
+fn run_on(sql: &str, vnodes: &[Vnode]) -> Result<Batch, SqlError> {
+    let q = query(sql);
+    let plan = plan_query(&q, Some("iot"), &Cat)?;
+    let mut results = Vec::new();
+    for f in &plan.fragments {
+        // fragments travel as bytes
+        let frag = Fragment::from_bytes(&f.fragment.to_bytes())?;
+        let mut batches = Vec::new();
+        for v in vnodes {
+            match &f.target {
+                FragmentTarget::AllVgroups => batches.push(execute_fragment(&frag, v)?),
+                FragmentTarget::Table(t) => {
+                    if v.table(t).is_some() {
+                        batches.push(execute_fragment(&frag, v)?);
+                    }
+                }
+            }
+        }
+        results.push((f.id, batches));
+    }
+    finish(&plan, results)
+}
+
+/// Runs on 3 vnodes, checks the result equals the 1-vnode (and 2-vnode) layout.
+fn run(sql: &str) -> Batch {
+    let b3 = run_on(sql, &cluster(3)).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    for k in [1, 2] {
+        let b = run_on(sql, &cluster(k)).expect("run");
+        assert_eq!(b.fields, b3.fields, "{sql}");
+        let mut r1 = rows(&b);
+        let mut r3 = rows(&b3);
+        if !sql.to_lowercase().contains("order by") {
+            r1.sort_by(|a, b| cmp_rows(a, b));
+            r3.sort_by(|a, b| cmp_rows(a, b));
+        }
+        assert_eq!(
+            r1, r3,
+            "{sql}: {k}-vnode result differs from 3-vnode result"
+        );
+    }
+    b3
+}
+
+fn cmp_rows(a: &[Value], b: &[Value]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b.iter()) {
+        let o = x.total_cmp(y);
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+fn rows(b: &Batch) -> Vec<Vec<Value>> {
+    (0..b.num_rows()).map(|i| b.row(i)).collect()
+}
+
+fn names(b: &Batch) -> Vec<String> {
+    b.fields.iter().map(|f| f.name.clone()).collect()
+}
+
+fn err(sql: &str) -> SqlError {
+    match parse(sql) {
+        Err(e) => e,
+        Ok(mut s) => match s.remove(0) {
+            Statement::Select(q) => match run_on(sql, &cluster(2)) {
+                Err(e) => e,
+                Ok(_) => panic!(
+                    "expected an error for {sql}, plan {:?}",
+                    plan_query(&q, Some("iot"), &Cat)
+                ),
+            },
+            other => panic!("expected an error for {sql}, got {other:?}"),
+        },
+    }
+}
+
+/// Reference data: every row with its tags, flattened.
+fn all_rows() -> Vec<(TableMeta, Vec<Value>)> {
+    tables()
+        .into_iter()
+        .flat_map(|t| {
+            let m = t.meta.clone();
+            t.rows.into_iter().map(move |r| (m.clone(), r))
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// parsing
+
+#[test]
+fn parse_ddl_forms() {
+    let s = parse(" CREATE DATABASE IF NOT EXISTS iot VGROUPS 4 PRECISION 'us' KEEP 3650d DURATION 10d BUFFER 64 REPLICA 1 WAL_LEVEL 1 WAL_FSYNC_PERIOD 3000 CACHEMODEL 'last_row' CACHESIZE 4 STT_TRIGGER 1 MINROWS 50 MAXROWS 2000;").unwrap();
+    match &s[0] {
+        Statement::CreateDatabase {
+            name,
+            if_not_exists,
+            options,
+        } => {
+            assert_eq!(name, "iot");
+            assert!(if_not_exists);
+            assert_eq!(options.vgroups, 4);
+            assert_eq!(options.precision, Precision::Micros);
+            assert_eq!(options.keep_minutes, 3650 * 24 * 60);
+            assert_eq!(options.duration_minutes, 10 * 24 * 60);
+            assert_eq!(options.buffer_mb, 64);
+            assert_eq!(options.wal_level, 1);
+            assert_eq!(options.wal_fsync_period_ms, 3000);
+            assert_eq!(options.cache_model, "last_row");
+            assert_eq!(options.cache_size_mb, 4);
+            assert_eq!(options.stt_trigger, 1);
+            assert_eq!((options.minrows, options.maxrows), (50, 2000));
+        }
+        o => panic!("{o:?}"),
+    }
+    let e = parse("create database d vgroups 2 bogus 3").unwrap_err();
+    assert!(
+        e.to_string().contains("unknown database option 'BOGUS'"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("1:29"), "{e}");
+    assert_eq!(e.status_code(), StatusCode::SyntaxError);
+    let e = parse("create database d vgroups 0").unwrap_err();
+    assert!(e.to_string().contains("VGROUPS"), "{e}");
+
+    let s = parse("CREATE STABLE iot.readings (ts TIMESTAMP, velocity DOUBLE, status BIGINT UNSIGNED, note BINARY(20)) TAGS (name VARCHAR(30), `Fleet` NCHAR(10))").unwrap();
+    match &s[0] {
+        Statement::CreateStable {
+            db,
+            name,
+            columns,
+            tags,
+            if_not_exists,
+        } => {
+            assert_eq!(db.as_deref(), Some("iot"));
+            assert_eq!(name, "readings");
+            assert!(!if_not_exists);
+            assert_eq!(columns[2].data_type, DataType::UBigInt);
+            assert_eq!(columns[3].data_type, DataType::VarChar(20));
+            assert_eq!(tags[1], ColumnDef::new("Fleet", DataType::NChar(10)));
+        }
+        o => panic!("{o:?}"),
+    }
+    // CREATE TABLE with TAGS is a stable
+    let s = parse("create table if not exists Diag (ts timestamp, x int) tags (t int)").unwrap();
+    assert!(
+        matches!(&s[0], Statement::CreateStable { name, if_not_exists: true, .. } if name == "diag")
+    );
+    let s = parse("CREATE TABLE IF NOT EXISTS r_1 USING readings TAGS ('truck_1', 'South', NULL, 1.5) r_2 USING iot.readings (name, fleet) TAGS ('t2', 'North')").unwrap();
+    match &s[0] {
+        Statement::CreateTables {
+            if_not_exists,
+            tables,
+        } => {
+            assert!(if_not_exists);
+            assert_eq!(tables.len(), 2);
+            assert_eq!(
+                tables[0].tags,
+                vec![
+                    Value::Str("truck_1".into()),
+                    Value::Str("South".into()),
+                    Value::Null,
+                    Value::Float(1.5)
+                ]
+            );
+            assert_eq!(tables[1].stable, ObjectRef::new(Some("iot"), "readings"));
+            assert_eq!(
+                tables[1].tag_names,
+                Some(vec!["name".to_string(), "fleet".to_string()])
+            );
+        }
+        o => panic!("{o:?}"),
+    }
+    let s = parse(
+        "drop table if exists a, iot.b; drop stable readings; drop database if exists iot; use iot",
+    )
+    .unwrap();
+    assert_eq!(s.len(), 4);
+    assert_eq!(
+        s[0],
+        Statement::DropTable {
+            if_exists: true,
+            tables: vec![ObjectRef::new(None, "a"), ObjectRef::new(Some("iot"), "b")]
+        }
+    );
+    assert_eq!(
+        s[1],
+        Statement::DropStable {
+            if_exists: false,
+            name: ObjectRef::new(None, "readings")
+        }
+    );
+    assert_eq!(
+        s[2],
+        Statement::DropDatabase {
+            if_exists: true,
+            name: "iot".into()
+        }
+    );
+    assert_eq!(s[3], Statement::Use { db: "iot".into() });
+    let s = parse("show databases; show iot.stables; show tables like 'r_%'; show vgroups; show dnodes; describe iot.readings; desc r_1; flush database iot; compact database iot").unwrap();
+    assert_eq!(s[0], Statement::ShowDatabases);
+    assert_eq!(
+        s[1],
+        Statement::ShowStables {
+            db: Some("iot".into())
+        }
+    );
+    assert_eq!(
+        s[2],
+        Statement::ShowTables {
+            db: None,
+            like: Some("r_%".into())
+        }
+    );
+    assert_eq!(s[3], Statement::ShowVgroups { db: None });
+    assert_eq!(s[4], Statement::ShowDnodes);
+    assert_eq!(
+        s[5],
+        Statement::Describe {
+            table: ObjectRef::new(Some("iot"), "readings")
+        }
+    );
+    assert_eq!(
+        s[6],
+        Statement::Describe {
+            table: ObjectRef::new(None, "r_1")
+        }
+    );
+    assert_eq!(s[7], Statement::FlushDatabase { name: "iot".into() });
+    assert_eq!(s[8], Statement::CompactDatabase { name: "iot".into() });
+}
+
+#[test]
+fn parse_splits_statements_outside_quotes_and_comments() {
+    let s = parse("  ;; insert into t values (now, 'a;b') -- c; x\n ; /* ; */ select * from t ;")
+        .unwrap();
+    assert_eq!(s.len(), 2);
+    match &s[0] {
+        Statement::Insert { items } => {
+            assert_eq!(
+                items[0].rows[0][1],
+                InsertValue::Value(Value::Str("a;b".into()))
+            );
+            assert_eq!(items[0].rows[0][0], InsertValue::Now { offset_ns: 0 });
+        }
+        o => panic!("{o:?}"),
+    }
+    assert!(matches!(s[1], Statement::Select(_)));
+    assert!(parse("   ").unwrap().is_empty());
+}
+
+#[test]
+fn parse_insert_forms() {
+    let s = parse("INSERT INTO r_truck_1 USING readings (name, fleet) TAGS ('truck_1', \"South\") (ts, velocity) VALUES ('2016-01-01 00:00:00.000', 1.5) (NOW - 10m, -3) r_truck_2 VALUES (1451606400000, 1, 2, NULL)").unwrap();
+    let Statement::Insert { items } = &s[0] else {
+        panic!()
+    };
+    assert_eq!(items.len(), 2);
+    let u = items[0].using.as_ref().unwrap();
+    assert_eq!(u.stable.name, "readings");
+    assert_eq!(
+        u.tags,
+        vec![Value::Str("truck_1".into()), Value::Str("South".into())]
+    );
+    assert_eq!(
+        items[0].columns,
+        Some(vec!["ts".to_string(), "velocity".to_string()])
+    );
+    assert_eq!(
+        items[0].rows[1],
+        vec![
+            InsertValue::Now {
+                offset_ns: -600_000_000_000
+            },
+            InsertValue::Value(Value::Int(-3))
+        ]
+    );
+    assert_eq!(items[1].rows[0].len(), 4);
+    assert_eq!(items[1].rows[0][3], InsertValue::Value(Value::Null));
+}
+
+#[test]
+fn parse_errors_are_positioned() {
+    let e = parse("SELECT FROM readings").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "syntax error at 1:8: expected an expression, found 'FROM'"
+    );
+    let e = parse("select a from t where").unwrap_err();
+    assert!(e.to_string().starts_with("syntax error at 1:22"), "{e}");
+    let e = parse("select a,\n  b from t limit x").unwrap_err();
+    assert!(e.to_string().contains("2:18"), "{e}");
+    let e = parse("insert into t values (1, 'abc").unwrap_err();
+    assert!(e.to_string().contains("unterminated"), "{e}");
+    let e = parse("create stable s (ts timestamp, v varchar) tags (t int)").unwrap_err();
+    assert!(e.to_string().contains("needs a length"), "{e}");
+    let e = parse("create stable s (ts timestamp, v blob) tags (t int)").unwrap_err();
+    assert!(e.to_string().contains("unknown data type 'blob'"), "{e}");
+    assert!(parse("select * from t t2 t3").is_err());
+    assert!(parse("frobnicate")
+        .unwrap_err()
+        .to_string()
+        .contains("unknown statement"));
+}
+
+#[test]
+fn parser_never_panics_on_garbage() {
+    let samples = [
+        "select",
+        "select (",
+        "select ((((",
+        "'",
+        "`",
+        "\"",
+        "select * from (select",
+        "insert into",
+        "insert into t values",
+        "insert into t values (",
+        "create",
+        "create table t using",
+        "select 1e",
+        "select .5",
+        "select 5e+",
+        "select ' \\",
+        "é",
+        "select é from ü",
+        "select * from t interval(",
+        "select * from t interval(10x)",
+        "show",
+        "drop",
+        "/*",
+        "select count(*) from t where ts > now - ",
+        "select -",
+        "select cast(x as",
+        "create database d keep",
+    ];
+    for s in samples {
+        let _ = parse(s);
+    }
+    let deep = format!("select {}1{} from t", "(".repeat(500), ")".repeat(500));
+    assert!(parse(&deep).is_err());
+    // every prefix of a long statement
+    let long = "SELECT last_row(ts),name,driver FROM iot.readings WHERE fleet='South' and name IS NOT NULL and ts between '2016-01-01' and now partition BY name,driver order by 1 desc limit 5 offset 2";
+    for i in 0..long.len() {
+        let _ = parse(&long[..i]);
+    }
+}
+
+#[test]
+fn parse_query_clauses() {
+    let q = query("select name,driver from (SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE ts > 1 AND ts <= 2 and fleet = 'x' partition BY name,driver interval(10m) LIMIT 1) WHERE mean_velocity < 1;");
+    let FromItem::Subquery { query: inner, .. } = &q.from else {
+        panic!()
+    };
+    assert_eq!(inner.partition_by.len(), 2);
+    assert!(matches!(
+        inner.window,
+        Some(WindowClause::Interval {
+            interval_ns: 600_000_000_000,
+            ..
+        })
+    ));
+    assert_eq!(
+        inner.limit,
+        Some(Limit {
+            limit: 1,
+            offset: 0
+        })
+    );
+    assert_eq!(
+        referenced_tables(&q),
+        vec![ObjectRef::new(None, "readings")]
+    );
+    let q = query("select a from t where x not in (1,2) and y not between 1 and 2 and z not like 'a%' and not w is null group by a having count(*) > 2 order by a desc, 2 limit 3, 4");
+    assert_eq!(
+        q.limit,
+        Some(Limit {
+            limit: 4,
+            offset: 3
+        })
+    );
+    assert_eq!(q.order_by.len(), 2);
+    assert!(!q.order_by[0].asc);
+}
+
+// ---------------------------------------------------------------------------------------------
+// binding inserts
+
+fn item(sql: &str) -> InsertItem {
+    match parse(sql).unwrap().remove(0) {
+        Statement::Insert { mut items } => items.remove(0),
+        o => panic!("{o:?}"),
+    }
+}
+
+#[test]
+fn bind_insert_column_list_nulls_and_time_strings() {
+    let s = readings_schema();
+    let w = bind_insert(
+        &item("insert into r_truck_1 (velocity, ts) values (1.5, '2016-01-01 00:00:00.000') (NULL, 1451606410000) (3, '2016-01-01T00:00:20Z')"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap();
+    assert_eq!(w.table, "r_truck_1");
+    assert_eq!(w.stable, "readings");
+    assert_eq!(w.tags, None);
+    assert_eq!(w.columns.len(), 4);
+    assert_eq!(w.num_rows(), 3);
+    assert_eq!(w.columns[0].get(0), Value::Timestamp(T0));
+    assert_eq!(w.columns[0].get(2), Value::Timestamp(T0 + 20_000));
+    assert_eq!(w.columns[2].get(0), Value::Float(1.5));
+    assert_eq!(w.columns[2].get(1), Value::Null);
+    assert_eq!(w.columns[2].get(2), Value::Float(3.0));
+    assert_eq!(w.columns[1].get(0), Value::Null); // latitude not listed
+    assert_eq!(w.columns[3].get(2), Value::Null);
+    // microsecond precision
+    let w = bind_insert(
+        &item("insert into t values ('2016-01-01 00:00:00.000001', 1, 2, 3)"),
+        &s,
+        Precision::Micros,
+    )
+    .unwrap();
+    assert_eq!(w.columns[0].get(0), Value::Timestamp(T0 * 1000 + 1));
+    // NOW
+    let before = Precision::Millis.now();
+    let w = bind_insert(
+        &item("insert into t values (now + 1s, 1, 2, 3)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap();
+    let ts = w.columns[0].get(0).as_i64().unwrap();
+    assert!(ts >= before + 1000 && ts < before + 60_000);
+}
+
+#[test]
+fn bind_insert_errors() {
+    let s = readings_schema();
+    let e = bind_insert(
+        &item("insert into r_truck_1 values (1, 2, 3, 4) (2, 3, 4)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "table r_truck_1 expects 4 values per row, got 3 in row 2"
+    );
+    let e = bind_insert(
+        &item("insert into r_truck_1 values (1, 2, 'fast', 4)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("column 'velocity', row 1"), "{e}");
+    assert_eq!(e.status_code(), StatusCode::TypeMismatch);
+    let e = bind_insert(
+        &item("insert into r_truck_1 values ('yesterday', 2, 3, 4)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("'yesterday' is not a timestamp"),
+        "{e}"
+    );
+    let e = bind_insert(
+        &item("insert into r_truck_1 (velocity) values (1)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("must include the timestamp"), "{e}");
+    let e = bind_insert(
+        &item("insert into r_truck_1 (ts, velocty) values (1, 2)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
+    assert!(e.to_string().contains("velocty"), "{e}");
+    // out-of-range integers
+    let mut small = readings_schema();
+    small.columns[3].data_type = DataType::TinyInt;
+    let e = bind_insert(
+        &item("insert into r values (1, 2, 3, 300)"),
+        &small,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("column 'status', row 1: value 300 out of range for TINYINT"),
+        "{e}"
+    );
+    small.columns[3].data_type = DataType::UInt;
+    assert!(bind_insert(
+        &item("insert into r values (1, 2, 3, -1)"),
+        &small,
+        Precision::Millis
+    )
+    .is_err());
+    small.columns[3].data_type = DataType::BigInt;
+    assert!(bind_insert(
+        &item("insert into r values (1, 2, 3, 18446744073709551615)"),
+        &small,
+        Precision::Millis
+    )
+    .is_err());
+    let e = bind_insert(
+        &item("insert into r values (NULL, 2, 3, 4)"),
+        &small,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("timestamp must not be NULL"), "{e}");
+}
+
+#[test]
+fn bind_tags_partial_and_mismatch() {
+    let s = readings_schema();
+    let w = bind_insert(&item("insert into r_x using readings (fleet, name) tags ('South', 'truck_9') values (1, 2, 3, 4)"), &s, Precision::Millis).unwrap();
+    assert_eq!(
+        w.tags,
+        Some(vec![
+            Value::Str("truck_9".into()),
+            Value::Str("South".into()),
+            Value::Null,
+            Value::Null
+        ])
+    );
+    let e = bind_insert(
+        &item("insert into r_x using readings tags ('a', 'b') values (1, 2, 3, 4)"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("has 4 tags but 2 tag values were given"),
+        "{e}"
+    );
+    let Statement::CreateTables { tables, .. } =
+        parse("create table r_y using readings tags ('t', 'f', 'd', 15)")
+            .unwrap()
+            .remove(0)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        bind_create_subtable(&tables[0], &s).unwrap()[3],
+        Value::Float(15.0)
+    );
+    let Statement::CreateTables { tables, .. } =
+        parse("create table r_y using readings tags ('t', 'f', 'd', 'x')")
+            .unwrap()
+            .remove(0)
+    else {
+        panic!()
+    };
+    let e = bind_create_subtable(&tables[0], &s).unwrap_err();
+    assert!(e.to_string().contains("nominal_fuel_consumption"), "{e}");
+    let Statement::CreateTables { tables, .. } =
+        parse("create table r_y using readings (nme) tags ('t')")
+            .unwrap()
+            .remove(0)
+    else {
+        panic!()
+    };
+    assert_eq!(
+        bind_create_subtable(&tables[0], &s)
+            .unwrap_err()
+            .status_code(),
+        StatusCode::ColumnNotFound
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// end to end: plan -> fragments on each vnode -> finish
+
+fn plan(sql: &str) -> QueryPlan {
+    plan_query(&query(sql), Some("iot"), &Cat).unwrap()
+}
+
+#[test]
+fn select_star_from_subtable_with_ts_range() {
+    let sql = "SELECT * FROM r_truck_1 WHERE ts >= 1451606400000 AND ts < 1451606450000";
+    let p = plan(sql);
+    assert_eq!(p.fragments.len(), 1);
+    assert_eq!(
+        p.fragments[0].target,
+        FragmentTarget::Table("r_truck_1".into())
+    );
+    assert_eq!(p.fragments[0].db, "iot");
+    assert_eq!(p.fragments[0].fragment.ts_min, T0);
+    assert_eq!(p.fragments[0].fragment.ts_max, T0 + 50_000 - 1);
+    let b = run(sql);
+    assert_eq!(names(&b), vec!["ts", "latitude", "velocity", "status"]);
+    assert_eq!(b.fields[0].data_type, DataType::Timestamp);
+    let r = rows(&b);
+    assert_eq!(r.len(), 5);
+    assert_eq!(
+        r[0],
+        vec![
+            Value::Timestamp(T0 + 1),
+            Value::Float(10.0),
+            Value::Float(7.5),
+            Value::Int(1)
+        ]
+    );
+    assert_eq!(r[4][0], Value::Timestamp(T0 + 40_001));
+    // time strings, converted with the db precision
+    let b2 = run("select * from r_truck_1 where ts >= '2016-01-01 00:00:00.000' and ts < '2016-01-01 00:00:50.000'");
+    assert_eq!(rows(&b2), r);
+    let b3 =
+        run("select * from iot.r_truck_1 where ts between '2016-01-01 00:00:00' and 1451606440001");
+    assert_eq!(rows(&b3), r);
+}
+
+#[test]
+fn select_star_from_stable_has_tags() {
+    let b = run("select * from readings where ts < '2016-01-01 00:00:10.000' order by ts");
+    assert_eq!(
+        names(&b),
+        vec![
+            "ts",
+            "latitude",
+            "velocity",
+            "status",
+            "name",
+            "fleet",
+            "driver",
+            "nominal_fuel_consumption"
+        ]
+    );
+    let r = rows(&b);
+    assert_eq!(r.len(), TRUCKS);
+    assert_eq!(r[2][0], Value::Timestamp(T0 + 2));
+    assert_eq!(r[2][4], Value::Str("truck_2".into()));
+    assert_eq!(r[2][5], Value::Str("East".into()));
+    assert_eq!(r[5][4], Value::Null);
+}
+
+#[test]
+fn aggregates_merge_partials_across_vnodes() {
+    let sql = "SELECT COUNT(*), AVG(velocity), MAX(velocity), MIN(ts), SUM(velocity), count(velocity), min(velocity) FROM readings WHERE fleet = 'South'";
+    let p = plan(sql);
+    assert!(p.fragments[0].fragment.tag_filter.is_some());
+    assert!(p.fragments[0].fragment.filter.is_none());
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec![
+            "count(*)",
+            "avg(velocity)",
+            "max(velocity)",
+            "min(ts)",
+            "sum(velocity)",
+            "count(velocity)",
+            "min(velocity)"
+        ]
+    );
+    let south: Vec<_> = all_rows()
+        .into_iter()
+        .filter(|(m, _)| m.tags[1] == Value::Str("South".into()))
+        .collect();
+    let vels: Vec<f64> = south.iter().filter_map(|(_, r)| r[2].as_f64()).collect();
+    let sum: f64 = vels.iter().sum();
+    let r = rows(&b);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0][0], Value::Int(south.len() as i64));
+    assert_eq!(r[0][1], Value::Float(sum / vels.len() as f64));
+    assert_eq!(
+        r[0][2],
+        Value::Float(vels.iter().cloned().fold(f64::MIN, f64::max))
+    );
+    assert_eq!(r[0][3], Value::Timestamp(T0));
+    assert_eq!(r[0][4], Value::Float(sum));
+    assert_eq!(r[0][5], Value::Int(vels.len() as i64));
+    assert_eq!(
+        r[0][6],
+        Value::Float(vels.iter().cloned().fold(f64::MAX, f64::min))
+    );
+    // AVG is sum/count, not the average of per-vnode averages: check on a skewed layout too
+    let skew = vec![
+        Vnode {
+            tables: tables().into_iter().take(1).collect(),
+        },
+        Vnode {
+            tables: tables().into_iter().skip(1).collect(),
+        },
+    ];
+    let b2 = run_on(sql, &skew).unwrap();
+    assert_eq!(rows(&b2), r);
+    // empty input: count 0, others NULL
+    let b = run("select count(*), avg(velocity) from readings where fleet = 'Nowhere'");
+    assert_eq!(rows(&b), vec![vec![Value::Int(0), Value::Null]]);
+}
+
+#[test]
+fn last_row_star_partition_by_tbname() {
+    let b = run("SELECT LAST_ROW(*) FROM readings PARTITION BY tbname");
+    assert_eq!(
+        names(&b),
+        vec![
+            "last_row(ts)",
+            "last_row(latitude)",
+            "last_row(velocity)",
+            "last_row(status)"
+        ]
+    );
+    let mut r = rows(&b);
+    r.sort_by(|a, b| cmp_rows(a, b));
+    assert_eq!(r.len(), TRUCKS);
+    for (t, row) in r.iter().enumerate() {
+        let last = &tables()[t].rows[ROWS as usize - 1];
+        assert_eq!(row, last, "truck {t}");
+    }
+    // truck 4, row 9: (4+9)%7 != 0; truck 5 row 9: 14%7==0 -> last_row keeps the NULL
+    assert_eq!(r[5][2], Value::Null);
+    // LAST skips NULLs, FIRST too
+    let b = run("select tbname, last(velocity), first(velocity), last_row(velocity) from readings group by tbname order by tbname");
+    let r = rows(&b);
+    assert_eq!(r[5][0], Value::Str("r_truck_5".into()));
+    assert_eq!(r[5][1], tables()[5].rows[8][2]);
+    assert_eq!(r[5][3], Value::Null);
+    // truck 0 row 0 velocity is NULL ((0+0)%7==0): first() takes row 1
+    assert_eq!(r[0][2], tables()[0].rows[1][2]);
+}
+
+#[test]
+fn last_loc_single_selector_rule() {
+    let sql = "SELECT last_row(ts),name,driver,latitude FROM readings WHERE fleet='South' and name IS NOT NULL partition BY name,driver";
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec!["last_row(ts)", "name", "driver", "latitude"]
+    );
+    let mut r = rows(&b);
+    r.sort_by(|a, b| cmp_rows(a, b));
+    // South = trucks 0 and 3
+    assert_eq!(
+        r,
+        vec![
+            vec![
+                Value::Timestamp(T0 + 90_000),
+                Value::Str("truck_0".into()),
+                Value::Str("Derek".into()),
+                Value::Float(2.25)
+            ],
+            vec![
+                Value::Timestamp(T0 + 90_003),
+                Value::Str("truck_3".into()),
+                Value::Str("Andy".into()),
+                Value::Float(32.25)
+            ],
+        ]
+    );
+    // without partition: one row, the globally last one, with its own columns
+    let b = run("select last_row(ts), tbname, latitude from readings");
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Timestamp(T0 + 90_005),
+            Value::Str("r_truck_5".into()),
+            Value::Float(52.25)
+        ]]
+    );
+    // max() as the selector
+    let b = run("select max(latitude), tbname from readings where fleet = \"North\"");
+    assert_eq!(
+        rows(&b),
+        vec![vec![Value::Float(42.25), Value::Str("r_truck_4".into())]]
+    );
+    // single-last-loc
+    let b = run("SELECT last_row(ts),last_row(latitude) FROM readings WHERE name IN ('truck_3') GROUP BY name");
+    assert_eq!(
+        rows(&b),
+        vec![vec![Value::Timestamp(T0 + 90_003), Value::Float(32.25)]]
+    );
+}
+
+#[test]
+fn group_by_tbname_order_by() {
+    let b = run("SELECT tbname, COUNT(*) FROM readings GROUP BY tbname ORDER BY tbname");
+    assert_eq!(names(&b), vec!["tbname", "count(*)"]);
+    let r = rows(&b);
+    assert_eq!(r.len(), TRUCKS);
+    for (t, row) in r.iter().enumerate() {
+        assert_eq!(
+            row,
+            &vec![Value::Str(format!("r_truck_{t}")), Value::Int(ROWS)]
+        );
+    }
+    let b = run("SELECT tbname AS t, COUNT(*) c FROM readings WHERE ts >= 1451606450000 GROUP BY tbname ORDER BY t DESC LIMIT 2 OFFSET 1");
+    assert_eq!(names(&b), vec!["t", "c"]);
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("r_truck_4".into()), Value::Int(5)],
+            vec![Value::Str("r_truck_3".into()), Value::Int(5)]
+        ]
+    );
+    let b = run("select tbname, count(*) from readings group by tbname order by 1 desc limit 1");
+    assert_eq!(rows(&b)[0][0], Value::Str("r_truck_5".into()));
+    // tags next to tbname keys, order by a hidden expression
+    let b = run(
+        "select tbname, fleet from readings group by tbname order by avg(latitude) desc limit 2",
+    );
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("r_truck_5".into()), Value::Str("East".into())],
+            vec![Value::Str("r_truck_4".into()), Value::Str("North".into())]
+        ]
+    );
+}
+
+#[test]
+fn group_by_tags_aggregate_over_tags_and_having() {
+    let sql = "select fleet, avg(velocity) as avg_v, avg(nominal_fuel_consumption) as nominal, sum(velocity)/count(velocity) as ratio, count(*) from readings where velocity > 1 group by fleet having count(*) > 0 order by fleet";
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec!["fleet", "avg_v", "nominal", "ratio", "count(*)"]
+    );
+    let r = rows(&b);
+    assert_eq!(r.len(), 3);
+    for row in &r {
+        let fleet = row[0].clone();
+        let sel: Vec<_> = all_rows()
+            .into_iter()
+            .filter(|(m, r)| m.tags[1] == fleet && r[2].as_f64().is_some_and(|v| v > 1.0))
+            .collect();
+        let vs: Vec<f64> = sel.iter().map(|(_, r)| r[2].as_f64().unwrap()).collect();
+        let avg = vs.iter().sum::<f64>() / vs.len() as f64;
+        assert_eq!(row[1], Value::Float(avg));
+        let nominal = sel
+            .iter()
+            .map(|(m, _)| m.tags[3].as_f64().unwrap())
+            .sum::<f64>()
+            / sel.len() as f64;
+        assert_eq!(row[2], Value::Float(nominal));
+        assert_eq!(row[3], Value::Float(avg));
+        assert_eq!(row[4], Value::Int(sel.len() as i64));
+    }
+    let b = run("select fleet, count(*) from readings group by fleet having count(*) > 10 and fleet != 'East' order by 2 desc, fleet");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("North".into()), Value::Int(20)],
+            vec![Value::Str("South".into()), Value::Int(20)]
+        ]
+    );
+    // group by a column
+    let b = run("select status, count(*) from readings group by status order by status");
+    assert_eq!(
+        rows(&b).iter().map(|r| r[1].clone()).collect::<Vec<_>>(),
+        vec![Value::Int(20), Value::Int(20), Value::Int(20)]
+    );
+    // partition by several tags
+    let b = run("select fleet, driver, count(*) from readings partition by fleet, driver order by fleet, driver");
+    assert_eq!(rows(&b).len(), 6);
+}
+
+#[test]
+fn expressions_and_predicates() {
+    let b = run("select tbname, ts, velocity * 2 + 1, latitude % 10, -status from readings where tbname = 'r_truck_2' and (velocity between 5 and 12 or velocity is null) order by ts");
+    let r = rows(&b);
+    let expect: Vec<_> = tables()[2]
+        .rows
+        .iter()
+        .filter(|r| r[2].as_f64().is_none_or(|v| (5.0..=12.0).contains(&v)))
+        .cloned()
+        .collect();
+    assert_eq!(r.len(), expect.len());
+    for (got, e) in r.iter().zip(expect.iter()) {
+        assert_eq!(got[1], e[0]);
+        match e[2].as_f64() {
+            Some(v) => assert_eq!(got[2], Value::Float(v * 2.0 + 1.0)),
+            None => assert_eq!(got[2], Value::Null),
+        }
+        assert_eq!(got[3], Value::Float(e[1].as_f64().unwrap() % 10.0));
+        assert_eq!(got[4], Value::Int(-e[3].as_i64().unwrap()));
+    }
+    assert_eq!(names(&b)[2], "velocity*2+1");
+    let count = |w: &str| -> i64 {
+        let b = run(&format!("select count(*) from readings where {w}"));
+        rows(&b)[0][0].as_i64().unwrap()
+    };
+    assert_eq!(count("name in ('truck_1', 'truck_2')"), 20);
+    assert_eq!(count("name not in ('truck_1', 'truck_2')"), 30); // NULL name excluded
+    assert_eq!(count("name is null"), 10);
+    assert_eq!(count("name like 'truck\\_%'"), 50);
+    assert_eq!(count("tbname like '%_5'"), 10);
+    assert_eq!(count("not (fleet = 'South') and name is not null"), 30);
+    let expect = all_rows()
+        .iter()
+        .filter(|(m, r)| m.tags[1] == Value::Str("South".into()) || r[3] == Value::Int(0))
+        .count() as i64;
+    assert_eq!(count("fleet = \"South\" or status = 0"), expect);
+    assert_eq!(
+        count("velocity is null"),
+        all_rows().iter().filter(|(_, r)| r[2].is_null()).count() as i64
+    );
+    assert_eq!(count("ts > now - 1h"), 0);
+    assert_eq!(
+        count("ts >= '2016-01-01 00:01:00' and ts <= 1451606480005"),
+        18
+    );
+    let expect = all_rows()
+        .iter()
+        .filter(|(_, r)| r[3] != Value::Int(1) && r[1].as_f64().unwrap() / 2.0 >= 10.0)
+        .count() as i64;
+    assert_eq!(count("status != 1 and latitude / 2 >= 10"), expect);
+    assert_eq!(count("1 = 0"), 0);
+}
+
+#[test]
+fn subquery_in_from_runs_on_coordinator() {
+    // high-load shape (no interval)
+    let sql = "SELECT ts,name,driver,velocity,nominal_fuel_consumption FROM (SELECT last_row(ts) as ts,name,driver,velocity,nominal_fuel_consumption FROM readings WHERE fleet = 'South' partition by name,driver) WHERE velocity >= (0.5 * nominal_fuel_consumption)";
+    let p = plan(sql);
+    assert_eq!(p.fragments.len(), 1);
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec![
+            "ts",
+            "name",
+            "driver",
+            "velocity",
+            "nominal_fuel_consumption"
+        ]
+    );
+    let r = rows(&b);
+    // truck_0 last velocity 7+... compute: row 9: (0*7+27)%20 = 7 -> 7.5 ; truck_3: (21+27)%20=8 -> 8.5; nominal 15 -> threshold 7.5
+    assert_eq!(r.len(), 2);
+    // avg-load shape: nested aggregation
+    let sql = "select fleet, avg(ml) from (SELECT fleet, tbname, avg(latitude) AS ml FROM readings where name is not null partition BY fleet, tbname) partition BY fleet order by fleet";
+    let b = run(sql);
+    let r = rows(&b);
+    assert_eq!(names(&b), vec!["fleet", "avg(ml)"]);
+    // East: truck 2 only (truck 5 has NULL name): avg latitude = 20 + 1.125
+    assert_eq!(r[0], vec![Value::Str("East".into()), Value::Float(21.125)]);
+    // North: trucks 1, 4 -> (11.125 + 41.125)/2
+    assert_eq!(r[1], vec![Value::Str("North".into()), Value::Float(26.125)]);
+    // group by + having over a subquery
+    let b = run("select name, count(*) from (select ts, name, velocity from readings where name is not null) where velocity > 10 group by name having count(*) > 3 order by name");
+    for row in rows(&b) {
+        assert!(row[1].as_i64().unwrap() > 3);
+    }
+    let b = run("select * from (select tbname as tb, count(*) as c from readings group by tbname) where c = 10 order by tb limit 2");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("r_truck_0".into()), Value::Int(10)],
+            vec![Value::Str("r_truck_1".into()), Value::Int(10)]
+        ]
+    );
+}
+
+#[test]
+fn planning_errors_name_the_problem() {
+    let e = err("SELECT velocty FROM readings");
+    assert_eq!(e.to_string(), "unknown column 'velocty' in readings at 1:8");
+    assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
+    let e = err("select count(*) from readings where\n  velocty > 1");
+    assert_eq!(e.to_string(), "unknown column 'velocty' in readings at 2:3");
+    let e = err("select * from nosuch");
+    assert_eq!(e.status_code(), StatusCode::TableNotFound);
+    assert!(e.to_string().contains("'nosuch'"), "{e}");
+    let e = err("select * from other.readings");
+    assert_eq!(e.status_code(), StatusCode::DatabaseNotFound);
+    let e = plan_query(&query("select * from readings"), None, &Cat).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::NoDatabaseSelected);
+    let e = err("select latitude, count(*) from readings group by fleet");
+    assert!(
+        e.to_string().contains("'latitude' must appear in GROUP BY"),
+        "{e}"
+    );
+    let e = err("select * from readings where count(*) > 1");
+    assert!(e.to_string().contains("not allowed in WHERE"), "{e}");
+    let e = err("select csum(velocity) from readings");
+    assert!(
+        e.to_string()
+            .contains("function 'csum' is not supported yet at 1:8"),
+        "{e}"
+    );
+    let e = err("select avg(name) from readings");
+    assert_eq!(e.status_code(), StatusCode::TypeMismatch);
+    let e = err("select * from readings where ts > 'yesterday'");
+    assert_eq!(e.status_code(), StatusCode::TypeMismatch);
+    let e = err("select * from readings order by 9");
+    assert!(e.to_string().contains("out of range"), "{e}");
+    assert!(Fragment::from_bytes(b"garbage").is_err());
+}
+
+#[test]
+fn interval_windows_per_partition() {
+    // 30 s windows: rows at +0,10,20 s | 30,40,50 | 60,70,80 | 90 (plus the truck offset in ms)
+    let sql = "select _wstart, _wend, tbname, count(*), avg(latitude) from readings where fleet = 'South' partition by tbname interval(30s)";
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec!["_wstart", "_wend", "tbname", "count(*)", "avg(latitude)"]
+    );
+    let r = rows(&b);
+    assert_eq!(r.len(), 8);
+    // sorted by partition, then window start
+    assert_eq!(
+        r[0],
+        vec![
+            Value::Timestamp(T0),
+            Value::Timestamp(T0 + 30_000),
+            Value::Str("r_truck_0".into()),
+            Value::Int(3),
+            Value::Float(0.25)
+        ]
+    );
+    assert_eq!(r[3][0], Value::Timestamp(T0 + 90_000));
+    assert_eq!(r[3][3], Value::Int(1));
+    assert_eq!(r[4][2], Value::Str("r_truck_3".into()));
+    // offset: windows start 5 s later
+    let b = run("select _wstart, count(*) from r_truck_1 interval(30s, 5s)");
+    let r = rows(&b);
+    assert_eq!(r[0], vec![Value::Timestamp(T0 - 25_000), Value::Int(1)]);
+    assert_eq!(r[1], vec![Value::Timestamp(T0 + 5_000), Value::Int(3)]);
+    // per-partition LIMIT keeps the first window of each partition (stationary-trucks shape)
+    let sql = "select name,driver from (SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE ts > 1451606400000 AND ts <= 1451606600000 and fleet = 'South' partition BY name,driver interval(1m) LIMIT 1) WHERE mean_velocity < 100;";
+    let b = run(sql);
+    assert_eq!(names(&b), vec!["name", "driver"]);
+    let mut r = rows(&b);
+    r.sort_by(|a, b| cmp_rows(a, b));
+    assert_eq!(
+        r,
+        vec![
+            vec![Value::Str("truck_0".into()), Value::Str("Derek".into())],
+            vec![Value::Str("truck_3".into()), Value::Str("Andy".into())]
+        ]
+    );
+    // long-driving-sessions shape: windows counted per truck over a subquery
+    let sql = "SELECT name,driver FROM(SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE fleet =\"South\" AND ts > 1451606300000 AND ts <= 1451606500000 partition BY name,driver interval(20s)) WHERE mean_velocity > 1 GROUP BY name,driver having count(*) > 4";
+    let b = run(sql);
+    assert_eq!(rows(&b).len(), 2);
+    // avg-daily-driving-duration shape: three levels, interval over a subquery's _wstart
+    let sql = "select fleet,name,driver,avg(hours_driven) as avg_daily_hours from( select _wstart as ts,fleet,name,driver,count(mv)/6 as hours_driven from ( select _wstart as ts,fleet,tbname,name,driver,avg(velocity) as mv from readings where ts > 1451606300000 and ts < 1451606500000  partition by fleet,tbname,name,driver interval(10s)  ) where  mv >1  partition by fleet,name,driver interval(1d) )partition by fleet,name,driver ;";
+    let b = run(sql);
+    assert_eq!(
+        names(&b),
+        vec!["fleet", "name", "driver", "avg_daily_hours"]
+    );
+    let r = rows(&b);
+    assert_eq!(r.len(), 6);
+    for row in &r {
+        // one day; count of 10 s windows with mean velocity > 1 (non-null velocity) / 6
+        let t = tables()
+            .into_iter()
+            .find(|t| t.meta.tags[0] == row[1] && t.meta.tags[1] == row[0])
+            .unwrap();
+        let moving = t
+            .rows
+            .iter()
+            .filter(|r| r[2].as_f64().is_some_and(|v| v > 1.0))
+            .count();
+        assert_eq!(row[3], Value::Float(moving as f64 / 6.0), "{row:?}");
+    }
+    // daily-activity shape: interval(1d) over a subquery with _wstart as ts1
+    let sql = "SELECT _wstart as ts,fleet,count(ms1)/144 FROM (SELECT _wstart as ts1, fleet,avg(status) AS ms1 FROM readings WHERE ts >= 1451606400000 AND ts < 1451692800000 partition by fleet, tbname interval(10s)) WHERE ms1<1 partition by fleet interval(1d) order by fleet";
+    let b = run(sql);
+    let r = rows(&b);
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0][0], Value::Timestamp(T0));
+    let east0 = all_rows()
+        .iter()
+        .filter(|(m, r)| m.tags[1] == Value::Str("East".into()) && r[3] == Value::Int(0))
+        .count();
+    assert_eq!(r[0][2], Value::Float(east0 as f64 / 144.0));
+    // errors
+    assert!(
+        err("select count(*) from readings interval(10m) fill(prev)")
+            .to_string()
+            .contains("FILL")
+    );
+    assert!(err("select _wstart, count(*) from readings")
+        .to_string()
+        .contains("needs an INTERVAL"));
+    assert_eq!(
+        err("select count(*) from readings state_window(status)").status_code(),
+        StatusCode::Unimplemented
+    );
+}
+
+#[test]
+fn tsbs_last_value_templates_run() {
+    // 5.1 last-loc, 5.2 single-last-loc, 5.3 low-fuel (shape), 5.4 high-load (shape),
+    // 5.8 avg-vs-projected, 5.11 avg-load (shape)
+    let b = run("SELECT last_row(ts),name,driver,latitude,velocity FROM readings WHERE fleet='North' and name IS NOT NULL partition BY name,driver");
+    assert_eq!(rows(&b).len(), 2);
+    let b = run("SELECT last_row(ts),last_row(latitude),last_row(velocity) FROM readings WHERE name IN ('truck_4') GROUP BY name");
+    assert_eq!(rows(&b)[0][0], Value::Timestamp(T0 + 90_004));
+    let b = run("SELECT last_row(ts),name,driver,velocity FROM readings WHERE velocity <= 5 AND fleet = 'South' and name IS NOT NULL GROUP BY name,driver");
+    for row in rows(&b) {
+        assert!(row[3].as_f64().unwrap() <= 5.0);
+    }
+    let b = run("select avg(velocity) as avg_fuel_consumption,avg(nominal_fuel_consumption) as nominal_fuel_consumption from readings where velocity > 1 group by fleet");
+    assert_eq!(
+        names(&b),
+        vec!["avg_fuel_consumption", "nominal_fuel_consumption"]
+    );
+    assert_eq!(rows(&b).len(), 3);
+    let b = run("select fleet,driver,nominal_fuel_consumption,avg(ml/nominal_fuel_consumption)  from(SELECT fleet, driver,tbname,nominal_fuel_consumption ,avg(velocity) AS ml FROM readings where name is not null   partition BY  fleet, driver,tbname,nominal_fuel_consumption) partition BY fleet, driver,nominal_fuel_consumption");
+    assert_eq!(names(&b)[3], "avg(ml/nominal_fuel_consumption)");
+    assert_eq!(rows(&b).len(), 5);
+}
+
+#[test]
+fn random_token_soup_never_panics() {
+    let vocab = [
+        "select",
+        "*",
+        "from",
+        "readings",
+        "r_truck_1",
+        "(",
+        ")",
+        ",",
+        "where",
+        "ts",
+        ">",
+        "<=",
+        "=",
+        "!=",
+        "and",
+        "or",
+        "not",
+        "velocity",
+        "latitude",
+        "fleet",
+        "name",
+        "tbname",
+        "'South'",
+        "\"x\"",
+        "1451606400000",
+        "0.5",
+        "-",
+        "+",
+        "/",
+        "%",
+        "count(*)",
+        "avg(velocity)",
+        "last_row(ts)",
+        "last_row(*)",
+        "max(latitude)",
+        "first(velocity)",
+        "sum(status)",
+        "partition",
+        "by",
+        "group",
+        "order",
+        "desc",
+        "limit",
+        "1",
+        "offset",
+        "having",
+        "interval(10s)",
+        "interval(1d)",
+        "_wstart",
+        "_wend",
+        "as",
+        "x",
+        "in",
+        "is",
+        "null",
+        "between",
+        "like",
+        "'%a'",
+        "cast(",
+        "bool)",
+        "floor(",
+        "now",
+        "10m",
+        "'2016-01-01'",
+        ";",
+        "insert",
+        "into",
+        "values",
+        "using",
+        "tags",
+        "create",
+        "stable",
+        "table",
+        "database",
+        "show",
+        "drop",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let vn = cluster(2);
+    for _ in 0..3000 {
+        let len = 1 + (next() % 24) as usize;
+        let mut sql = String::from(if next() % 2 == 0 { "select " } else { "" });
+        for _ in 0..len {
+            sql.push_str(vocab[(next() % vocab.len() as u64) as usize]);
+            sql.push(' ');
+        }
+        if let Ok(stmts) = parse(&sql) {
+            for s in stmts {
+                if let Statement::Select(q) = s {
+                    if plan_query(&q, Some("iot"), &Cat).is_ok() {
+                        let _ = run_on(&sql, &vn);
+                    }
+                }
+            }
+        }
+    }
+    // and some valid-looking queries built from the same parts
+    let parts = [
+        "count(*)",
+        "avg(velocity)",
+        "tbname",
+        "fleet",
+        "last_row(ts)",
+        "latitude*2",
+        "_wstart",
+    ];
+    let tails = [
+        "",
+        " partition by tbname",
+        " group by fleet",
+        " interval(20s)",
+        " partition by fleet interval(30s) limit 1",
+        " order by 1 desc limit 2",
+    ];
+    for a in parts {
+        for b in parts {
+            for t in tails {
+                let sql = format!("select {a}, {b} from readings where velocity > 1{t}");
+                let _ = run_on(&sql, &vn);
+            }
+        }
+    }
+}
+
+#[test]
+fn diff_per_partition_in_time_order() {
+    let b = run("select ts, diff(latitude), diff(status) as ds, latitude from r_truck_1");
+    assert_eq!(names(&b), vec!["ts", "diff(latitude)", "ds", "latitude"]);
+    let r = rows(&b);
+    assert_eq!(r.len(), ROWS as usize - 1);
+    let src = &tables()[1].rows;
+    for (i, row) in r.iter().enumerate() {
+        assert_eq!(row[0], src[i + 1][0]);
+        assert_eq!(row[1], Value::Float(0.25));
+        assert_eq!(
+            row[2],
+            Value::Int(src[i + 1][3].as_i64().unwrap() - src[i][3].as_i64().unwrap())
+        );
+        assert_eq!(row[3], src[i + 1][1]);
+    }
+    // partition by tbname on the stable: first row of each partition dropped
+    let b = run("select tbname, diff(cast(ts as bigint)) as dt from readings partition by tbname");
+    let r = rows(&b);
+    assert_eq!(r.len(), TRUCKS * (ROWS as usize - 1));
+    assert!(r.iter().all(|row| row[1] == Value::Int(10_000)));
+    // NULL inputs give NULL differences
+    let b = run("select diff(velocity) from r_truck_0");
+    assert_eq!(rows(&b)[0][0], Value::Null); // row 0 velocity is NULL
+}
+
+#[test]
+fn tsbs_nested_diff_templates_run() {
+    // 5.10 avg-daily-driving-session, on 10 s buckets
+    let sql = " select _wstart as ts,name,avg(ela) from (select ts,name,ela from (SELECT ts,name, diff(difka) as dif, diff(cast(ts as bigint)) as ela FROM (SELECT ts,name,difka FROM (SELECT ts,name,diff(mv) AS difka FROM (SELECT _wstart as ts,name,cast(cast(floor(avg(velocity)/5) as bool) as int) AS mv FROM readings   WHERE name is not null  AND ts > 1451606300000 AND ts < 1451606500000   partition by name interval(10s))partition BY name ) WHERE difka!=0   order by ts) partition BY name order by ts ) WHERE dif = -2   partition BY name order by ts )  partition BY name  interval(1d);";
+    let b = run(sql);
+    assert_eq!(names(&b), vec!["ts", "name", "avg(ela)"]);
+    for row in rows(&b) {
+        assert_eq!(row[0], Value::Timestamp(T0));
+        assert!(row[2].as_f64().unwrap() > 0.0);
+    }
+    // 5.13 breakdown-frequency, with fleet in place of model
+    let sql = "SELECT fleet,count(state_changed) FROM (SELECT _rowts,fleet,diff(broken_down) AS state_changed FROM (SELECT ts,fleet,tb,cast(cast(floor(2*(nzs)) as bool) as int) AS broken_down FROM (SELECT _wstart as ts,fleet,tbname as tb, sum(cast(cast(status as bool) as int))/count(cast(cast(status as bool) as int)) AS nzs FROM readings WHERE ts >= 1451606400000 AND ts < 1451692800000 partition BY tbname,fleet interval(20s)) order by ts) partition BY tb,fleet) WHERE state_changed = 1 partition BY fleet";
+    let b = run(sql);
+    assert_eq!(names(&b), vec!["fleet", "count(state_changed)"]);
+    // reference: per truck, 20 s buckets of status != 0 share >= 1/2 -> broken; count 0->1 transitions
+    let mut expect: std::collections::BTreeMap<String, i64> = Default::default();
+    for t in tables() {
+        let mut buckets: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
+        for r in &t.rows {
+            let ts = r[0].as_i64().unwrap();
+            let e = buckets.entry(ts - (ts % 20_000)).or_default();
+            e.0 += (r[3].as_i64().unwrap() != 0) as i64;
+            e.1 += 1;
+        }
+        let states: Vec<i64> = buckets
+            .values()
+            .map(|(nz, c)| ((2.0 * (*nz as f64 / *c as f64)).floor() != 0.0) as i64)
+            .collect();
+        let ups = states.windows(2).filter(|w| w[1] - w[0] == 1).count() as i64;
+        let fleet = t.meta.tags[1].to_string();
+        *expect.entry(fleet).or_default() += ups;
+    }
+    let mut got: std::collections::BTreeMap<String, i64> = Default::default();
+    for row in rows(&b) {
+        got.insert(row[0].to_string(), row[1].as_i64().unwrap());
+    }
+    expect.retain(|_, v| *v > 0);
+    assert_eq!(got, expect);
+}
+
+#[test]
+fn limit_is_pushed_to_vnodes_without_order_by() {
+    let p = plan("select * from readings limit 3 offset 1");
+    assert_eq!(p.fragments[0].fragment.limit, Some(4));
+    let b = run_on("select * from readings limit 3 offset 1", &cluster(3)).unwrap();
+    assert_eq!(b.num_rows(), 3);
+    assert_eq!(
+        plan("select * from readings order by ts limit 3").fragments[0]
+            .fragment
+            .limit,
+        None
+    );
+}
+
+/// The 13 TSBS IoT templates of tsbs-iot.md §5, verbatim, over both STABLEs.
+mod tsbs {
+    use super::*;
+
+    fn tags() -> Vec<ColumnDef> {
+        let mut v: Vec<ColumnDef> = ["name", "fleet", "driver", "model", "device_version"]
+            .iter()
+            .map(|n| ColumnDef::new(*n, DataType::VarChar(30)))
+            .collect();
+        for n in ["load_capacity", "fuel_capacity", "nominal_fuel_consumption"] {
+            v.push(ColumnDef::new(n, DataType::Double));
+        }
+        v
+    }
+
+    fn schema(name: &str) -> StableSchema {
+        let mut columns = vec![ColumnDef::new("ts", DataType::Timestamp)];
+        let fields: &[&str] = if name == "readings" {
+            &[
+                "latitude",
+                "longitude",
+                "elevation",
+                "velocity",
+                "heading",
+                "grade",
+                "fuel_consumption",
+            ]
+        } else {
+            &["fuel_state", "current_load"]
+        };
+        for f in fields {
+            columns.push(ColumnDef::new(*f, DataType::Double));
+        }
+        if name == "diagnostics" {
+            columns.push(ColumnDef::new("status", DataType::BigInt));
+        }
+        StableSchema {
+            db: "iot".into(),
+            name: name.into(),
+            version: tidal_common::SchemaVersion(1),
+            columns,
+            tags: tags(),
+        }
+    }
+
+    struct Tbl {
+        meta: TableMeta,
+        rows: Vec<Vec<Value>>,
+    }
+
+    struct Node {
+        tables: Vec<Tbl>,
+    }
+
+    impl ScanSource for Node {
+        fn schema(&self, stable: &str) -> Option<StableSchema> {
+            matches!(stable, "readings" | "diagnostics").then(|| schema(stable))
+        }
+        fn tables(&self, stable: &str) -> Vec<TableMeta> {
+            self.tables
+                .iter()
+                .filter(|t| t.meta.stable == stable)
+                .map(|t| t.meta.clone())
+                .collect()
+        }
+        fn table(&self, name: &str) -> Option<TableMeta> {
+            self.tables
+                .iter()
+                .find(|t| t.meta.name == name)
+                .map(|t| t.meta.clone())
+        }
+        fn scan(
+            &self,
+            uid: TableUid,
+            lo: i64,
+            hi: i64,
+            cols: &[usize],
+        ) -> Result<Vec<Column>, String> {
+            let t = self
+                .tables
+                .iter()
+                .find(|t| t.meta.uid == uid)
+                .ok_or("uid")?;
+            let s = schema(&t.meta.stable);
+            let mut out: Vec<Column> = cols
+                .iter()
+                .map(|c| Column::empty(s.columns[*c].data_type, 0))
+                .collect();
+            for r in t
+                .rows
+                .iter()
+                .filter(|r| (lo..=hi).contains(&r[0].as_i64().unwrap_or(0)))
+            {
+                for (o, c) in out.iter_mut().zip(cols) {
+                    o.push(&r[*c]);
+                }
+            }
+            Ok(out)
+        }
+    }
+
+    struct TCat;
+    impl Catalog for TCat {
+        fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
+            (db == "iot" && matches!(name, "readings" | "diagnostics")).then(|| schema(name))
+        }
+        fn subtable(&self, _: &str, _: &str) -> Option<(TableMeta, StableSchema)> {
+            None
+        }
+        fn precision(&self, db: &str) -> Option<Precision> {
+            (db == "iot").then_some(Precision::Millis)
+        }
+    }
+
+    fn data(k: usize) -> Vec<Node> {
+        let mut nodes: Vec<Node> = (0..k).map(|_| Node { tables: vec![] }).collect();
+        let mut uid = 0;
+        let mut x: u64 = 42;
+        let mut rnd = move |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for truck in 0..8usize {
+            let model = ["F-150", "G-2000", "H-2"][truck % 3];
+            let cap = [2000.0, 5000.0, 1500.0][truck % 3];
+            let tagv = vec![
+                Value::Str(format!("truck_{truck}")),
+                Value::Str(["South", "North", "East", "West"][truck % 4].into()),
+                Value::Str(["Derek", "Rodney", "Albert"][truck % 3].into()),
+                Value::Str(model.into()),
+                Value::Str("v1.0".into()),
+                Value::Float(cap),
+                Value::Float(200.0),
+                Value::Float([15.0, 19.0, 12.0][truck % 3]),
+            ];
+            for st in ["readings", "diagnostics"] {
+                uid += 1;
+                let mut rows = Vec::new();
+                for i in 0..(6 * 24 * 2) {
+                    let ts = Value::Timestamp(T0 + i * 300_000);
+                    let row = if st == "readings" {
+                        let mut r = vec![ts];
+                        for _ in 0..7 {
+                            r.push(Value::Float(rnd(100) as f64));
+                        }
+                        r
+                    } else {
+                        vec![
+                            ts,
+                            Value::Float(rnd(11) as f64 / 10.0),
+                            Value::Float(rnd(5000) as f64),
+                            Value::Int(rnd(3) as i64),
+                        ]
+                    };
+                    rows.push(row);
+                }
+                let meta = TableMeta {
+                    uid: TableUid(uid),
+                    name: format!("{}_truck_{truck}", &st[..1]),
+                    stable: st.into(),
+                    tags: tagv.clone(),
+                };
+                nodes[(uid as usize) % k].tables.push(Tbl { meta, rows });
+            }
+        }
+        nodes
+    }
+
+    fn exec(sql: &str, nodes: &[Node]) -> Batch {
+        let stmts = parse(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let Some(Statement::Select(q)) = stmts.into_iter().next() else {
+            panic!("{sql}")
+        };
+        let p = plan_query(&q, Some("iot"), &TCat).unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let results = p
+            .fragments
+            .iter()
+            .map(|f| {
+                let frag = Fragment::from_bytes(&f.fragment.to_bytes()).unwrap();
+                (
+                    f.id,
+                    nodes
+                        .iter()
+                        .map(|n| execute_fragment(&frag, n).unwrap())
+                        .collect(),
+                )
+            })
+            .collect();
+        finish(&p, results).unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    #[test]
+    fn all_thirteen_templates_plan_and_run() {
+        let (s, e) = (T0 + 3_600_000 + 1234, T0 + 3_600_000 + 1234 + 600_000);
+        let (s4, e4) = (T0 + 1000, T0 + 1000 + 4 * 3_600_000);
+        let (big_s, big_e) = (T0, T0 + 86_400_000 + 1000);
+        let f = "South";
+        let queries = vec![
+            format!("SELECT last_row(ts),name,driver,latitude,longitude FROM readings WHERE fleet='{f}' and name IS NOT NULL partition BY name,driver"),
+            "SELECT last_row(ts),last_row(latitude),last_row(longitude) FROM readings WHERE name IN ('truck_5') GROUP BY name".to_string(),
+            format!("SELECT last_row(ts),name,driver,fuel_state FROM diagnostics WHERE fuel_state <= 0.1 AND fleet = '{f}' and name IS NOT NULL GROUP BY name,driver"),
+            format!("SELECT ts,name,driver,current_load,load_capacity FROM (SELECT last_row(ts) as ts,name,driver, current_load,load_capacity FROM diagnostics WHERE fleet = '{f}' partition by name,driver) WHERE current_load>= (0.9 * load_capacity)"),
+            format!("select name,driver from (SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE ts > {s} AND ts <= {e} and fleet = '{f}' partition BY name,driver interval(10m) LIMIT 1) WHERE mean_velocity < 1;"),
+            format!("SELECT name,driver FROM(SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE fleet =\"{f}\" AND ts > {s4} AND ts <= {e4} partition BY name,driver interval(10m)) WHERE mean_velocity > 1 GROUP BY name,driver having count(*) > 22"),
+            format!("SELECT name,driver FROM(SELECT name,driver,avg(velocity) as mean_velocity FROM readings WHERE fleet ='{f}' AND ts > {big_s} AND ts <= {big_e} partition BY name,driver interval(10m) ) WHERE mean_velocity > 1 GROUP BY name,driver having count(*) > 60"),
+            "select avg(fuel_consumption) as avg_fuel_consumption,avg(nominal_fuel_consumption) as nominal_fuel_consumption from readings where velocity > 1 group by fleet".to_string(),
+            format!("select fleet,name,driver,avg(hours_driven) as avg_daily_hours  from( select _wstart as ts,fleet,name,driver,count(mv)/6 as hours_driven from ( select _wstart as ts,fleet,tbname,name,driver,avg(velocity) as mv from readings where ts > {big_s} and ts < {big_e}  partition by fleet,tbname,name,driver interval(10m)  ) where  mv >1  partition by fleet,name,driver interval(1d) )partition by fleet,name,driver ;"),
+            format!(" select _wstart as ts,name,avg(ela) from (select ts,name,ela from (SELECT ts,name, diff(difka) as dif, diff(cast(ts as bigint)) as ela FROM (SELECT ts,name,difka FROM (SELECT ts,name,diff(mv) AS difka FROM (SELECT _wstart as ts,name,cast(cast(floor(avg(velocity)/5) as bool) as int) AS mv FROM readings   WHERE name is not null  AND ts > {big_s} AND ts < {big_e}   partition by name interval(10m))partition BY name ) WHERE difka!=0   order by ts) partition BY name order by ts ) WHERE dif = -2   partition BY name order by ts )  partition BY name  interval(1d);"),
+            "select fleet,model,load_capacity,avg(ml/load_capacity)  from(SELECT fleet, model,tbname,load_capacity ,avg(current_load) AS ml FROM diagnostics where name is not null   partition BY  fleet, model,tbname,load_capacity) partition BY fleet, model,load_capacity".to_string(),
+            format!("SELECT _wstart as ts,model,fleet,count(ms1)/144 FROM (SELECT _wstart as ts1,model, fleet,avg(status) AS ms1 FROM diagnostics WHERE ts >= {big_s} AND ts < {big_e} partition by model, fleet, tbname interval(10m)) WHERE ms1<1 partition by model, fleet interval(1d)"),
+            format!("SELECT model,count(state_changed) FROM (SELECT _rowts,model,diff(broken_down) AS state_changed FROM (SELECT ts,model,tb,cast(cast(floor(2*(nzs)) as bool) as int) AS broken_down FROM (SELECT _wstart as ts,model,tbname as tb, sum(cast(cast(status as bool) as int))/count(cast(cast(status as bool) as int)) AS nzs FROM diagnostics WHERE ts >= {big_s} AND ts < {big_e} partition BY tbname,model interval(10m)) order by ts) partition BY tb,model) WHERE state_changed = 1 partition BY model"),
+        ];
+        let one = data(1);
+        let four = data(4);
+        let expected_rows = [2usize, 1, 2, 2, 2, 2, 2, 4, 8, 8, 8, 12, 3];
+        for (i, q) in queries.iter().enumerate() {
+            let a = exec(q, &one);
+            let b = exec(q, &four);
+            let mut ra = rows(&a);
+            let mut rb = rows(&b);
+            ra.sort_by(|x, y| cmp_rows(x, y));
+            rb.sort_by(|x, y| cmp_rows(x, y));
+            assert_eq!(ra, rb, "template {i}: 1 vs 4 vnodes");
+            eprintln!("template {i}: {} rows, first {:?}", ra.len(), ra.first());
+            assert!(
+                ra.len() <= expected_rows[i],
+                "template {i}: {} rows: {ra:?}",
+                ra.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn partition_by_limit_applies_per_partition() {
+    let b = run("select tbname, ts from readings where fleet = 'South' partition by tbname limit 2 offset 1");
+    let mut r = rows(&b);
+    r.sort_by(|a, b| cmp_rows(a, b));
+    assert_eq!(
+        r,
+        vec![
+            vec![
+                Value::Str("r_truck_0".into()),
+                Value::Timestamp(T0 + 10_000)
+            ],
+            vec![
+                Value::Str("r_truck_0".into()),
+                Value::Timestamp(T0 + 20_000)
+            ],
+            vec![
+                Value::Str("r_truck_3".into()),
+                Value::Timestamp(T0 + 10_003)
+            ],
+            vec![
+                Value::Str("r_truck_3".into()),
+                Value::Timestamp(T0 + 20_003)
+            ],
+        ]
+    );
+    assert_eq!(names(&b), vec!["tbname", "ts"]);
+}
+
+/// `cargo test -p tidal-sql --release -- --ignored --nocapture perf_smoke`
+#[test]
+#[ignore]
+fn perf_smoke() {
+    let mut v = Vnode { tables: vec![] };
+    for t in 0..200usize {
+        let meta = TableMeta {
+            uid: TableUid(t as u64 + 1),
+            name: format!("r_truck_{t}"),
+            stable: "readings".into(),
+            tags: vec![
+                Value::Str(format!("truck_{t}")),
+                Value::Str(FLEETS[t % 3].into()),
+                Value::Str(DRIVERS[t % 2].into()),
+                Value::Float(NOMINAL[t % 3]),
+            ],
+        };
+        let rows = (0..5000i64)
+            .map(|r| {
+                vec![
+                    Value::Timestamp(T0 + r * 10_000),
+                    Value::Float(r as f64),
+                    Value::Float((r % 100) as f64),
+                    Value::Int(r % 3),
+                ]
+            })
+            .collect();
+        v.tables.push(Table { meta, rows });
+    }
+    let vn = vec![v];
+    for sql in [
+        "select count(*), avg(velocity), max(latitude) from readings",
+        "select fleet, avg(velocity) from readings where velocity > 1 group by fleet",
+        "select tbname, avg(velocity) from readings partition by tbname interval(10m)",
+        "SELECT last_row(ts),name,driver,latitude FROM readings WHERE fleet='South' partition BY name,driver",
+    ] {
+        let t = std::time::Instant::now();
+        let b = run_on(sql, &vn).unwrap();
+        eprintln!("{:>8.1} ms  {} rows  {sql}", t.elapsed().as_secs_f64() * 1e3, b.num_rows());
+    }
+}
