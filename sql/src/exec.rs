@@ -55,14 +55,9 @@ fn layout_columns(
 /// Runs a fragment over this vnode's data.
 pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, SqlError> {
     let metas: Vec<TableMeta> = match &f.target {
-        ScanTarget::Stable(s) => {
-            if src.schema(s).is_none() {
-                return Err(SqlError::StableNotFound(format!(
-                    "STABLE '{s}' not found on this vnode"
-                )));
-            }
-            src.tables(s)
-        }
+        // A vnode learns a STABLE's schema with its first subtable; one that never saw the
+        // STABLE holds none of its subtables and contributes an empty partial result.
+        ScanTarget::Stable(s) => src.tables(s),
         ScanTarget::Table(t) => vec![src.table(t).ok_or_else(|| {
             SqlError::TableNotFound(format!("table '{t}' not found on this vnode"))
         })?],

@@ -1,0 +1,432 @@
+//! The SQL frontend: every server process serves it. It parses a statement, resolves names
+//! against the catalog (STABLEs from the mnode, subtables from the vnode that owns them),
+//! executes DDL through the mnode and data nodes, routes INSERT rows to their vgroups through
+//! the client library, and runs queries by sending plan fragments to every vgroup in parallel
+//! and merging the partial results (`tidal_sql::finish`).
+
+mod catalog;
+mod show;
+
+use catalog::Snapshot;
+use std::collections::HashMap;
+use tidal_client::{Client, ClientError};
+use tidal_common::{
+    Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId,
+};
+use tidal_proto::convert::{batch_from_wire, options_to_wire, schema_from_wire, schema_to_wire, table_meta_from_wire, value_to_wire};
+use tidal_proto::status_error;
+use tidal_proto::v1::{self, sql_server::Sql};
+use tidal_sql::{FragmentTarget, ObjectRef, Statement};
+use tonic::{Request, Response, Status};
+
+pub struct SqlService {
+    client: Client,
+}
+
+/// An error of one statement: a status code and a message for the user.
+#[derive(Debug)]
+pub struct ExecError {
+    pub code: StatusCode,
+    pub message: String,
+}
+
+impl ExecError {
+    pub fn new(code: StatusCode, message: impl Into<String>) -> ExecError {
+        ExecError { code, message: message.into() }
+    }
+}
+
+impl From<ClientError> for ExecError {
+    fn from(e: ClientError) -> ExecError {
+        ExecError { code: e.code, message: e.message }
+    }
+}
+
+impl From<tidal_sql::SqlError> for ExecError {
+    fn from(e: tidal_sql::SqlError) -> ExecError {
+        ExecError { code: e.status_code(), message: e.to_string() }
+    }
+}
+
+impl From<Status> for ExecError {
+    fn from(s: Status) -> ExecError {
+        ClientError::from(s).into()
+    }
+}
+
+impl From<tidal_proto::WireError> for ExecError {
+    fn from(e: tidal_proto::WireError) -> ExecError {
+        ExecError::new(StatusCode::Internal, e.to_string())
+    }
+}
+
+pub type ExecResult<T> = Result<T, ExecError>;
+
+/// What a statement produced.
+pub struct Outcome {
+    pub batch: Option<Batch>,
+    pub affected_rows: u64,
+    pub precision: Precision,
+    pub db: String,
+}
+
+impl Outcome {
+    fn none(db: &str) -> Outcome {
+        Outcome { batch: None, affected_rows: 0, precision: Precision::Millis, db: db.to_string() }
+    }
+    fn affected(db: &str, n: u64) -> Outcome {
+        Outcome { affected_rows: n, ..Outcome::none(db) }
+    }
+    fn rows(db: &str, batch: Batch, precision: Precision) -> Outcome {
+        Outcome { affected_rows: batch.num_rows() as u64, batch: Some(batch), precision, db: db.to_string() }
+    }
+}
+
+#[tonic::async_trait]
+impl Sql for SqlService {
+    async fn execute(&self, req: Request<v1::ExecuteRequest>) -> Result<Response<v1::ExecuteResponse>, Status> {
+        let r = req.into_inner();
+        match self.execute_text(&r.sql, &r.db).await {
+            Ok(o) => Ok(Response::new(v1::ExecuteResponse {
+                has_rows: o.batch.is_some(),
+                batch: o.batch.as_ref().map(tidal_proto::convert::batch_to_wire),
+                affected_rows: o.affected_rows,
+                precision: o.precision.as_str().to_string(),
+                db: o.db,
+            })),
+            Err(e) => Err(status_error(e.code, e.message)),
+        }
+    }
+}
+
+impl SqlService {
+    pub fn new(client: Client) -> SqlService {
+        SqlService { client }
+    }
+
+    /// Runs every statement of `sql` in order and returns the last one's outcome.
+    pub async fn execute_text(&self, sql: &str, db: &str) -> ExecResult<Outcome> {
+        let stmts = tidal_sql::parse(sql)?;
+        let mut db = db.to_string();
+        let mut last = Outcome::none(&db);
+        for s in stmts {
+            last = self.execute_statement(s, &db).await?;
+            db = last.db.clone();
+        }
+        Ok(last)
+    }
+
+    fn db_of<'a>(&self, explicit: &'a Option<String>, session: &'a str) -> ExecResult<&'a str> {
+        match explicit {
+            Some(d) => Ok(d.as_str()),
+            None if !session.is_empty() => Ok(session),
+            None => Err(ExecError::new(
+                StatusCode::NoDatabaseSelected,
+                "no database selected: USE a database or qualify the name (db.table)",
+            )),
+        }
+    }
+
+    async fn execute_statement(&self, stmt: Statement, db: &str) -> ExecResult<Outcome> {
+        match stmt {
+            Statement::CreateDatabase { name, if_not_exists, options } => {
+                self.client
+                    .mnode()?
+                    .create_database(v1::CreateDatabaseRequest {
+                        name: name.clone(),
+                        if_not_exists,
+                        options: Some(options_to_wire(&options)),
+                    })
+                    .await?;
+                self.client.invalidate(&name);
+                Ok(Outcome::none(db))
+            }
+            Statement::DropDatabase { name, if_exists } => {
+                self.client
+                    .mnode()?
+                    .drop_database(v1::DropDatabaseRequest { name: name.clone(), if_exists })
+                    .await?;
+                self.client.invalidate(&name);
+                let db = if db == name { "" } else { db };
+                Ok(Outcome::none(db))
+            }
+            Statement::Use { db: name } => {
+                self.client
+                    .mnode()?
+                    .get_database(v1::GetDatabaseRequest { name: name.clone() })
+                    .await?;
+                Ok(Outcome::none(&name))
+            }
+            Statement::CreateStable { db: sdb, name, if_not_exists, columns, tags } => {
+                let sdb = self.db_of(&sdb, db)?.to_string();
+                let schema = StableSchema {
+                    db: sdb.clone(),
+                    name,
+                    version: tidal_common::SchemaVersion(1),
+                    columns,
+                    tags,
+                };
+                self.client
+                    .mnode()?
+                    .create_stable(v1::CreateStableRequest { schema: Some(schema_to_wire(&schema)), if_not_exists })
+                    .await?;
+                Ok(Outcome::none(db))
+            }
+            Statement::CreateTables { if_not_exists, tables } => self.create_tables(db, if_not_exists, tables).await,
+            Statement::DropTable { if_exists, tables } => self.drop_tables(db, if_exists, tables).await,
+            Statement::DropStable { if_exists, name } => self.drop_stable(db, if_exists, name).await,
+            Statement::Insert { items } => self.insert(db, items).await,
+            Statement::Select(q) => self.select(db, &q).await,
+            Statement::ShowDatabases => show::databases(self, db).await,
+            Statement::ShowStables { db: sdb } => {
+                let sdb = self.db_of(&sdb, db)?.to_string();
+                show::stables(self, db, &sdb).await
+            }
+            Statement::ShowTables { db: sdb, like } => {
+                let sdb = self.db_of(&sdb, db)?.to_string();
+                show::tables(self, db, &sdb, like.as_deref()).await
+            }
+            Statement::ShowVgroups { db: sdb } => {
+                let sdb = self.db_of(&sdb, db)?.to_string();
+                show::vgroups(self, db, &sdb).await
+            }
+            Statement::ShowDnodes => show::dnodes(self, db).await,
+            Statement::Describe { table } => show::describe(self, db, &table).await,
+            Statement::FlushDatabase { name } | Statement::CompactDatabase { name } => {
+                let route = self.client.refresh_route(&name).await?;
+                for vg in &route.vgroups {
+                    self.client
+                        .dnode(&vg.addr)?
+                        .flush(v1::VnodeRef { db: name.clone(), vgroup_id: vg.id.0 })
+                        .await?;
+                }
+                Ok(Outcome::none(db))
+            }
+        }
+    }
+
+    async fn stable_schema(&self, db: &str, name: &str) -> ExecResult<StableSchema> {
+        Ok(self.client.stable(db, name).await?)
+    }
+
+    /// The subtable `name` of `db` with its STABLE's schema, asked of the owning vnode.
+    async fn subtable(&self, db: &str, name: &str) -> ExecResult<Option<(TableMeta, StableSchema)>> {
+        let route = self.client.route(db).await?;
+        let vg = route.vgroup_of(db, name).clone();
+        let resp = self
+            .client
+            .dnode(&vg.addr)?
+            .get_table(v1::TableRequest {
+                vnode: Some(v1::VnodeRef { db: db.to_string(), vgroup_id: vg.id.0 }),
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        if !resp.found {
+            return Ok(None);
+        }
+        let (Some(meta), Some(schema)) = (resp.meta.as_ref(), resp.schema.as_ref()) else {
+            return Err(ExecError::new(StatusCode::Internal, format!("vnode returned table {name} without its schema")));
+        };
+        // The vnode's copy of the schema may be older than the mnode's; prefer the mnode's.
+        let schema = match self.client.stable(db, &meta.stable).await {
+            Ok(s) => s,
+            Err(_) => schema_from_wire(schema)?,
+        };
+        Ok(Some((table_meta_from_wire(meta), schema)))
+    }
+
+    async fn precision(&self, db: &str) -> ExecResult<Precision> {
+        Ok(self.client.route(db).await?.precision)
+    }
+
+    async fn create_tables(&self, db: &str, if_not_exists: bool, tables: Vec<tidal_sql::CreateSubtable>) -> ExecResult<Outcome> {
+        // Bind every table first so that a bad one changes nothing.
+        let mut per_vgroup: HashMap<(String, VgroupId, String), (String, StableSchema, Vec<v1::SubtableDef>)> = HashMap::new();
+        let mut count = 0u64;
+        for t in tables {
+            let tdb = self.db_of(&t.name.db, db)?.to_string();
+            let sdb = self.db_of(&t.stable.db, &tdb)?.to_string();
+            if sdb != tdb {
+                return Err(ExecError::new(
+                    StatusCode::InvalidArgument,
+                    format!("table {}.{} cannot use STABLE {}.{} of another database", tdb, t.name.name, sdb, t.stable.name),
+                ));
+            }
+            let schema = self.stable_schema(&tdb, &t.stable.name).await?;
+            if self.client.stable(&tdb, &t.name.name).await.is_ok() {
+                return Err(ExecError::new(
+                    StatusCode::TableExists,
+                    format!("'{}' is already a STABLE in database '{tdb}'", t.name.name),
+                ));
+            }
+            let tags = tidal_sql::bind_create_subtable(&t, &schema)?;
+            let route = self.client.route(&tdb).await?;
+            let vg = route.vgroup_of(&tdb, &t.name.name).clone();
+            let entry = per_vgroup
+                .entry((tdb.clone(), vg.id, schema.name.clone()))
+                .or_insert_with(|| (vg.addr.clone(), schema.clone(), Vec::new()));
+            entry.2.push(v1::SubtableDef { name: t.name.name.clone(), tags: tags.iter().map(value_to_wire).collect() });
+            count += 1;
+        }
+        for ((tdb, vg, _), (addr, schema, defs)) in per_vgroup {
+            self.client
+                .dnode(&addr)?
+                .create_tables(v1::CreateTablesRequest {
+                    vnode: Some(v1::VnodeRef { db: tdb, vgroup_id: vg.0 }),
+                    schema: Some(schema_to_wire(&schema)),
+                    tables: defs,
+                    if_not_exists,
+                })
+                .await?;
+        }
+        Ok(Outcome::affected(db, count))
+    }
+
+    async fn drop_tables(&self, db: &str, if_exists: bool, tables: Vec<ObjectRef>) -> ExecResult<Outcome> {
+        let mut n = 0;
+        for t in tables {
+            let tdb = self.db_of(&t.db, db)?.to_string();
+            if self.client.stable(&tdb, &t.name).await.is_ok() {
+                return Err(ExecError::new(
+                    StatusCode::InvalidArgument,
+                    format!("'{}' is a STABLE: use DROP STABLE {}", t.name, t.name),
+                ));
+            }
+            let route = self.client.route(&tdb).await?;
+            let vg = route.vgroup_of(&tdb, &t.name).clone();
+            let dropped = self
+                .client
+                .dnode(&vg.addr)?
+                .drop_table(v1::TableRequest {
+                    vnode: Some(v1::VnodeRef { db: tdb.clone(), vgroup_id: vg.id.0 }),
+                    name: t.name.clone(),
+                })
+                .await?
+                .into_inner()
+                .dropped;
+            if !dropped && !if_exists {
+                return Err(ExecError::new(
+                    StatusCode::TableNotFound,
+                    format!("table '{}' does not exist in database '{tdb}'", t.name),
+                ));
+            }
+            n += dropped as u64;
+        }
+        Ok(Outcome::affected(db, n))
+    }
+
+    async fn drop_stable(&self, db: &str, if_exists: bool, name: ObjectRef) -> ExecResult<Outcome> {
+        let sdb = self.db_of(&name.db, db)?.to_string();
+        let dropped = self
+            .client
+            .mnode()?
+            .drop_stable(v1::DropStableRequest { db: sdb.clone(), name: name.name.clone(), if_exists })
+            .await?
+            .into_inner()
+            .dropped;
+        self.client.invalidate(&sdb);
+        if dropped {
+            let route = self.client.route(&sdb).await?;
+            for vg in &route.vgroups {
+                self.client
+                    .dnode(&vg.addr)?
+                    .drop_stable(v1::DnodeDropStableRequest {
+                        vnode: Some(v1::VnodeRef { db: sdb.clone(), vgroup_id: vg.id.0 }),
+                        stable: name.name.clone(),
+                    })
+                    .await?;
+            }
+        }
+        Ok(Outcome::none(db))
+    }
+
+    async fn insert(&self, db: &str, items: Vec<tidal_sql::InsertItem>) -> ExecResult<Outcome> {
+        // Bind all items before writing anything: one bad row rejects the statement.
+        let mut per_db: HashMap<String, (Vec<StableSchema>, Vec<TableWrite>)> = HashMap::new();
+        for item in &items {
+            let tdb = self.db_of(&item.table.db, db)?.to_string();
+            let precision = self.precision(&tdb).await?;
+            let schema = match &item.using {
+                Some(u) => {
+                    let sdb = self.db_of(&u.stable.db, &tdb)?;
+                    if sdb != tdb {
+                        return Err(ExecError::new(
+                            StatusCode::InvalidArgument,
+                            format!("table {tdb}.{} cannot use a STABLE of database {sdb}", item.table.name),
+                        ));
+                    }
+                    let schema = self.stable_schema(&tdb, &u.stable.name).await?;
+                    if let Some((meta, _)) = self.subtable(&tdb, &item.table.name).await? {
+                        if meta.stable != schema.name {
+                            return Err(ExecError::new(
+                                StatusCode::SchemaMismatch,
+                                format!("table '{}' already exists and uses STABLE '{}', not '{}'", item.table.name, meta.stable, schema.name),
+                            ));
+                        }
+                    }
+                    schema
+                }
+                None => match self.subtable(&tdb, &item.table.name).await? {
+                    Some((_, schema)) => schema,
+                    None => {
+                        let hint = if self.client.stable(&tdb, &item.table.name).await.is_ok() {
+                            format!("'{}' is a STABLE: insert into one of its subtables", item.table.name)
+                        } else {
+                            format!(
+                                "table '{}' does not exist in database '{tdb}' (use INSERT INTO {} USING <stable> TAGS (...) to create it)",
+                                item.table.name, item.table.name
+                            )
+                        };
+                        return Err(ExecError::new(StatusCode::TableNotFound, hint));
+                    }
+                },
+            };
+            let write = tidal_sql::bind_insert(item, &schema, precision)?;
+            let entry = per_db.entry(tdb).or_default();
+            if !entry.0.iter().any(|s| s.name == schema.name) {
+                entry.0.push(schema);
+            }
+            entry.1.push(write);
+        }
+        let mut rows = 0;
+        for (tdb, (schemas, writes)) in per_db {
+            rows += self.client.write(&tdb, &schemas, writes).await?.rows;
+        }
+        Ok(Outcome::affected(db, rows))
+    }
+
+    async fn select(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
+        let snapshot = Snapshot::load(self, db, q).await?;
+        let default_db = (!db.is_empty()).then_some(db);
+        let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
+        let mut precision = Precision::Millis;
+        let mut tasks = Vec::new();
+        for spec in &plan.fragments {
+            precision = self.precision(&spec.db).await?;
+            let route = self.client.route(&spec.db).await?;
+            let targets: Vec<_> = match &spec.target {
+                FragmentTarget::AllVgroups => route.vgroups.clone(),
+                FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
+            };
+            let bytes = spec.fragment.to_bytes();
+            for vg in targets {
+                let mut d = self.client.dnode(&vg.addr)?;
+                let req = v1::FragmentRequest {
+                    vnode: Some(v1::VnodeRef { db: spec.db.clone(), vgroup_id: vg.id.0 }),
+                    fragment: bytes.clone(),
+                };
+                let id = spec.id;
+                tasks.push(tokio::spawn(async move { (id, d.exec_fragment(req).await) }));
+            }
+        }
+        let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
+        for t in tasks {
+            let (id, res) = t.await.map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
+            let batch = batch_from_wire(res?.into_inner())?;
+            results.entry(id).or_default().push(batch);
+        }
+        let batch = tidal_sql::finish(&plan, results.into_iter().collect())?;
+        Ok(Outcome::rows(db, batch, precision))
+    }
+}

@@ -1,0 +1,440 @@
+//! The data node: hosts the vnodes the mnode assigns to it and serves the Dnode gRPC service.
+//!
+//! Membership: at start the data node registers with the mnode (keeping the id it persisted in
+//! `dnode.json` across restarts), then heartbeats every second. Each heartbeat answer is the
+//! authoritative list of vgroups this node hosts: missing vnodes are opened (created on first
+//! use, recovered from their WAL otherwise) and vnodes no longer assigned are removed.
+//! Until a vnode is open, requests for it fail with the retryable `VnodeNotFound`.
+//!
+//! Vnode calls do blocking file I/O (fsync), so they run on tokio's blocking pool.
+
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tidal_common::{Column, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, VgroupId};
+use tidal_proto::convert::{
+    batch_to_wire, options_from_wire, range_of, schema_from_wire, schema_to_wire,
+    table_meta_to_wire, value_from_wire, write_from_wire,
+};
+use tidal_proto::status_error;
+use tidal_proto::v1::{self, dnode_server::Dnode as DnodeRpc};
+use tidal_vnode::{Vnode, VnodeConfig, VnodeError};
+use tonic::{Request, Response, Status};
+
+const HEARTBEAT_INTERVAL_MS: u64 = 1000;
+/// How long a starting data node keeps trying to reach the mnode before giving up.
+const REGISTER_DEADLINE_MS: u64 = 60_000;
+
+#[derive(Clone)]
+pub struct DnodeService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    data: PathBuf,
+    addr: String,
+    client: tidal_client::Client,
+    id: RwLock<DnodeId>,
+    vnodes: RwLock<HashMap<VgroupId, Arc<Vnode>>>,
+    /// Serialises opening and dropping vnodes (heartbeat reconcile vs explicit RPCs).
+    membership: tokio::sync::Mutex<()>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+fn vnode_err(e: VnodeError) -> Status {
+    status_error(e.status_code(), e.to_string())
+}
+
+fn internal(e: impl std::fmt::Display) -> Status {
+    status_error(StatusCode::Internal, e.to_string())
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct DnodeFile {
+    id: u32,
+}
+
+impl DnodeService {
+    pub async fn start(
+        data: PathBuf,
+        addr: String,
+        client: tidal_client::Client,
+    ) -> Result<DnodeService, super::BoxError> {
+        let id_path = data.join("dnode.json");
+        let known = match std::fs::read(&id_path) {
+            Ok(b) => Some(
+                serde_json::from_slice::<DnodeFile>(&b)
+                    .map_err(|e| format!("{} is corrupt: {e}", id_path.display()))?
+                    .id,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("read {}: {e}", id_path.display()).into()),
+        };
+        let id = register(&client, &addr, known).await?;
+        if known != Some(id.0) {
+            write_atomic(&id_path, &serde_json::to_vec(&DnodeFile { id: id.0 })?)?;
+        }
+        let (stop, _) = tokio::sync::watch::channel(false);
+        let svc = DnodeService {
+            inner: Arc::new(Inner {
+                data,
+                addr,
+                client,
+                id: RwLock::new(id),
+                vnodes: RwLock::new(HashMap::new()),
+                membership: tokio::sync::Mutex::new(()),
+                stop,
+            }),
+        };
+        // First reconcile before announcing readiness, so recovered vnodes serve at once.
+        if let Err(e) = svc.heartbeat_once().await {
+            tracing::warn!("first heartbeat: {e}");
+        }
+        let bg = svc.clone();
+        let mut stop_rx = svc.inner.stop.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(HEARTBEAT_INTERVAL_MS)) => {}
+                    _ = stop_rx.changed() => return,
+                }
+                if let Err(e) = bg.heartbeat_once().await {
+                    tracing::warn!("heartbeat: {e}");
+                }
+            }
+        });
+        Ok(svc)
+    }
+
+    pub async fn shutdown(&self) {
+        let _ = self.inner.stop.send(true);
+        let _guard = self.inner.membership.lock().await;
+        let vnodes: Vec<Arc<Vnode>> = self.inner.vnodes.write().drain().map(|(_, v)| v).collect();
+        for v in vnodes {
+            // A clean stop flushes memtables so that the next start replays little WAL.
+            let _ = tokio::task::spawn_blocking(move || v.flush()).await;
+        }
+    }
+
+    async fn heartbeat_once(&self) -> Result<(), String> {
+        let id = *self.inner.id.read();
+        let mut m = self.inner.client.mnode().map_err(|e| e.to_string())?;
+        let resp = match m
+            .heartbeat(v1::HeartbeatRequest { dnode_id: id.0, addr: self.inner.addr.clone() })
+            .await
+        {
+            Ok(r) => r.into_inner(),
+            Err(s) if tidal_proto::code_of(&s) == StatusCode::InvalidArgument
+                || s.code() == tonic::Code::NotFound =>
+            {
+                // The mnode does not know us (its catalog was reset): register again.
+                let new_id = register(&self.inner.client, &self.inner.addr, Some(id.0))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                *self.inner.id.write() = new_id;
+                return Ok(());
+            }
+            Err(s) => return Err(s.message().to_string()),
+        };
+        self.reconcile(resp.assignments).await
+    }
+
+    async fn reconcile(&self, assignments: Vec<v1::VgroupAssignment>) -> Result<(), String> {
+        let _guard = self.inner.membership.lock().await;
+        let mut wanted = HashMap::new();
+        for a in assignments {
+            let cfg = assignment_config(&a).map_err(|e| e.message().to_string())?;
+            wanted.insert(cfg.vgroup, cfg);
+        }
+        let open: Vec<VgroupId> = self.inner.vnodes.read().keys().copied().collect();
+        for id in open {
+            if !wanted.contains_key(&id) {
+                self.remove_vnode(id).await;
+            }
+        }
+        for (id, cfg) in wanted {
+            if !self.inner.vnodes.read().contains_key(&id) {
+                if let Err(e) = self.open_vnode(cfg).await {
+                    tracing::error!("open vnode {id}: {}", e.message());
+                }
+            }
+        }
+        // Remove directories of vnodes that are neither open nor assigned (dropped while down).
+        if let Ok(entries) = std::fs::read_dir(self.vnodes_dir()) {
+            for e in entries.flatten() {
+                let Some(id) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                    continue;
+                };
+                if !self.inner.vnodes.read().contains_key(&VgroupId(id)) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn vnodes_dir(&self) -> PathBuf {
+        self.inner.data.join("vnodes")
+    }
+
+    async fn open_vnode(&self, cfg: VnodeConfig) -> Result<(), Status> {
+        let id = cfg.vgroup;
+        let dir = self.vnodes_dir().join(id.0.to_string());
+        let vnode = tokio::task::spawn_blocking(move || Vnode::open(&dir, cfg))
+            .await
+            .map_err(internal)?
+            .map_err(vnode_err)?;
+        self.inner.vnodes.write().insert(id, Arc::new(vnode));
+        tracing::info!("vnode {id} open");
+        Ok(())
+    }
+
+    async fn remove_vnode(&self, id: VgroupId) {
+        let Some(mut v) = self.inner.vnodes.write().remove(&id) else {
+            return;
+        };
+        // Wait briefly for in-flight requests to release the vnode, then delete its files.
+        for _ in 0..50 {
+            match Arc::try_unwrap(v) {
+                Ok(vnode) => {
+                    let _ = tokio::task::spawn_blocking(move || vnode.destroy()).await;
+                    tracing::info!("vnode {id} dropped");
+                    return;
+                }
+                Err(back) => {
+                    v = back;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        let dir = self.vnodes_dir().join(id.0.to_string());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    fn vnode(&self, db: &str, id: u32) -> Result<Arc<Vnode>, Status> {
+        let v = self.inner.vnodes.read().get(&VgroupId(id)).cloned();
+        match v {
+            Some(v) if v.config().db == db || db.is_empty() => Ok(v),
+            Some(v) => Err(status_error(
+                StatusCode::WrongVgroup,
+                format!("vgroup {id} belongs to database '{}', not '{db}'", v.config().db),
+            )),
+            None => Err(status_error(
+                StatusCode::VnodeNotFound,
+                format!("data node {} does not host vgroup {id} of database '{db}'", self.inner.addr),
+            )),
+        }
+    }
+
+    fn vnode_ref(&self, r: Option<&v1::VnodeRef>) -> Result<Arc<Vnode>, Status> {
+        let Some(r) = r else {
+            return Err(status_error(StatusCode::InvalidArgument, "missing vnode reference"));
+        };
+        self.vnode(&r.db, r.vgroup_id)
+    }
+}
+
+async fn register(
+    client: &tidal_client::Client,
+    addr: &str,
+    known: Option<u32>,
+) -> Result<DnodeId, super::BoxError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(REGISTER_DEADLINE_MS);
+    let mut delay_ms = 50;
+    loop {
+        let attempt = async {
+            client
+                .mnode()?
+                .register_dnode(v1::RegisterDnodeRequest { addr: addr.to_string(), known_id: known })
+                .await
+                .map_err(tidal_client::ClientError::from)
+        };
+        match attempt.await {
+            Ok(r) => return Ok(DnodeId(r.into_inner().dnode_id)),
+            Err(e) if tokio::time::Instant::now() < deadline && e.code.is_retryable() => {
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+                delay_ms = (delay_ms * 2).min(1000);
+            }
+            Err(e) => {
+                return Err(format!("cannot register with the mnode at {}: {e}", client.mnode_addr()).into())
+            }
+        }
+    }
+}
+
+fn assignment_config(a: &v1::VgroupAssignment) -> Result<VnodeConfig, Status> {
+    let Some(vg) = a.vgroup.as_ref() else {
+        return Err(status_error(StatusCode::InvalidArgument, "assignment without vgroup"));
+    };
+    Ok(VnodeConfig {
+        vgroup: VgroupId(vg.id),
+        db: a.db.clone(),
+        range: range_of(vg),
+        options: options_from_wire(a.options.as_ref())?,
+    })
+}
+
+/// Writes a small file atomically: temp file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Adapts a vnode to the SQL executor's scan interface.
+struct VnodeSource<'a>(&'a Vnode);
+
+impl tidal_sql::ScanSource for VnodeSource<'_> {
+    fn schema(&self, stable: &str) -> Option<StableSchema> {
+        self.0.stable_schema(stable)
+    }
+    fn tables(&self, stable: &str) -> Vec<TableMeta> {
+        self.0.tables(Some(stable))
+    }
+    fn table(&self, name: &str) -> Option<TableMeta> {
+        self.0.table(name)
+    }
+    fn scan(&self, uid: TableUid, ts_min: i64, ts_max: i64, columns: &[usize]) -> Result<Vec<Column>, String> {
+        self.0.scan(uid, ts_min, ts_max, columns).map_err(|e| e.to_string())
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f).await.map_err(internal)?
+}
+
+#[tonic::async_trait]
+impl DnodeRpc for DnodeService {
+    async fn create_vnode(&self, req: Request<v1::CreateVnodeRequest>) -> Result<Response<v1::Empty>, Status> {
+        let Some(a) = req.into_inner().assignment else {
+            return Err(status_error(StatusCode::InvalidArgument, "missing assignment"));
+        };
+        let cfg = assignment_config(&a)?;
+        let _guard = self.inner.membership.lock().await;
+        if !self.inner.vnodes.read().contains_key(&cfg.vgroup) {
+            self.open_vnode(cfg).await?;
+        }
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn drop_vnode(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        let r = req.into_inner();
+        let _guard = self.inner.membership.lock().await;
+        self.remove_vnode(VgroupId(r.vgroup_id)).await;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn write(&self, req: Request<v1::WriteRequest>) -> Result<Response<v1::WriteResponse>, Status> {
+        let batch = write_from_wire(req.into_inner())?;
+        let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
+        let out = blocking(move || vnode.write(&batch).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::WriteResponse { rows: out.rows, tables_created: out.tables_created }))
+    }
+
+    async fn create_tables(
+        &self,
+        req: Request<v1::CreateTablesRequest>,
+    ) -> Result<Response<v1::CreateTablesResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let Some(schema) = r.schema.as_ref() else {
+            return Err(status_error(StatusCode::InvalidArgument, "missing schema"));
+        };
+        let schema = schema_from_wire(schema)?;
+        let tables: Vec<(String, Vec<tidal_common::Value>)> = r
+            .tables
+            .iter()
+            .map(|t| (t.name.clone(), t.tags.iter().map(value_from_wire).collect()))
+            .collect();
+        let ine = r.if_not_exists;
+        let created = blocking(move || vnode.create_tables(&schema, &tables, ine).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::CreateTablesResponse { created }))
+    }
+
+    async fn drop_table(&self, req: Request<v1::TableRequest>) -> Result<Response<v1::DropTableResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let dropped = blocking(move || vnode.drop_table(&r.name).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::DropTableResponse { dropped }))
+    }
+
+    async fn drop_stable(
+        &self,
+        req: Request<v1::DnodeDropStableRequest>,
+    ) -> Result<Response<v1::DnodeDropStableResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let n = blocking(move || vnode.drop_stable(&r.stable).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::DnodeDropStableResponse { tables_dropped: n }))
+    }
+
+    async fn get_table(&self, req: Request<v1::TableRequest>) -> Result<Response<v1::GetTableResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let resp = match vnode.table(&r.name) {
+            Some(meta) => v1::GetTableResponse {
+                found: true,
+                schema: vnode.stable_schema(&meta.stable).map(|s| schema_to_wire(&s)),
+                meta: Some(table_meta_to_wire(&meta)),
+            },
+            None => v1::GetTableResponse { found: false, meta: None, schema: None },
+        };
+        Ok(Response::new(resp))
+    }
+
+    async fn list_tables(
+        &self,
+        req: Request<v1::ListTablesRequest>,
+    ) -> Result<Response<v1::ListTablesResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let tables = vnode.tables(r.stable.as_deref());
+        Ok(Response::new(v1::ListTablesResponse { tables: tables.iter().map(table_meta_to_wire).collect() }))
+    }
+
+    async fn exec_fragment(&self, req: Request<v1::FragmentRequest>) -> Result<Response<v1::Batch>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment)
+            .map_err(|e| status_error(StatusCode::InvalidArgument, format!("bad query fragment: {e}")))?;
+        let batch = blocking(move || {
+            tidal_sql::execute_fragment(&fragment, &VnodeSource(&vnode))
+                .map_err(|e| status_error(e.status_code(), e.to_string()))
+        })
+        .await?;
+        Ok(Response::new(batch_to_wire(&batch)))
+    }
+
+    async fn flush(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode(&r.db, r.vgroup_id)?;
+        blocking(move || vnode.flush().map_err(vnode_err)).await?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
+    async fn vnode_stats(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::VnodeStatsResponse>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode(&r.db, r.vgroup_id)?;
+        let s = vnode.stats();
+        Ok(Response::new(v1::VnodeStatsResponse {
+            tables: s.tables,
+            rows_written: s.rows_written,
+            mem_bytes: s.mem_bytes,
+            wal_bytes: s.wal_bytes,
+            disk_bytes: s.disk_bytes,
+        }))
+    }
+}

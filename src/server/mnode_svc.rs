@@ -1,0 +1,253 @@
+//! The Mnode gRPC service: a thin edge over `tidal_mnode::Mnode`. It converts wire types,
+//! maps errors to status codes, and pushes vnode creation/removal to the data nodes so that
+//! CREATE DATABASE returns with its vnodes already open (heartbeats reconcile any miss).
+
+use std::sync::Arc;
+use tidal_common::{DnodeId, StatusCode};
+use tidal_mnode::{DatabaseInfo, Mnode, MnodeError, VgroupAssignment};
+use tidal_proto::convert::{options_from_wire, options_to_wire, schema_from_wire, schema_to_wire};
+use tidal_proto::status_error;
+use tidal_proto::v1::{self, mnode_server::Mnode as MnodeRpc};
+use tonic::{Request, Response, Status};
+
+pub struct MnodeService {
+    mnode: Arc<Mnode>,
+    client: tidal_client::Client,
+}
+
+/// Catalog mutations fsync before returning; run them where blocking is allowed.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    tokio::task::block_in_place(f)
+}
+
+fn to_status(e: MnodeError) -> Status {
+    status_error(e.status_code(), e.to_string())
+}
+
+impl MnodeService {
+    pub fn new(mnode: Arc<Mnode>, client: tidal_client::Client) -> MnodeService {
+        MnodeService { mnode, client }
+    }
+
+    fn dnode_addr(&self, id: DnodeId) -> String {
+        self.mnode
+            .dnodes()
+            .into_iter()
+            .find(|d| d.id == id)
+            .map(|d| d.addr)
+            .unwrap_or_default()
+    }
+
+    fn db_to_wire(&self, db: &DatabaseInfo) -> v1::DatabaseInfo {
+        let dnodes = self.mnode.dnodes();
+        v1::DatabaseInfo {
+            name: db.name.clone(),
+            options: Some(options_to_wire(&db.options)),
+            created_ms: db.created_ms,
+            vgroups: db
+                .vgroups
+                .iter()
+                .map(|v| v1::VgroupInfo {
+                    id: v.id.0,
+                    hash_begin: v.range.begin,
+                    hash_end: v.range.end,
+                    dnode_id: v.dnode.0,
+                    dnode_addr: dnodes
+                        .iter()
+                        .find(|d| d.id == v.dnode)
+                        .map(|d| d.addr.clone())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+        }
+    }
+
+    fn assignment_to_wire(&self, a: &VgroupAssignment) -> v1::VgroupAssignment {
+        v1::VgroupAssignment {
+            db: a.db.clone(),
+            options: Some(options_to_wire(&a.options)),
+            vgroup: Some(v1::VgroupInfo {
+                id: a.vgroup.id.0,
+                hash_begin: a.vgroup.range.begin,
+                hash_end: a.vgroup.range.end,
+                dnode_id: a.vgroup.dnode.0,
+                dnode_addr: self.dnode_addr(a.vgroup.dnode),
+            }),
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl MnodeRpc for MnodeService {
+    async fn register_dnode(
+        &self,
+        req: Request<v1::RegisterDnodeRequest>,
+    ) -> Result<Response<v1::RegisterDnodeResponse>, Status> {
+        let r = req.into_inner();
+        if r.addr.is_empty() {
+            return Err(status_error(StatusCode::InvalidArgument, "a data node must give its address"));
+        }
+        let id = blocking(|| self.mnode.register_dnode(&r.addr, r.known_id.map(DnodeId))).map_err(to_status)?;
+        Ok(Response::new(v1::RegisterDnodeResponse { dnode_id: id.0 }))
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<v1::HeartbeatRequest>,
+    ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        let r = req.into_inner();
+        let list = self.mnode.heartbeat(DnodeId(r.dnode_id)).map_err(to_status)?;
+        Ok(Response::new(v1::HeartbeatResponse {
+            assignments: list.iter().map(|a| self.assignment_to_wire(a)).collect(),
+        }))
+    }
+
+    async fn create_database(
+        &self,
+        req: Request<v1::CreateDatabaseRequest>,
+    ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        let r = req.into_inner();
+        let options = options_from_wire(r.options.as_ref())?;
+        let existed = self.mnode.database(&r.name).is_some();
+        let db = blocking(|| self.mnode.create_database(&r.name, options, r.if_not_exists)).map_err(to_status)?;
+        if !existed {
+            // Open the vnodes now so that the first write does not race the heartbeat.
+            let mut tasks = Vec::new();
+            for v in &db.vgroups {
+                let a = VgroupAssignment { db: db.name.clone(), options: db.options.clone(), vgroup: v.clone() };
+                let wire = self.assignment_to_wire(&a);
+                let addr = self.dnode_addr(v.dnode);
+                let client = self.client.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
+                    d.create_vnode(v1::CreateVnodeRequest { assignment: Some(wire) })
+                        .await
+                        .map_err(|e| format!("create vnode on {addr}: {}", e.message()))
+                }));
+            }
+            for t in tasks {
+                match t.await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!("{e}; the data node will pick it up at its next heartbeat"),
+                    Err(e) => tracing::warn!("create vnode task: {e}"),
+                }
+            }
+        }
+        Ok(Response::new(self.db_to_wire(&db)))
+    }
+
+    async fn drop_database(
+        &self,
+        req: Request<v1::DropDatabaseRequest>,
+    ) -> Result<Response<v1::DropDatabaseResponse>, Status> {
+        let r = req.into_inner();
+        let dropped = blocking(|| self.mnode.drop_database(&r.name, r.if_exists)).map_err(to_status)?;
+        let info = dropped.as_ref().map(|db| self.db_to_wire(db));
+        if let Some(db) = &dropped {
+            for v in &db.vgroups {
+                let addr = self.dnode_addr(v.dnode);
+                if let Ok(mut d) = self.client.dnode(&addr) {
+                    if let Err(e) = d
+                        .drop_vnode(v1::VnodeRef { db: db.name.clone(), vgroup_id: v.id.0 })
+                        .await
+                    {
+                        tracing::warn!("drop vnode {} on {addr}: {}; heartbeat will retry", v.id, e.message());
+                    }
+                }
+            }
+        }
+        Ok(Response::new(v1::DropDatabaseResponse { dropped: dropped.is_some(), info }))
+    }
+
+    async fn get_database(
+        &self,
+        req: Request<v1::GetDatabaseRequest>,
+    ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        let name = req.into_inner().name;
+        match self.mnode.database(&name) {
+            Some(db) => Ok(Response::new(self.db_to_wire(&db))),
+            None => Err(status_error(StatusCode::DatabaseNotFound, format!("database '{name}' does not exist"))),
+        }
+    }
+
+    async fn list_databases(
+        &self,
+        _req: Request<v1::Empty>,
+    ) -> Result<Response<v1::ListDatabasesResponse>, Status> {
+        Ok(Response::new(v1::ListDatabasesResponse {
+            databases: self.mnode.databases().iter().map(|d| self.db_to_wire(d)).collect(),
+        }))
+    }
+
+    async fn create_stable(
+        &self,
+        req: Request<v1::CreateStableRequest>,
+    ) -> Result<Response<v1::StableSchema>, Status> {
+        let r = req.into_inner();
+        let Some(schema) = r.schema.as_ref() else {
+            return Err(status_error(StatusCode::InvalidArgument, "missing schema"));
+        };
+        let schema = schema_from_wire(schema)?;
+        let created = blocking(|| self.mnode.create_stable(schema, r.if_not_exists)).map_err(to_status)?;
+        Ok(Response::new(schema_to_wire(&created)))
+    }
+
+    async fn drop_stable(
+        &self,
+        req: Request<v1::DropStableRequest>,
+    ) -> Result<Response<v1::DropStableResponse>, Status> {
+        let r = req.into_inner();
+        let dropped = blocking(|| self.mnode.drop_stable(&r.db, &r.name, r.if_exists)).map_err(to_status)?;
+        Ok(Response::new(v1::DropStableResponse { dropped: dropped.is_some() }))
+    }
+
+    async fn get_stable(
+        &self,
+        req: Request<v1::GetStableRequest>,
+    ) -> Result<Response<v1::StableSchema>, Status> {
+        let r = req.into_inner();
+        if self.mnode.database(&r.db).is_none() {
+            return Err(status_error(StatusCode::DatabaseNotFound, format!("database '{}' does not exist", r.db)));
+        }
+        match self.mnode.stable(&r.db, &r.name) {
+            Some(s) => Ok(Response::new(schema_to_wire(&s))),
+            None => Err(status_error(
+                StatusCode::StableNotFound,
+                format!("STABLE '{}' does not exist in database '{}'", r.name, r.db),
+            )),
+        }
+    }
+
+    async fn list_stables(
+        &self,
+        req: Request<v1::ListStablesRequest>,
+    ) -> Result<Response<v1::ListStablesResponse>, Status> {
+        let db = req.into_inner().db;
+        if self.mnode.database(&db).is_none() {
+            return Err(status_error(StatusCode::DatabaseNotFound, format!("database '{db}' does not exist")));
+        }
+        Ok(Response::new(v1::ListStablesResponse {
+            stables: self.mnode.stables(&db).iter().map(schema_to_wire).collect(),
+        }))
+    }
+
+    async fn list_dnodes(
+        &self,
+        _req: Request<v1::Empty>,
+    ) -> Result<Response<v1::ListDnodesResponse>, Status> {
+        Ok(Response::new(v1::ListDnodesResponse {
+            dnodes: self
+                .mnode
+                .dnodes()
+                .iter()
+                .map(|d| v1::DnodeInfo {
+                    id: d.id.0,
+                    addr: d.addr.clone(),
+                    vnodes: d.vnodes,
+                    alive: d.alive,
+                    created_ms: d.created_ms,
+                })
+                .collect(),
+        }))
+    }
+}
