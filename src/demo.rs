@@ -45,9 +45,16 @@ const EPOCHS_PER_BATCH: usize = 360;
 pub async fn run(args: DemoArgs) -> Result<ExitCode, BoxError> {
     let (data, temp) = match &args.data {
         Some(d) => (d.clone(), false),
-        None => (std::env::temp_dir().join(format!("tidal-demo-{}", std::process::id())), true),
+        None => (
+            std::env::temp_dir().join(format!("tidal-demo-{}", std::process::id())),
+            true,
+        ),
     };
-    println!("== starting a local cluster: mnode + {} data nodes, data in {}", args.dnodes, data.display());
+    println!(
+        "== starting a local cluster: mnode + {} data nodes, data in {}",
+        args.dnodes,
+        data.display()
+    );
     let cluster = Cluster::start(&data, args.dnodes, "127.0.0.1:0").await?;
     let result = job(&args, &cluster.addr).await;
     cluster.stop().await;
@@ -59,7 +66,10 @@ pub async fn run(args: DemoArgs) -> Result<ExitCode, BoxError> {
 
 async fn sql(client: &Client, stmt: &str) -> Result<(), BoxError> {
     let start = Instant::now();
-    let r = client.execute(stmt, "iot").await.map_err(|e| format!("{stmt}: {e}"))?;
+    let r = client
+        .execute(stmt, "iot")
+        .await
+        .map_err(|e| format!("{stmt}: {e}"))?;
     let ms = start.elapsed().as_secs_f64() * 1000.0;
     println!("\ntidal> {stmt}");
     match &r.batch {
@@ -75,7 +85,13 @@ async fn sql(client: &Client, stmt: &str) -> Result<(), BoxError> {
 async fn job(args: &DemoArgs, addr: &str) -> Result<(), BoxError> {
     let client = Client::connect(addr).await?;
     client
-        .execute(&format!("CREATE DATABASE iot VGROUPS {} PRECISION 'ms' KEEP 3650d DURATION 10d", args.vgroups), "")
+        .execute(
+            &format!(
+                "CREATE DATABASE iot VGROUPS {} PRECISION 'ms' KEEP 3650d DURATION 10d",
+                args.vgroups
+            ),
+            "",
+        )
         .await?;
     client.execute(tsbs::READINGS_DDL, "iot").await?;
     client.execute(tsbs::DIAGNOSTICS_DDL, "iot").await?;
@@ -94,8 +110,9 @@ async fn job(args: &DemoArgs, addr: &str) -> Result<(), BoxError> {
     let start = Instant::now();
     let mut gen_s = 0.0;
     let mut rows = 0u64;
-    let mut inflight: tokio::task::JoinSet<Result<tidal_client::WriteOutcome, tidal_client::ClientError>> =
-        tokio::task::JoinSet::new();
+    let mut inflight: tokio::task::JoinSet<
+        Result<tidal_client::WriteOutcome, tidal_client::ClientError>,
+    > = tokio::task::JoinSet::new();
     let mut e = 0usize;
     while e < epochs {
         let n = EPOCHS_PER_BATCH.min(epochs - e);

@@ -58,10 +58,19 @@ impl Cluster {
         let d = |p: PathBuf| p.to_string_lossy().into_owned();
         let (mnode, addr) = spawn_ready(
             "mnode",
-            &["mnode".into(), "--data".into(), d(data.join("mnode")), "--listen".into(), listen.into()],
+            &[
+                "mnode".into(),
+                "--data".into(),
+                d(data.join("mnode")),
+                "--listen".into(),
+                listen.into(),
+            ],
         )
         .await?;
-        let mut cluster = Cluster { children: vec![("mnode".into(), mnode)], addr: addr.clone() };
+        let mut cluster = Cluster {
+            children: vec![("mnode".into(), mnode)],
+            addr: addr.clone(),
+        };
         for i in 1..=dnodes {
             let args = [
                 "vnode".into(),
@@ -119,7 +128,12 @@ impl Cluster {
     }
 }
 
-pub async fn run(data: PathBuf, vnodes: u32, listen: String, http: Option<String>) -> Result<ExitCode, BoxError> {
+pub async fn run(
+    data: PathBuf,
+    vnodes: u32,
+    listen: String,
+    http: Option<String>,
+) -> Result<ExitCode, BoxError> {
     if let Some(h) = http {
         eprintln!("note: the HTTP API ({h}) is not served yet; use gRPC / tidal shell");
     }

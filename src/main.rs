@@ -18,7 +18,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "tidal", version, about = "Tidal: a distributed time-series database for IoT")]
+#[command(
+    name = "tidal",
+    version,
+    about = "Tidal: a distributed time-series database for IoT"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -74,7 +78,10 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -84,12 +91,18 @@ fn main() -> ExitCode {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Mnode { data, listen } => server::run_mnode(data, listen).await,
-            Command::Vnode { data, listen, mnode, advertise } => {
-                server::run_dnode(data, listen, mnode, advertise).await
-            }
-            Command::Local { data, vnodes, listen, http } => {
-                local::run(data, vnodes, listen, http).await
-            }
+            Command::Vnode {
+                data,
+                listen,
+                mnode,
+                advertise,
+            } => server::run_dnode(data, listen, mnode, advertise).await,
+            Command::Local {
+                data,
+                vnodes,
+                listen,
+                http,
+            } => local::run(data, vnodes, listen, http).await,
             Command::Shell(args) => shell::run(args).await,
             Command::Demo(args) => demo::run(args).await,
         }

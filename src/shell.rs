@@ -134,7 +134,9 @@ fn json_value(v: &Value, precision: Precision) -> String {
         Value::Float(f) if f.is_finite() => f.to_string(),
         Value::Float(_) => "null".to_string(),
         Value::Str(s) => serde_json::Value::String(s.clone()).to_string(),
-        Value::Timestamp(t) => serde_json::Value::String(precision.format_timestamp(*t)).to_string(),
+        Value::Timestamp(t) => {
+            serde_json::Value::String(precision.format_timestamp(*t)).to_string()
+        }
     }
 }
 
@@ -142,7 +144,13 @@ fn json_value(v: &Value, precision: Precision) -> String {
 pub fn render_table(batch: &Batch, precision: Precision) -> String {
     let headers: Vec<String> = batch.fields.iter().map(|f| f.name.clone()).collect();
     let rows: Vec<Vec<String>> = (0..batch.num_rows())
-        .map(|r| batch.row(r).iter().map(|v| format_value(v, precision)).collect())
+        .map(|r| {
+            batch
+                .row(r)
+                .iter()
+                .map(|v| format_value(v, precision))
+                .collect()
+        })
         .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
@@ -168,18 +176,35 @@ pub fn render_table(batch: &Batch, precision: Precision) -> String {
     out
 }
 
-fn print_result(r: &StatementResult, format: Format, elapsed_s: f64, out: &mut impl Write) -> std::io::Result<()> {
+fn print_result(
+    r: &StatementResult,
+    format: Format,
+    elapsed_s: f64,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     match (format, &r.batch) {
         (Format::Table, Some(b)) => {
             write!(out, "{}", render_table(b, r.precision))?;
-            writeln!(out, "Query OK, {} row(s) in set ({elapsed_s:.6}s)\n", b.num_rows())?;
+            writeln!(
+                out,
+                "Query OK, {} row(s) in set ({elapsed_s:.6}s)\n",
+                b.num_rows()
+            )?;
         }
-        (Format::Table, None) => writeln!(out, "Query OK, {} row(s) affected ({elapsed_s:.6}s)\n", r.affected_rows)?,
+        (Format::Table, None) => writeln!(
+            out,
+            "Query OK, {} row(s) affected ({elapsed_s:.6}s)\n",
+            r.affected_rows
+        )?,
         (Format::Csv, Some(b)) => {
             let header: Vec<String> = b.fields.iter().map(|f| csv_escape(&f.name)).collect();
             writeln!(out, "{}", header.join(","))?;
             for i in 0..b.num_rows() {
-                let cells: Vec<String> = b.row(i).iter().map(|v| csv_escape(&format_value(v, r.precision))).collect();
+                let cells: Vec<String> = b
+                    .row(i)
+                    .iter()
+                    .map(|v| csv_escape(&format_value(v, r.precision)))
+                    .collect();
                 writeln!(out, "{}", cells.join(","))?;
             }
         }
@@ -197,11 +222,21 @@ fn print_result(r: &StatementResult, format: Format, elapsed_s: f64, out: &mut i
                 .collect();
             let rows: Vec<String> = (0..b.num_rows())
                 .map(|i| {
-                    let cells: Vec<String> = b.row(i).iter().map(|v| json_value(v, r.precision)).collect();
+                    let cells: Vec<String> = b
+                        .row(i)
+                        .iter()
+                        .map(|v| json_value(v, r.precision))
+                        .collect();
                     format!("[{}]", cells.join(","))
                 })
                 .collect();
-            writeln!(out, "{{\"column_meta\":[{}],\"data\":[{}],\"rows\":{}}}", cols.join(","), rows.join(","), b.num_rows())?;
+            writeln!(
+                out,
+                "{{\"column_meta\":[{}],\"data\":[{}],\"rows\":{}}}",
+                cols.join(","),
+                rows.join(","),
+                b.num_rows()
+            )?;
         }
         (Format::Csv, None) => {}
         (Format::Json, None) => writeln!(out, "{{\"affected_rows\":{}}}", r.affected_rows)?,
@@ -220,7 +255,9 @@ pub async fn run(args: ShellArgs) -> Result<ExitCode, crate::server::BoxError> {
     }
     let script = match (&args.sql, &args.file) {
         (Some(s), _) => Some(s.clone()),
-        (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?,
+        ),
         (None, None) => None,
     };
     let stdout = std::io::stdout();
@@ -230,7 +267,12 @@ pub async fn run(args: ShellArgs) -> Result<ExitCode, crate::server::BoxError> {
             match client.execute(&stmt, &db).await {
                 Ok(r) => {
                     db = r.db.clone();
-                    print_result(&r, args.format, start.elapsed().as_secs_f64(), &mut stdout.lock())?;
+                    print_result(
+                        &r,
+                        args.format,
+                        start.elapsed().as_secs_f64(),
+                        &mut stdout.lock(),
+                    )?;
                 }
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -243,7 +285,11 @@ pub async fn run(args: ShellArgs) -> Result<ExitCode, crate::server::BoxError> {
     interactive(&client, &mut db, args.format).await
 }
 
-async fn interactive(client: &Client, db: &mut String, format: Format) -> Result<ExitCode, crate::server::BoxError> {
+async fn interactive(
+    client: &Client,
+    db: &mut String,
+    format: Format,
+) -> Result<ExitCode, crate::server::BoxError> {
     let stdin = std::io::stdin();
     let tty = stdin.is_terminal();
     if tty {
@@ -260,7 +306,12 @@ async fn interactive(client: &Client, db: &mut String, format: Format) -> Result
             break;
         }
         let trimmed = line.trim();
-        if buf.is_empty() && matches!(trimmed.trim_end_matches(';').to_ascii_lowercase().as_str(), "quit" | "exit" | "q" | "\\q") {
+        if buf.is_empty()
+            && matches!(
+                trimmed.trim_end_matches(';').to_ascii_lowercase().as_str(),
+                "quit" | "exit" | "q" | "\\q"
+            )
+        {
             break;
         }
         buf.push_str(&line);
@@ -272,7 +323,12 @@ async fn interactive(client: &Client, db: &mut String, format: Format) -> Result
             match client.execute(&stmt, db).await {
                 Ok(r) => {
                     *db = r.db.clone();
-                    print_result(&r, format, start.elapsed().as_secs_f64(), &mut std::io::stdout().lock())?;
+                    print_result(
+                        &r,
+                        format,
+                        start.elapsed().as_secs_f64(),
+                        &mut std::io::stdout().lock(),
+                    )?;
                 }
                 Err(e) => eprintln!("error: {e}"),
             }
@@ -288,8 +344,17 @@ mod tests {
 
     #[test]
     fn splits_outside_quotes_and_comments() {
-        let s = split_statements("use iot; select ';' from t -- a; comment\n; ;insert into t values ('a;b')");
-        assert_eq!(s, vec!["use iot", "select ';' from t", "insert into t values ('a;b')"]);
+        let s = split_statements(
+            "use iot; select ';' from t -- a; comment\n; ;insert into t values ('a;b')",
+        );
+        assert_eq!(
+            s,
+            vec![
+                "use iot",
+                "select ';' from t",
+                "insert into t values ('a;b')"
+            ]
+        );
     }
 
     #[test]

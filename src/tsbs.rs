@@ -12,7 +12,11 @@ pub const DIAGNOSTICS_DDL: &str = "CREATE STABLE IF NOT EXISTS diagnostics (ts T
 
 const FLEETS: [&str; 4] = ["East", "West", "North", "South"];
 const DRIVERS: [&str; 6] = ["Derek", "Rodney", "Albert", "Andy", "Seth", "Trish"];
-const MODELS: [(&str, f64, f64, f64); 3] = [("F-150", 2000.0, 200.0, 15.0), ("G-2000", 5000.0, 300.0, 19.0), ("H-2", 1500.0, 150.0, 12.0)];
+const MODELS: [(&str, f64, f64, f64); 3] = [
+    ("F-150", 2000.0, 200.0, 15.0),
+    ("G-2000", 5000.0, 300.0, 19.0),
+    ("H-2", 1500.0, 150.0, 12.0),
+];
 const VERSIONS: [&str; 4] = ["v1.0", "v1.5", "v2.0", "v2.3"];
 /// Chance that one field of a point is NULL (TSBS `zeroFieldChance`).
 const NULL_FIELD_CHANCE: f64 = 0.1;
@@ -31,7 +35,15 @@ fn tag_defs() -> Vec<ColumnDef> {
 /// The schemas the DDL above creates (version 1), for the client library's writes.
 pub fn schemas(db: &str) -> (StableSchema, StableSchema) {
     let mut rc = vec![ColumnDef::new("ts", DataType::Timestamp)];
-    for n in ["latitude", "longitude", "elevation", "velocity", "heading", "grade", "fuel_consumption"] {
+    for n in [
+        "latitude",
+        "longitude",
+        "elevation",
+        "velocity",
+        "heading",
+        "grade",
+        "fuel_consumption",
+    ] {
         rc.push(ColumnDef::new(n, DataType::Double));
     }
     let dc = vec![
@@ -40,7 +52,13 @@ pub fn schemas(db: &str) -> (StableSchema, StableSchema) {
         ColumnDef::new("current_load", DataType::Double),
         ColumnDef::new("status", DataType::BigInt),
     ];
-    let mk = |name: &str, columns| StableSchema { db: db.to_string(), name: name.to_string(), version: SchemaVersion(1), columns, tags: tag_defs() };
+    let mk = |name: &str, columns| StableSchema {
+        db: db.to_string(),
+        name: name.to_string(),
+        version: SchemaVersion(1),
+        columns,
+        tags: tag_defs(),
+    };
     (mk("readings", rc), mk("diagnostics", dc))
 }
 
@@ -54,10 +72,17 @@ struct Walk {
 
 impl Walk {
     fn new(state: f64, step: f64, min: f64, max: f64, decimals: i32) -> Walk {
-        Walk { state, step, min, max, decimals }
+        Walk {
+            state,
+            step,
+            min,
+            max,
+            decimals,
+        }
     }
     fn tick(&mut self, rng: &mut StdRng) {
-        self.state = (self.state + rng.random_range(-self.step..self.step)).clamp(self.min, self.max);
+        self.state =
+            (self.state + rng.random_range(-self.step..self.step)).clamp(self.min, self.max);
     }
     fn value(&self) -> f64 {
         let p = 10f64.powi(self.decimals);
@@ -93,7 +118,8 @@ impl Fleet {
                     Walk::new(0.0, 5.0, 0.0, 100.0, 0),
                     Walk::new(25.0, 5.0, 0.0, 50.0, 1),
                 ];
-                let (model, load_cap, fuel_cap, nominal) = MODELS[rng.random_range(0..MODELS.len())];
+                let (model, load_cap, fuel_cap, nominal) =
+                    MODELS[rng.random_range(0..MODELS.len())];
                 let tags = vec![
                     Value::Str(format!("truck_{i}")),
                     Value::Str(FLEETS[rng.random_range(0..FLEETS.len())].to_string()),
@@ -104,7 +130,13 @@ impl Fleet {
                     Value::Float(fuel_cap),
                     Value::Float(nominal),
                 ];
-                Truck { tags, readings, fuel: Walk::new(1.0, 0.0005, 0.0, 1.0, 1), load: 0.0, status: Walk::new(0.0, 1.0, 0.0, 5.0, 0) }
+                Truck {
+                    tags,
+                    readings,
+                    fuel: Walk::new(1.0, 0.0005, 0.0, 1.0, 1),
+                    load: 0.0,
+                    status: Walk::new(0.0, 1.0, 0.0, 5.0, 0),
+                }
             })
             .collect();
         Fleet { rng, trucks }
@@ -135,17 +167,27 @@ impl Fleet {
             let ts = start_ms + e as i64 * interval_ms;
             for (t, truck) in self.trucks.iter_mut().enumerate() {
                 let rng = &mut self.rng;
-                let null_r = (rng.random::<f64>() < NULL_FIELD_CHANCE).then(|| rng.random_range(0..7usize));
+                let null_r =
+                    (rng.random::<f64>() < NULL_FIELD_CHANCE).then(|| rng.random_range(0..7usize));
                 let cols = &mut rcols[t];
                 cols[0].push(&Value::Timestamp(ts));
                 for (f, w) in truck.readings.iter().enumerate() {
-                    let v = if null_r == Some(f) { Value::Null } else { Value::Float(w.value()) };
+                    let v = if null_r == Some(f) {
+                        Value::Null
+                    } else {
+                        Value::Float(w.value())
+                    };
                     cols[f + 1].push(&v);
                 }
-                let null_d = (rng.random::<f64>() < NULL_FIELD_CHANCE).then(|| rng.random_range(0..3usize));
+                let null_d =
+                    (rng.random::<f64>() < NULL_FIELD_CHANCE).then(|| rng.random_range(0..3usize));
                 let cols = &mut dcols[t];
                 cols[0].push(&Value::Timestamp(ts));
-                let vals = [Value::Float(truck.fuel.value()), Value::Float(truck.load.trunc()), Value::Int(truck.status.value() as i64)];
+                let vals = [
+                    Value::Float(truck.fuel.value()),
+                    Value::Float(truck.load.trunc()),
+                    Value::Int(truck.status.value() as i64),
+                ];
                 for (f, v) in vals.iter().enumerate() {
                     cols[f + 1].push(if null_d == Some(f) { &Value::Null } else { v });
                 }
@@ -164,9 +206,21 @@ impl Fleet {
         }
         let mut out = Vec::with_capacity(2 * n);
         for (t, (rc, dc)) in rcols.into_iter().zip(dcols).enumerate() {
-            let Some(Value::Str(name)) = self.trucks[t].tags.first() else { continue };
-            out.push(TableWrite { table: format!("r_{name}"), stable: "readings".into(), tags: Some(self.trucks[t].tags.clone()), columns: rc });
-            out.push(TableWrite { table: format!("d_{name}"), stable: "diagnostics".into(), tags: Some(self.trucks[t].tags.clone()), columns: dc });
+            let Some(Value::Str(name)) = self.trucks[t].tags.first() else {
+                continue;
+            };
+            out.push(TableWrite {
+                table: format!("r_{name}"),
+                stable: "readings".into(),
+                tags: Some(self.trucks[t].tags.clone()),
+                columns: rc,
+            });
+            out.push(TableWrite {
+                table: format!("d_{name}"),
+                stable: "diagnostics".into(),
+                tags: Some(self.trucks[t].tags.clone()),
+                columns: dc,
+            });
         }
         out
     }
@@ -204,7 +258,11 @@ mod tests {
                 assert!((0.0..=100.0).contains(&v));
             }
         }
-        let nulls: usize = wa.iter().flat_map(|w| w.columns.iter().skip(1)).map(Column::null_count).sum();
+        let nulls: usize = wa
+            .iter()
+            .flat_map(|w| w.columns.iter().skip(1))
+            .map(Column::null_count)
+            .sum();
         // About 10% of points have one NULL field: 10 tables x 100 points.
         assert!((40..=200).contains(&nulls), "nulls {nulls}");
     }

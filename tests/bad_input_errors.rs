@@ -7,7 +7,10 @@ use common::{rows, Cluster, READINGS};
 fn assert_mentions(err: &str, words: &[&str]) {
     let lower = err.to_ascii_lowercase();
     for w in words {
-        assert!(lower.contains(&w.to_ascii_lowercase()), "error {err:?} should mention {w:?}");
+        assert!(
+            lower.contains(&w.to_ascii_lowercase()),
+            "error {err:?} should mention {w:?}"
+        );
     }
 }
 
@@ -17,7 +20,10 @@ fn bad_statements_fail_clearly_and_change_nothing() {
     c.ok("", "CREATE DATABASE iot VGROUPS 2");
     c.ok("iot", READINGS);
     c.ok("iot", "CREATE TABLE r_truck_1 USING readings TAGS ('truck_1', 'South', 'Albert', 'F-150', 'v1.5', 2000, 200, 15)");
-    c.ok("iot", "INSERT INTO r_truck_1 VALUES (1451606400000, 1.5, 2.5, 100, 20, 90, 5, 25)");
+    c.ok(
+        "iot",
+        "INSERT INTO r_truck_1 VALUES (1451606400000, 1.5, 2.5, 100, 20, 90, 5, 25)",
+    );
 
     // unknown database
     let e = c.err("", "USE nosuchdb");
@@ -30,23 +36,41 @@ fn bad_statements_fail_clearly_and_change_nothing() {
     // unknown table / stable
     let e = c.err("iot", "SELECT * FROM r_truck_99");
     assert_mentions(&e, &["r_truck_99"]);
-    let e = c.err("iot", "INSERT INTO r_truck_99 VALUES (1451606400000, 1, 2, 3, 4, 5, 6, 7)");
+    let e = c.err(
+        "iot",
+        "INSERT INTO r_truck_99 VALUES (1451606400000, 1, 2, 3, 4, 5, 6, 7)",
+    );
     assert_mentions(&e, &["r_truck_99"]);
-    let e = c.err("iot", "CREATE TABLE r_truck_5 USING nosuchstable TAGS ('a', 'b', 'c', 'd', 'e', 1, 2, 3)");
+    let e = c.err(
+        "iot",
+        "CREATE TABLE r_truck_5 USING nosuchstable TAGS ('a', 'b', 'c', 'd', 'e', 1, 2, 3)",
+    );
     assert_mentions(&e, &["nosuchstable"]);
     // unknown column
     let e = c.err("iot", "SELECT velocty FROM readings");
     assert_mentions(&e, &["velocty"]);
-    let e = c.err("iot", "INSERT INTO r_truck_1 (ts, velocty) VALUES (1451606500000, 1)");
+    let e = c.err(
+        "iot",
+        "INSERT INTO r_truck_1 (ts, velocty) VALUES (1451606500000, 1)",
+    );
     assert_mentions(&e, &["velocty"]);
     // wrong value count
-    let e = c.err("iot", "INSERT INTO r_truck_1 VALUES (1451606500000, 1.5, 2.5)");
+    let e = c.err(
+        "iot",
+        "INSERT INTO r_truck_1 VALUES (1451606500000, 1.5, 2.5)",
+    );
     assert_mentions(&e, &["value"]);
     // type mismatch
-    let e = c.err("iot", "INSERT INTO r_truck_1 VALUES (1451606500000, 'abc', 2.5, 100, 20, 90, 5, 25)");
+    let e = c.err(
+        "iot",
+        "INSERT INTO r_truck_1 VALUES (1451606500000, 'abc', 2.5, 100, 20, 90, 5, 25)",
+    );
     assert_mentions(&e, &["latitude"]);
     // tag count mismatch
-    let e = c.err("iot", "CREATE TABLE r_truck_7 USING readings TAGS ('truck_7', 'South')");
+    let e = c.err(
+        "iot",
+        "CREATE TABLE r_truck_7 USING readings TAGS ('truck_7', 'South')",
+    );
     assert_mentions(&e, &["tag"]);
     let e = c.err("iot", "INSERT INTO r_truck_8 USING readings TAGS ('truck_8') VALUES (1451606500000, 1, 2, 3, 4, 5, 6, 7)");
     assert_mentions(&e, &["tag"]);
@@ -74,7 +98,10 @@ fn bad_statements_fail_clearly_and_change_nothing() {
     assert_mentions(&e, &["latitude"]);
 
     // Nothing changed: still one table, one row, one stable, one database.
-    assert_eq!(rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")), vec!["1"]);
+    assert_eq!(
+        rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")),
+        vec!["1"]
+    );
     assert_eq!(rows(&c.ok("iot", "SHOW TABLES")).len(), 1);
     assert_eq!(rows(&c.ok("iot", "SHOW STABLES")).len(), 1);
     assert_eq!(rows(&c.ok("", "SHOW DATABASES")).len(), 1);

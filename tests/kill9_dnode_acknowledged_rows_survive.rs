@@ -50,8 +50,12 @@ fn acknowledged_rows_survive_dnode_kill9() {
     c.ok("iot", READINGS);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let stop = Arc::new(AtomicBool::new(false));
-    let client = rt.block_on(tidal_client::Client::connect(&c.mnode_addr)).expect("connect");
-    let schema = rt.block_on(client.stable("iot", "readings")).expect("schema");
+    let client = rt
+        .block_on(tidal_client::Client::connect(&c.mnode_addr))
+        .expect("connect");
+    let schema = rt
+        .block_on(client.stable("iot", "readings"))
+        .expect("schema");
     let mut handles = Vec::new();
     for w in 0..WRITERS {
         let (client, schema, stop) = (client.clone(), schema.clone(), stop.clone());
@@ -61,9 +65,15 @@ fn acknowledged_rows_survive_dnode_kill9() {
             while !stop.load(Ordering::Relaxed) {
                 let ts: Vec<i64> = (0..10).map(|i| next_ts + i * 1000).collect();
                 next_ts += 10_000;
-                let tables: Vec<String> = (0..TABLES_PER_WRITER).map(|t| format!("t_{w}_{t}")).collect();
+                let tables: Vec<String> = (0..TABLES_PER_WRITER)
+                    .map(|t| format!("t_{w}_{t}"))
+                    .collect();
                 let batch: Vec<TableWrite> = tables.iter().map(|t| row_batch(t, &ts)).collect();
-                if client.write("iot", std::slice::from_ref(&schema), batch).await.is_ok() {
+                if client
+                    .write("iot", std::slice::from_ref(&schema), batch)
+                    .await
+                    .is_ok()
+                {
                     for t in tables {
                         acked.entry(t).or_default().extend(ts.iter().copied());
                     }
@@ -91,12 +101,21 @@ fn acknowledged_rows_survive_dnode_kill9() {
     for (table, want) in &acked {
         let got: Vec<i64> = rows(&c.ok("iot", &format!("SELECT ts FROM {table}")))
             .iter()
-            .map(|l| Precision::Millis.parse_timestamp(l).unwrap_or_else(|| panic!("bad ts line {l:?}")))
+            .map(|l| {
+                Precision::Millis
+                    .parse_timestamp(l)
+                    .unwrap_or_else(|| panic!("bad ts line {l:?}"))
+            })
             .collect();
         let distinct: BTreeSet<i64> = got.iter().copied().collect();
         assert_eq!(distinct.len(), got.len(), "{table}: duplicate rows");
         let missing: Vec<&i64> = want.difference(&distinct).collect();
-        assert!(missing.is_empty(), "{table}: {} acknowledged rows lost, e.g. {:?}", missing.len(), &missing[..missing.len().min(5)]);
+        assert!(
+            missing.is_empty(),
+            "{table}: {} acknowledged rows lost, e.g. {:?}",
+            missing.len(),
+            &missing[..missing.len().min(5)]
+        );
     }
     eprintln!("{total} acknowledged rows verified across {KILLS} kill -9 of a data node");
 }

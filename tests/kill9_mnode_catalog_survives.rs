@@ -23,14 +23,30 @@ fn catalog_survives_mnode_kill9() {
     assert_eq!(dbs.len(), 1);
     assert!(dbs[0].starts_with("iot,"), "{dbs:?}");
     assert_eq!(rows(&c.ok("iot", "SHOW STABLES")).len(), 2);
-    assert_eq!(rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")), vec!["2"]);
+    assert_eq!(
+        rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")),
+        vec!["2"]
+    );
     // The vgroup map is unchanged (same ids, ranges and data nodes).
-    let strip = |v: &[String]| -> Vec<String> { v.iter().map(|l| l.split(',').take(5).collect::<Vec<_>>().join(",")).collect() };
-    assert_eq!(strip(&rows(&c.ok("iot", "SHOW VGROUPS"))), strip(&vgroups_before));
+    let strip = |v: &[String]| -> Vec<String> {
+        v.iter()
+            .map(|l| l.split(',').take(5).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    assert_eq!(
+        strip(&rows(&c.ok("iot", "SHOW VGROUPS"))),
+        strip(&vgroups_before)
+    );
 
     // Writes continue, and the data nodes heartbeat again so new databases can be placed.
-    c.ok("iot", "INSERT INTO r_truck_1 VALUES (1451606420000, 1, 2, 3, 4, 5, 6, 7)");
-    assert_eq!(rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")), vec!["3"]);
+    c.ok(
+        "iot",
+        "INSERT INTO r_truck_1 VALUES (1451606420000, 1, 2, 3, 4, 5, 6, 7)",
+    );
+    assert_eq!(
+        rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")),
+        vec!["3"]
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         match c.sql("", "CREATE DATABASE second VGROUPS 2") {

@@ -12,7 +12,15 @@ fn local_cluster_serves_and_stops_on_sigterm() {
     let data = dir.path().join("cluster");
     let mut p = spawn(
         "local",
-        &["local".into(), "--data".into(), data.to_string_lossy().into_owned(), "--vnodes".into(), "3".into(), "--listen".into(), "127.0.0.1:0".into()],
+        &[
+            "local".into(),
+            "--data".into(),
+            data.to_string_lossy().into_owned(),
+            "--vnodes".into(),
+            "3".into(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+        ],
     );
     let dnodes = rows(&shell(&p.addr, "", "SHOW DNODES", "csv").expect("show dnodes"));
     assert_eq!(dnodes.len(), 3, "{dnodes:?}");

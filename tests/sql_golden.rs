@@ -58,20 +58,30 @@ fn run_file(path: &Path) -> Result<(), String> {
         std::fs::write(&expected_path, &transcript).map_err(|e| e.to_string())?;
         return Ok(());
     }
-    let expected = std::fs::read_to_string(&expected_path)
-        .map_err(|e| format!("{}: {e} (run with TIDAL_BLESS=1 to create it)", expected_path.display()))?;
+    let expected = std::fs::read_to_string(&expected_path).map_err(|e| {
+        format!(
+            "{}: {e} (run with TIDAL_BLESS=1 to create it)",
+            expected_path.display()
+        )
+    })?;
     if expected != transcript {
         let mut diff = String::new();
         for (i, (e, a)) in expected.lines().zip(transcript.lines()).enumerate() {
             if e != a {
-                diff.push_str(&format!("line {}:\n  expected: {e}\n  actual:   {a}\n", i + 1));
+                diff.push_str(&format!(
+                    "line {}:\n  expected: {e}\n  actual:   {a}\n",
+                    i + 1
+                ));
             }
         }
         let (el, al) = (expected.lines().count(), transcript.lines().count());
         if el != al {
             diff.push_str(&format!("expected {el} lines, got {al}\n"));
         }
-        return Err(format!("{} differs:\n{diff}\nfull transcript:\n{transcript}", path.display()));
+        return Err(format!(
+            "{} differs:\n{diff}\nfull transcript:\n{transcript}",
+            path.display()
+        ));
     }
     Ok(())
 }

@@ -43,11 +43,16 @@ fn stale_route_is_refreshed_and_retried() {
     c.ok("iot", READINGS);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     rt.block_on(async {
-        let client = tidal_client::Client::connect(&c.mnode_addr).await.expect("connect");
+        let client = tidal_client::Client::connect(&c.mnode_addr)
+            .await
+            .expect("connect");
         let schema: StableSchema = client.stable("iot", "readings").await.expect("schema");
         let tables: Vec<String> = (0..20).map(|i| format!("r_truck_{i}")).collect();
         let names: Vec<&str> = tables.iter().map(String::as_str).collect();
-        let out = client.write("iot", std::slice::from_ref(&schema), writes(&names, 1_000)).await.expect("first write");
+        let out = client
+            .write("iot", std::slice::from_ref(&schema), writes(&names, 1_000))
+            .await
+            .expect("first write");
         assert_eq!(out.rows, 20);
         let old = client.route("iot").await.expect("route");
         assert_eq!(old.vgroups.len(), 2);
@@ -58,11 +63,17 @@ fn stale_route_is_refreshed_and_retried() {
         c.ok("", "CREATE DATABASE iot VGROUPS 3");
         c.ok("iot", READINGS);
         let schema = client.stable("iot", "readings").await.expect("schema");
-        let out = client.write("iot", std::slice::from_ref(&schema), writes(&names, 2_000)).await.expect("write after stale route");
+        let out = client
+            .write("iot", std::slice::from_ref(&schema), writes(&names, 2_000))
+            .await
+            .expect("write after stale route");
         assert_eq!(out.rows, 20);
         let new = client.route("iot").await.expect("route");
         assert_eq!(new.vgroups.len(), 3, "the client refreshed its map");
     });
-    assert_eq!(rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")), vec!["20"]);
+    assert_eq!(
+        rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")),
+        vec!["20"]
+    );
     assert_eq!(rows(&c.ok("iot", "SELECT MIN(ts) FROM readings")).len(), 1);
 }

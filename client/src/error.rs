@@ -11,7 +11,10 @@ pub struct ClientError {
 
 impl ClientError {
     pub fn new(code: StatusCode, message: impl Into<String>) -> ClientError {
-        ClientError { code, message: message.into() }
+        ClientError {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -20,7 +23,9 @@ impl From<tonic::Status> for ClientError {
         let code = tidal_proto::code_of(&s);
         let message = if s.message().is_empty() {
             format!("{:?}", s.code())
-        } else if code == StatusCode::Unavailable && s.metadata().get(tidal_proto::STATUS_CODE_KEY).is_none() {
+        } else if code == StatusCode::Unavailable
+            && s.metadata().get(tidal_proto::STATUS_CODE_KEY).is_none()
+        {
             format!("server unavailable: {}", s.message())
         } else {
             s.message().to_string()

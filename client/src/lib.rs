@@ -28,7 +28,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableWrite, WriteBatch};
 use tidal_proto::convert::{batch_from_wire, schema_from_wire, write_to_wire};
-use tidal_proto::v1::{self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient};
+use tidal_proto::v1::{
+    self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient,
+};
 use tonic::transport::{Channel, Endpoint};
 
 /// How many times a write or query is attempted before its error is returned.
@@ -94,7 +96,12 @@ impl Client {
             return Ok(c.clone());
         }
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| ClientError::new(StatusCode::InvalidArgument, format!("bad address '{addr}': {e}")))?
+            .map_err(|e| {
+                ClientError::new(
+                    StatusCode::InvalidArgument,
+                    format!("bad address '{addr}': {e}"),
+                )
+            })?
             .connect_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .timeout(Duration::from_secs(300));
@@ -132,12 +139,17 @@ impl Client {
     pub async fn refresh_route(&self, db: &str) -> Result<Arc<RouteTable>, ClientError> {
         let info = self
             .mnode()?
-            .get_database(v1::GetDatabaseRequest { name: db.to_string() })
+            .get_database(v1::GetDatabaseRequest {
+                name: db.to_string(),
+            })
             .await
             .map_err(ClientError::from)?
             .into_inner();
         let table = Arc::new(RouteTable::from_wire(&info)?);
-        self.inner.routes.lock().insert(db.to_string(), table.clone());
+        self.inner
+            .routes
+            .lock()
+            .insert(db.to_string(), table.clone());
         Ok(table)
     }
 
@@ -155,7 +167,10 @@ impl Client {
         }
         let wire = self
             .mnode()?
-            .get_stable(v1::GetStableRequest { db: db.to_string(), name: name.to_string() })
+            .get_stable(v1::GetStableRequest {
+                db: db.to_string(),
+                name: name.to_string(),
+            })
             .await
             .map_err(ClientError::from)?
             .into_inner();
@@ -182,19 +197,30 @@ impl Client {
             let route = self.route(db).await?;
             let mut groups: HashMap<usize, Vec<TableWrite>> = HashMap::new();
             for t in pending.drain(..) {
-                groups.entry(route.index_of(db, &t.table)).or_default().push(t);
+                groups
+                    .entry(route.index_of(db, &t.table))
+                    .or_default()
+                    .push(t);
             }
             let mut tasks = Vec::with_capacity(groups.len());
             for (idx, tables) in groups {
                 let Some(vg) = route.vgroups.get(idx).cloned() else {
-                    return Err(ClientError::new(StatusCode::Internal, "route index out of range"));
+                    return Err(ClientError::new(
+                        StatusCode::Internal,
+                        "route index out of range",
+                    ));
                 };
                 let needed: Vec<StableSchema> = schemas
                     .iter()
                     .filter(|s| tables.iter().any(|t| t.stable == s.name))
                     .cloned()
                     .collect();
-                let batch = WriteBatch { db: db.to_string(), vgroup: vg.id, schemas: needed, tables };
+                let batch = WriteBatch {
+                    db: db.to_string(),
+                    vgroup: vg.id,
+                    schemas: needed,
+                    tables,
+                };
                 let client = self.clone();
                 tasks.push(tokio::spawn(async move {
                     let res = client.write_vgroup(&vg.addr, &batch).await;
@@ -204,9 +230,9 @@ impl Client {
             let mut retry_err: Option<ClientError> = None;
             let mut stale = false;
             for t in tasks {
-                let (batch, res) = t
-                    .await
-                    .map_err(|e| ClientError::new(StatusCode::Internal, format!("write task failed: {e}")))?;
+                let (batch, res) = t.await.map_err(|e| {
+                    ClientError::new(StatusCode::Internal, format!("write task failed: {e}"))
+                })?;
                 match res {
                     Ok(o) => {
                         total.rows += o.rows;
@@ -229,32 +255,44 @@ impl Client {
                 let _ = self.refresh_route(db).await;
             }
             if !stale {
-                tokio::time::sleep(Duration::from_millis(BACKOFF_INITIAL_MS << attempt.min(6))).await;
+                tokio::time::sleep(Duration::from_millis(BACKOFF_INITIAL_MS << attempt.min(6)))
+                    .await;
             }
         }
     }
 
-    async fn write_vgroup(&self, addr: &str, batch: &WriteBatch) -> Result<WriteOutcome, ClientError> {
+    async fn write_vgroup(
+        &self,
+        addr: &str,
+        batch: &WriteBatch,
+    ) -> Result<WriteOutcome, ClientError> {
         let resp = self
             .dnode(addr)?
             .write(write_to_wire(batch))
             .await
             .map_err(ClientError::from)?
             .into_inner();
-        Ok(WriteOutcome { rows: resp.rows, tables_created: resp.tables_created })
+        Ok(WriteOutcome {
+            rows: resp.rows,
+            tables_created: resp.tables_created,
+        })
     }
 
     /// Runs one SQL statement with `db` as the session's current database ("" for none).
     pub async fn execute(&self, sql: &str, db: &str) -> Result<StatementResult, ClientError> {
         let resp = self
             .sql()?
-            .execute(v1::ExecuteRequest { sql: sql.to_string(), db: db.to_string() })
+            .execute(v1::ExecuteRequest {
+                sql: sql.to_string(),
+                db: db.to_string(),
+            })
             .await
             .map_err(ClientError::from)?
             .into_inner();
         let batch = match (resp.has_rows, resp.batch) {
             (true, Some(b)) => Some(
-                batch_from_wire(b).map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?,
+                batch_from_wire(b)
+                    .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?,
             ),
             _ => None,
         };

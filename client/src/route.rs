@@ -28,7 +28,11 @@ impl RouteTable {
         let mut vgroups: Vec<VgroupRoute> = info
             .vgroups
             .iter()
-            .map(|v| VgroupRoute { id: VgroupId(v.id), range: range_of(v), addr: v.dnode_addr.clone() })
+            .map(|v| VgroupRoute {
+                id: VgroupId(v.id),
+                range: range_of(v),
+                addr: v.dnode_addr.clone(),
+            })
             .collect();
         vgroups.sort_by_key(|v| v.range.begin);
         if vgroups.is_empty() {
@@ -37,7 +41,11 @@ impl RouteTable {
                 format!("database {} has no vgroups", info.name),
             ));
         }
-        Ok(RouteTable { db: info.name.clone(), precision: options.precision, vgroups })
+        Ok(RouteTable {
+            db: info.name.clone(),
+            precision: options.precision,
+            vgroups,
+        })
     }
 
     /// Index into `vgroups` of the vgroup owning `table`.

@@ -214,7 +214,10 @@ impl Batch {
     }
 
     pub fn empty(fields: Vec<Field>) -> Batch {
-        let columns = fields.iter().map(|f| Column::empty(f.data_type, 0)).collect();
+        let columns = fields
+            .iter()
+            .map(|f| Column::empty(f.data_type, 0))
+            .collect();
         Batch { fields, columns }
     }
 

@@ -90,7 +90,10 @@ mod tests {
     fn murmur_known_vectors() {
         assert_eq!(murmur3_32(b"", 0), 0);
         assert_eq!(murmur3_32(b"hello", 0), 0x248b_fa47);
-        assert_eq!(murmur3_32(b"The quick brown fox jumps over the lazy dog", 0x9747_b28c), 0x2fa8_26cd);
+        assert_eq!(
+            murmur3_32(b"The quick brown fox jumps over the lazy dog", 0x9747_b28c),
+            0x2fa8_26cd
+        );
     }
 
     #[test]

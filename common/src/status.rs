@@ -92,7 +92,11 @@ mod tests {
 
     #[test]
     fn codes_round_trip() {
-        for c in [StatusCode::WrongVgroup, StatusCode::SyntaxError, StatusCode::Ok] {
+        for c in [
+            StatusCode::WrongVgroup,
+            StatusCode::SyntaxError,
+            StatusCode::Ok,
+        ] {
             assert_eq!(StatusCode::from_u32(c.as_u32()), c);
         }
         assert_eq!(StatusCode::from_u32(9999), StatusCode::Internal);

@@ -179,9 +179,7 @@ fn parse_timestamp_nanos(s: &str) -> Option<i64> {
 /// interpreted in `default_unit_ns`.
 pub fn parse_duration(s: &str, default_unit_ns: i64) -> Option<i64> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(s.len());
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (n, unit) = s.split_at(split);
     let n: i64 = n.parse().ok()?;
     let unit_ns = match unit.to_ascii_lowercase().as_str() {
@@ -206,9 +204,18 @@ mod tests {
     #[test]
     fn timestamps_round_trip() {
         let p = Precision::Millis;
-        assert_eq!(p.parse_timestamp("2016-01-01 00:00:00.000"), Some(1451606400000));
-        assert_eq!(p.parse_timestamp("2016-01-01T00:00:10Z"), Some(1451606410000));
-        assert_eq!(p.parse_timestamp("2016-01-01 08:00:00+08:00"), Some(1451606400000));
+        assert_eq!(
+            p.parse_timestamp("2016-01-01 00:00:00.000"),
+            Some(1451606400000)
+        );
+        assert_eq!(
+            p.parse_timestamp("2016-01-01T00:00:10Z"),
+            Some(1451606410000)
+        );
+        assert_eq!(
+            p.parse_timestamp("2016-01-01 08:00:00+08:00"),
+            Some(1451606400000)
+        );
         assert_eq!(p.parse_timestamp("2016-01-01"), Some(1451606400000));
         assert_eq!(p.format_timestamp(1451606410123), "2016-01-01 00:00:10.123");
         assert_eq!(p.parse_timestamp("hello"), None);
@@ -224,6 +231,9 @@ mod tests {
         assert_eq!(parse_duration("10m", 1), Some(600_000_000_000));
         assert_eq!(parse_duration("1d", 1), Some(86_400_000_000_000));
         assert_eq!(parse_duration("10x", 1), None);
-        assert_eq!(parse_duration("7", 86_400_000_000_000), Some(7 * 86_400_000_000_000));
+        assert_eq!(
+            parse_duration("7", 86_400_000_000_000),
+            Some(7 * 86_400_000_000_000)
+        );
     }
 }

@@ -148,11 +148,10 @@ impl DataType {
                 range_check(i as i128, lo, hi)?;
                 Ok(Value::Int(i))
             }
-            (t, Value::UInt(u)) if t.physical() == PhysicalType::Int => {
-                t.coerce(Value::Int(i64::try_from(u).map_err(|_| {
+            (t, Value::UInt(u)) if t.physical() == PhysicalType::Int => t
+                .coerce(Value::Int(i64::try_from(u).map_err(|_| {
                     format!("value {u} out of range for {}", t.sql_name())
-                })?))
-            }
+                })?)),
             (t, Value::Int(i)) if t.physical() == PhysicalType::UInt => {
                 if i < 0 {
                     return Err(format!("value {i} out of range for {}", t.sql_name()));
@@ -277,7 +276,10 @@ impl Value {
             (Str(a), Str(b)) => a.cmp(b),
             (Str(_), _) => Ordering::Greater,
             (_, Str(_)) => Ordering::Less,
-            (Int(a), Int(b)) | (Timestamp(a), Timestamp(b)) | (Int(a), Timestamp(b)) | (Timestamp(a), Int(b)) => a.cmp(b),
+            (Int(a), Int(b))
+            | (Timestamp(a), Timestamp(b))
+            | (Int(a), Timestamp(b))
+            | (Timestamp(a), Int(b)) => a.cmp(b),
             (UInt(a), UInt(b)) => a.cmp(b),
             (a, b) => {
                 let (x, y) = (a.as_f64().unwrap_or(0.0), b.as_f64().unwrap_or(0.0));

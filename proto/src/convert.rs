@@ -264,7 +264,12 @@ pub fn batch_from_wire(b: v1::Batch) -> R<Batch> {
     let fields = b
         .fields
         .iter()
-        .map(|f| Ok(Field::new(f.name.clone(), data_type_from_wire(f.r#type.as_ref())?)))
+        .map(|f| {
+            Ok(Field::new(
+                f.name.clone(),
+                data_type_from_wire(f.r#type.as_ref())?,
+            ))
+        })
         .collect::<R<Vec<_>>>()?;
     let columns = b
         .columns
@@ -290,7 +295,12 @@ fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
 
 fn column_defs_from_wire(c: &[v1::ColumnDef]) -> R<Vec<ColumnDef>> {
     c.iter()
-        .map(|c| Ok(ColumnDef::new(c.name.clone(), data_type_from_wire(c.r#type.as_ref())?)))
+        .map(|c| {
+            Ok(ColumnDef::new(
+                c.name.clone(),
+                data_type_from_wire(c.r#type.as_ref())?,
+            ))
+        })
         .collect()
 }
 

@@ -46,10 +46,14 @@ impl Snapshot {
 
 impl tidal_sql::Catalog for Snapshot {
     fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
-        self.stables.get(&(db.to_string(), name.to_string())).cloned()
+        self.stables
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
     }
     fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)> {
-        self.subtables.get(&(db.to_string(), name.to_string())).cloned()
+        self.subtables
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
     }
     fn precision(&self, db: &str) -> Option<Precision> {
         self.precisions.get(db).copied()

@@ -10,10 +10,11 @@ mod show;
 use catalog::Snapshot;
 use std::collections::HashMap;
 use tidal_client::{Client, ClientError};
-use tidal_common::{
-    Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId,
+use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId};
+use tidal_proto::convert::{
+    batch_from_wire, options_to_wire, schema_from_wire, schema_to_wire, table_meta_from_wire,
+    value_to_wire,
 };
-use tidal_proto::convert::{batch_from_wire, options_to_wire, schema_from_wire, schema_to_wire, table_meta_from_wire, value_to_wire};
 use tidal_proto::status_error;
 use tidal_proto::v1::{self, sql_server::Sql};
 use tidal_sql::{FragmentTarget, ObjectRef, Statement};
@@ -32,19 +33,28 @@ pub struct ExecError {
 
 impl ExecError {
     pub fn new(code: StatusCode, message: impl Into<String>) -> ExecError {
-        ExecError { code, message: message.into() }
+        ExecError {
+            code,
+            message: message.into(),
+        }
     }
 }
 
 impl From<ClientError> for ExecError {
     fn from(e: ClientError) -> ExecError {
-        ExecError { code: e.code, message: e.message }
+        ExecError {
+            code: e.code,
+            message: e.message,
+        }
     }
 }
 
 impl From<tidal_sql::SqlError> for ExecError {
     fn from(e: tidal_sql::SqlError) -> ExecError {
-        ExecError { code: e.status_code(), message: e.to_string() }
+        ExecError {
+            code: e.status_code(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -72,19 +82,35 @@ pub struct Outcome {
 
 impl Outcome {
     fn none(db: &str) -> Outcome {
-        Outcome { batch: None, affected_rows: 0, precision: Precision::Millis, db: db.to_string() }
+        Outcome {
+            batch: None,
+            affected_rows: 0,
+            precision: Precision::Millis,
+            db: db.to_string(),
+        }
     }
     fn affected(db: &str, n: u64) -> Outcome {
-        Outcome { affected_rows: n, ..Outcome::none(db) }
+        Outcome {
+            affected_rows: n,
+            ..Outcome::none(db)
+        }
     }
     fn rows(db: &str, batch: Batch, precision: Precision) -> Outcome {
-        Outcome { affected_rows: batch.num_rows() as u64, batch: Some(batch), precision, db: db.to_string() }
+        Outcome {
+            affected_rows: batch.num_rows() as u64,
+            batch: Some(batch),
+            precision,
+            db: db.to_string(),
+        }
     }
 }
 
 #[tonic::async_trait]
 impl Sql for SqlService {
-    async fn execute(&self, req: Request<v1::ExecuteRequest>) -> Result<Response<v1::ExecuteResponse>, Status> {
+    async fn execute(
+        &self,
+        req: Request<v1::ExecuteRequest>,
+    ) -> Result<Response<v1::ExecuteResponse>, Status> {
         let r = req.into_inner();
         match self.execute_text(&r.sql, &r.db).await {
             Ok(o) => Ok(Response::new(v1::ExecuteResponse {
@@ -129,7 +155,11 @@ impl SqlService {
 
     async fn execute_statement(&self, stmt: Statement, db: &str) -> ExecResult<Outcome> {
         match stmt {
-            Statement::CreateDatabase { name, if_not_exists, options } => {
+            Statement::CreateDatabase {
+                name,
+                if_not_exists,
+                options,
+            } => {
                 self.client
                     .mnode()?
                     .create_database(v1::CreateDatabaseRequest {
@@ -144,7 +174,10 @@ impl SqlService {
             Statement::DropDatabase { name, if_exists } => {
                 self.client
                     .mnode()?
-                    .drop_database(v1::DropDatabaseRequest { name: name.clone(), if_exists })
+                    .drop_database(v1::DropDatabaseRequest {
+                        name: name.clone(),
+                        if_exists,
+                    })
                     .await?;
                 self.client.invalidate(&name);
                 let db = if db == name { "" } else { db };
@@ -157,7 +190,13 @@ impl SqlService {
                     .await?;
                 Ok(Outcome::none(&name))
             }
-            Statement::CreateStable { db: sdb, name, if_not_exists, columns, tags } => {
+            Statement::CreateStable {
+                db: sdb,
+                name,
+                if_not_exists,
+                columns,
+                tags,
+            } => {
                 let sdb = self.db_of(&sdb, db)?.to_string();
                 let schema = StableSchema {
                     db: sdb.clone(),
@@ -168,13 +207,23 @@ impl SqlService {
                 };
                 self.client
                     .mnode()?
-                    .create_stable(v1::CreateStableRequest { schema: Some(schema_to_wire(&schema)), if_not_exists })
+                    .create_stable(v1::CreateStableRequest {
+                        schema: Some(schema_to_wire(&schema)),
+                        if_not_exists,
+                    })
                     .await?;
                 Ok(Outcome::none(db))
             }
-            Statement::CreateTables { if_not_exists, tables } => self.create_tables(db, if_not_exists, tables).await,
-            Statement::DropTable { if_exists, tables } => self.drop_tables(db, if_exists, tables).await,
-            Statement::DropStable { if_exists, name } => self.drop_stable(db, if_exists, name).await,
+            Statement::CreateTables {
+                if_not_exists,
+                tables,
+            } => self.create_tables(db, if_not_exists, tables).await,
+            Statement::DropTable { if_exists, tables } => {
+                self.drop_tables(db, if_exists, tables).await
+            }
+            Statement::DropStable { if_exists, name } => {
+                self.drop_stable(db, if_exists, name).await
+            }
             Statement::Insert { items } => self.insert(db, items).await,
             Statement::Select(q) => self.select(db, &q).await,
             Statement::ShowDatabases => show::databases(self, db).await,
@@ -197,7 +246,10 @@ impl SqlService {
                 for vg in &route.vgroups {
                     self.client
                         .dnode(&vg.addr)?
-                        .flush(v1::VnodeRef { db: name.clone(), vgroup_id: vg.id.0 })
+                        .flush(v1::VnodeRef {
+                            db: name.clone(),
+                            vgroup_id: vg.id.0,
+                        })
                         .await?;
                 }
                 Ok(Outcome::none(db))
@@ -210,14 +262,21 @@ impl SqlService {
     }
 
     /// The subtable `name` of `db` with its STABLE's schema, asked of the owning vnode.
-    async fn subtable(&self, db: &str, name: &str) -> ExecResult<Option<(TableMeta, StableSchema)>> {
+    async fn subtable(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> ExecResult<Option<(TableMeta, StableSchema)>> {
         let route = self.client.route(db).await?;
         let vg = route.vgroup_of(db, name).clone();
         let resp = self
             .client
             .dnode(&vg.addr)?
             .get_table(v1::TableRequest {
-                vnode: Some(v1::VnodeRef { db: db.to_string(), vgroup_id: vg.id.0 }),
+                vnode: Some(v1::VnodeRef {
+                    db: db.to_string(),
+                    vgroup_id: vg.id.0,
+                }),
                 name: name.to_string(),
             })
             .await?
@@ -226,7 +285,10 @@ impl SqlService {
             return Ok(None);
         }
         let (Some(meta), Some(schema)) = (resp.meta.as_ref(), resp.schema.as_ref()) else {
-            return Err(ExecError::new(StatusCode::Internal, format!("vnode returned table {name} without its schema")));
+            return Err(ExecError::new(
+                StatusCode::Internal,
+                format!("vnode returned table {name} without its schema"),
+            ));
         };
         // The vnode's copy of the schema may be older than the mnode's; prefer the mnode's.
         let schema = match self.client.stable(db, &meta.stable).await {
@@ -240,9 +302,17 @@ impl SqlService {
         Ok(self.client.route(db).await?.precision)
     }
 
-    async fn create_tables(&self, db: &str, if_not_exists: bool, tables: Vec<tidal_sql::CreateSubtable>) -> ExecResult<Outcome> {
+    async fn create_tables(
+        &self,
+        db: &str,
+        if_not_exists: bool,
+        tables: Vec<tidal_sql::CreateSubtable>,
+    ) -> ExecResult<Outcome> {
         // Bind every table first so that a bad one changes nothing.
-        let mut per_vgroup: HashMap<(String, VgroupId, String), (String, StableSchema, Vec<v1::SubtableDef>)> = HashMap::new();
+        let mut per_vgroup: HashMap<
+            (String, VgroupId, String),
+            (String, StableSchema, Vec<v1::SubtableDef>),
+        > = HashMap::new();
         let mut count = 0u64;
         for t in tables {
             let tdb = self.db_of(&t.name.db, db)?.to_string();
@@ -250,7 +320,10 @@ impl SqlService {
             if sdb != tdb {
                 return Err(ExecError::new(
                     StatusCode::InvalidArgument,
-                    format!("table {}.{} cannot use STABLE {}.{} of another database", tdb, t.name.name, sdb, t.stable.name),
+                    format!(
+                        "table {}.{} cannot use STABLE {}.{} of another database",
+                        tdb, t.name.name, sdb, t.stable.name
+                    ),
                 ));
             }
             let schema = self.stable_schema(&tdb, &t.stable.name).await?;
@@ -266,14 +339,20 @@ impl SqlService {
             let entry = per_vgroup
                 .entry((tdb.clone(), vg.id, schema.name.clone()))
                 .or_insert_with(|| (vg.addr.clone(), schema.clone(), Vec::new()));
-            entry.2.push(v1::SubtableDef { name: t.name.name.clone(), tags: tags.iter().map(value_to_wire).collect() });
+            entry.2.push(v1::SubtableDef {
+                name: t.name.name.clone(),
+                tags: tags.iter().map(value_to_wire).collect(),
+            });
             count += 1;
         }
         for ((tdb, vg, _), (addr, schema, defs)) in per_vgroup {
             self.client
                 .dnode(&addr)?
                 .create_tables(v1::CreateTablesRequest {
-                    vnode: Some(v1::VnodeRef { db: tdb, vgroup_id: vg.0 }),
+                    vnode: Some(v1::VnodeRef {
+                        db: tdb,
+                        vgroup_id: vg.0,
+                    }),
                     schema: Some(schema_to_wire(&schema)),
                     tables: defs,
                     if_not_exists,
@@ -283,7 +362,12 @@ impl SqlService {
         Ok(Outcome::affected(db, count))
     }
 
-    async fn drop_tables(&self, db: &str, if_exists: bool, tables: Vec<ObjectRef>) -> ExecResult<Outcome> {
+    async fn drop_tables(
+        &self,
+        db: &str,
+        if_exists: bool,
+        tables: Vec<ObjectRef>,
+    ) -> ExecResult<Outcome> {
         let mut n = 0;
         for t in tables {
             let tdb = self.db_of(&t.db, db)?.to_string();
@@ -299,7 +383,10 @@ impl SqlService {
                 .client
                 .dnode(&vg.addr)?
                 .drop_table(v1::TableRequest {
-                    vnode: Some(v1::VnodeRef { db: tdb.clone(), vgroup_id: vg.id.0 }),
+                    vnode: Some(v1::VnodeRef {
+                        db: tdb.clone(),
+                        vgroup_id: vg.id.0,
+                    }),
                     name: t.name.clone(),
                 })
                 .await?
@@ -321,7 +408,11 @@ impl SqlService {
         let dropped = self
             .client
             .mnode()?
-            .drop_stable(v1::DropStableRequest { db: sdb.clone(), name: name.name.clone(), if_exists })
+            .drop_stable(v1::DropStableRequest {
+                db: sdb.clone(),
+                name: name.name.clone(),
+                if_exists,
+            })
             .await?
             .into_inner()
             .dropped;
@@ -332,7 +423,10 @@ impl SqlService {
                 self.client
                     .dnode(&vg.addr)?
                     .drop_stable(v1::DnodeDropStableRequest {
-                        vnode: Some(v1::VnodeRef { db: sdb.clone(), vgroup_id: vg.id.0 }),
+                        vnode: Some(v1::VnodeRef {
+                            db: sdb.clone(),
+                            vgroup_id: vg.id.0,
+                        }),
                         stable: name.name.clone(),
                     })
                     .await?;
@@ -353,7 +447,10 @@ impl SqlService {
                     if sdb != tdb {
                         return Err(ExecError::new(
                             StatusCode::InvalidArgument,
-                            format!("table {tdb}.{} cannot use a STABLE of database {sdb}", item.table.name),
+                            format!(
+                                "table {tdb}.{} cannot use a STABLE of database {sdb}",
+                                item.table.name
+                            ),
                         ));
                     }
                     let schema = self.stable_schema(&tdb, &u.stable.name).await?;
@@ -361,7 +458,10 @@ impl SqlService {
                         if meta.stable != schema.name {
                             return Err(ExecError::new(
                                 StatusCode::SchemaMismatch,
-                                format!("table '{}' already exists and uses STABLE '{}', not '{}'", item.table.name, meta.stable, schema.name),
+                                format!(
+                                    "table '{}' already exists and uses STABLE '{}', not '{}'",
+                                    item.table.name, meta.stable, schema.name
+                                ),
                             ));
                         }
                     }
@@ -371,7 +471,10 @@ impl SqlService {
                     Some((_, schema)) => schema,
                     None => {
                         let hint = if self.client.stable(&tdb, &item.table.name).await.is_ok() {
-                            format!("'{}' is a STABLE: insert into one of its subtables", item.table.name)
+                            format!(
+                                "'{}' is a STABLE: insert into one of its subtables",
+                                item.table.name
+                            )
                         } else {
                             format!(
                                 "table '{}' does not exist in database '{tdb}' (use INSERT INTO {} USING <stable> TAGS (...) to create it)",
@@ -413,16 +516,23 @@ impl SqlService {
             for vg in targets {
                 let mut d = self.client.dnode(&vg.addr)?;
                 let req = v1::FragmentRequest {
-                    vnode: Some(v1::VnodeRef { db: spec.db.clone(), vgroup_id: vg.id.0 }),
+                    vnode: Some(v1::VnodeRef {
+                        db: spec.db.clone(),
+                        vgroup_id: vg.id.0,
+                    }),
                     fragment: bytes.clone(),
                 };
                 let id = spec.id;
-                tasks.push(tokio::spawn(async move { (id, d.exec_fragment(req).await) }));
+                tasks.push(tokio::spawn(
+                    async move { (id, d.exec_fragment(req).await) },
+                ));
             }
         }
         let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
         for t in tasks {
-            let (id, res) = t.await.map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
+            let (id, res) = t
+                .await
+                .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
             let batch = batch_from_wire(res?.into_inner())?;
             results.entry(id).or_default().push(batch);
         }

@@ -38,7 +38,13 @@ fn minutes(m: u64) -> String {
 }
 
 pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
-    let list = svc.client.mnode()?.list_databases(v1::Empty {}).await?.into_inner().databases;
+    let list = svc
+        .client
+        .mnode()?
+        .list_databases(v1::Empty {})
+        .await?
+        .into_inner()
+        .databases;
     let fields = vec![
         varchar("name"),
         ts("create_time"),
@@ -77,23 +83,47 @@ pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
             i(o.stt_trigger),
         ]);
     }
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 pub async fn stables(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcome> {
     let list = svc
         .client
         .mnode()?
-        .list_stables(v1::ListStablesRequest { db: sdb.to_string() })
+        .list_stables(v1::ListStablesRequest {
+            db: sdb.to_string(),
+        })
         .await?
         .into_inner()
         .stables;
-    let fields = vec![varchar("stable_name"), varchar("db_name"), int("columns"), int("tags"), int("version")];
+    let fields = vec![
+        varchar("stable_name"),
+        varchar("db_name"),
+        int("columns"),
+        int("tags"),
+        int("version"),
+    ];
     let rows: Vec<Vec<Value>> = list
         .into_iter()
-        .map(|st| vec![s(st.name), s(st.db), i(st.columns.len()), i(st.tags.len()), i(st.version)])
+        .map(|st| {
+            vec![
+                s(st.name),
+                s(st.db),
+                i(st.columns.len()),
+                i(st.tags.len()),
+                i(st.version),
+            ]
+        })
         .collect();
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 /// A simple SQL LIKE matcher: `%` any run, `_` one character, case-sensitive.
@@ -124,7 +154,12 @@ fn like(pattern: &str, text: &str) -> bool {
     pi == p.len()
 }
 
-pub async fn tables(svc: &SqlService, db: &str, sdb: &str, pattern: Option<&str>) -> ExecResult<Outcome> {
+pub async fn tables(
+    svc: &SqlService,
+    db: &str,
+    sdb: &str,
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
     let route = svc.client.refresh_route(sdb).await?;
     let mut rows = Vec::new();
     for vg in &route.vgroups {
@@ -132,7 +167,10 @@ pub async fn tables(svc: &SqlService, db: &str, sdb: &str, pattern: Option<&str>
             .client
             .dnode(&vg.addr)?
             .list_tables(v1::ListTablesRequest {
-                vnode: Some(v1::VnodeRef { db: sdb.to_string(), vgroup_id: vg.id.0 }),
+                vnode: Some(v1::VnodeRef {
+                    db: sdb.to_string(),
+                    vgroup_id: vg.id.0,
+                }),
                 stable: None,
             })
             .await?
@@ -147,24 +185,46 @@ pub async fn tables(svc: &SqlService, db: &str, sdb: &str, pattern: Option<&str>
         }
     }
     rows.sort_by(|a, b| a[0].total_cmp(&b[0]));
-    let fields = vec![varchar("table_name"), varchar("db_name"), varchar("stable_name"), int("vgroup_id"), int("uid")];
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    let fields = vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("stable_name"),
+        int("vgroup_id"),
+        int("uid"),
+    ];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcome> {
     let info = svc
         .client
         .mnode()?
-        .get_database(v1::GetDatabaseRequest { name: sdb.to_string() })
+        .get_database(v1::GetDatabaseRequest {
+            name: sdb.to_string(),
+        })
         .await?
         .into_inner();
     let mut rows = Vec::new();
     for vg in &info.vgroups {
-        let stats = match svc.client.dnode(&vg.dnode_addr)?.vnode_stats(v1::VnodeRef { db: sdb.to_string(), vgroup_id: vg.id }).await {
+        let stats = match svc
+            .client
+            .dnode(&vg.dnode_addr)?
+            .vnode_stats(v1::VnodeRef {
+                db: sdb.to_string(),
+                vgroup_id: vg.id,
+            })
+            .await
+        {
             Ok(r) => Some(r.into_inner()),
             Err(_) => None,
         };
-        let stat = |f: fn(&v1::VnodeStatsResponse) -> u64| stats.as_ref().map(|st| i(f(st))).unwrap_or(Value::Null);
+        let stat = |f: fn(&v1::VnodeStatsResponse) -> u64| {
+            stats.as_ref().map(|st| i(f(st))).unwrap_or(Value::Null)
+        };
         rows.push(vec![
             i(vg.id),
             s(sdb),
@@ -194,12 +254,28 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         int("wal_bytes"),
         int("disk_bytes"),
     ];
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
-    let list = svc.client.mnode()?.list_dnodes(v1::Empty {}).await?.into_inner().dnodes;
-    let fields = vec![int("id"), varchar("endpoint"), int("vnodes"), varchar("status"), ts("create_time")];
+    let list = svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes;
+    let fields = vec![
+        int("id"),
+        varchar("endpoint"),
+        int("vnodes"),
+        varchar("status"),
+        ts("create_time"),
+    ];
     let rows: Vec<Vec<Value>> = list
         .into_iter()
         .map(|d| {
@@ -212,7 +288,11 @@ pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
             ]
         })
         .collect();
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<Outcome> {
@@ -231,15 +311,34 @@ pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResu
         },
     };
     let _ = schema_from_wire;
-    let fields = vec![varchar("field"), varchar("type"), int("length"), varchar("note")];
+    let fields = vec![
+        varchar("field"),
+        varchar("type"),
+        int("length"),
+        varchar("note"),
+    ];
     let mut rows = Vec::new();
     for c in &schema.columns {
-        rows.push(vec![s(c.name.clone()), s(c.data_type.sql_name()), i(c.data_type.byte_len()), s("")]);
+        rows.push(vec![
+            s(c.name.clone()),
+            s(c.data_type.sql_name()),
+            i(c.data_type.byte_len()),
+            s(""),
+        ]);
     }
     for c in &schema.tags {
-        rows.push(vec![s(c.name.clone()), s(c.data_type.sql_name()), i(c.data_type.byte_len()), s("TAG")]);
+        rows.push(vec![
+            s(c.name.clone()),
+            s(c.data_type.sql_name()),
+            i(c.data_type.byte_len()),
+            s("TAG"),
+        ]);
     }
-    Ok(Outcome::rows(db, Batch::from_rows(fields, &rows), Precision::Millis))
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
 }
 
 #[cfg(test)]
@@ -250,7 +349,8 @@ mod tests {
     fn like_patterns() {
         assert!(like("r_%", "r_truck_1"));
         assert!(!like("d_%", "r_truck_1"));
-        assert!(like("r_truck__", "r_truck_12"));
+        assert!(like("r_truck___", "r_truck_12"));
+        assert!(!like("r_truck__", "r_truck_12"));
         assert!(like("%", ""));
         assert!(!like("_", ""));
     }

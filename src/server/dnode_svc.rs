@@ -122,12 +122,16 @@ impl DnodeService {
         let id = *self.inner.id.read();
         let mut m = self.inner.client.mnode().map_err(|e| e.to_string())?;
         let resp = match m
-            .heartbeat(v1::HeartbeatRequest { dnode_id: id.0, addr: self.inner.addr.clone() })
+            .heartbeat(v1::HeartbeatRequest {
+                dnode_id: id.0,
+                addr: self.inner.addr.clone(),
+            })
             .await
         {
             Ok(r) => r.into_inner(),
-            Err(s) if tidal_proto::code_of(&s) == StatusCode::InvalidArgument
-                || s.code() == tonic::Code::NotFound =>
+            Err(s)
+                if tidal_proto::code_of(&s) == StatusCode::InvalidArgument
+                    || s.code() == tonic::Code::NotFound =>
             {
                 // The mnode does not know us (its catalog was reset): register again.
                 let new_id = register(&self.inner.client, &self.inner.addr, Some(id.0))
@@ -219,18 +223,27 @@ impl DnodeService {
             Some(v) if v.config().db == db || db.is_empty() => Ok(v),
             Some(v) => Err(status_error(
                 StatusCode::WrongVgroup,
-                format!("vgroup {id} belongs to database '{}', not '{db}'", v.config().db),
+                format!(
+                    "vgroup {id} belongs to database '{}', not '{db}'",
+                    v.config().db
+                ),
             )),
             None => Err(status_error(
                 StatusCode::VnodeNotFound,
-                format!("data node {} does not host vgroup {id} of database '{db}'", self.inner.addr),
+                format!(
+                    "data node {} does not host vgroup {id} of database '{db}'",
+                    self.inner.addr
+                ),
             )),
         }
     }
 
     fn vnode_ref(&self, r: Option<&v1::VnodeRef>) -> Result<Arc<Vnode>, Status> {
         let Some(r) = r else {
-            return Err(status_error(StatusCode::InvalidArgument, "missing vnode reference"));
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                "missing vnode reference",
+            ));
         };
         self.vnode(&r.db, r.vgroup_id)
     }
@@ -247,7 +260,10 @@ async fn register(
         let attempt = async {
             client
                 .mnode()?
-                .register_dnode(v1::RegisterDnodeRequest { addr: addr.to_string(), known_id: known })
+                .register_dnode(v1::RegisterDnodeRequest {
+                    addr: addr.to_string(),
+                    known_id: known,
+                })
                 .await
                 .map_err(tidal_client::ClientError::from)
         };
@@ -258,7 +274,11 @@ async fn register(
                 delay_ms = (delay_ms * 2).min(1000);
             }
             Err(e) => {
-                return Err(format!("cannot register with the mnode at {}: {e}", client.mnode_addr()).into())
+                return Err(format!(
+                    "cannot register with the mnode at {}: {e}",
+                    client.mnode_addr()
+                )
+                .into())
             }
         }
     }
@@ -266,7 +286,10 @@ async fn register(
 
 fn assignment_config(a: &v1::VgroupAssignment) -> Result<VnodeConfig, Status> {
     let Some(vg) = a.vgroup.as_ref() else {
-        return Err(status_error(StatusCode::InvalidArgument, "assignment without vgroup"));
+        return Err(status_error(
+            StatusCode::InvalidArgument,
+            "assignment without vgroup",
+        ));
     };
     Ok(VnodeConfig {
         vgroup: VgroupId(vg.id),
@@ -305,8 +328,16 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn table(&self, name: &str) -> Option<TableMeta> {
         self.0.table(name)
     }
-    fn scan(&self, uid: TableUid, ts_min: i64, ts_max: i64, columns: &[usize]) -> Result<Vec<Column>, String> {
-        self.0.scan(uid, ts_min, ts_max, columns).map_err(|e| e.to_string())
+    fn scan(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<Column>, String> {
+        self.0
+            .scan(uid, ts_min, ts_max, columns)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -318,9 +349,15 @@ async fn blocking<T: Send + 'static>(
 
 #[tonic::async_trait]
 impl DnodeRpc for DnodeService {
-    async fn create_vnode(&self, req: Request<v1::CreateVnodeRequest>) -> Result<Response<v1::Empty>, Status> {
+    async fn create_vnode(
+        &self,
+        req: Request<v1::CreateVnodeRequest>,
+    ) -> Result<Response<v1::Empty>, Status> {
         let Some(a) = req.into_inner().assignment else {
-            return Err(status_error(StatusCode::InvalidArgument, "missing assignment"));
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                "missing assignment",
+            ));
         };
         let cfg = assignment_config(&a)?;
         let _guard = self.inner.membership.lock().await;
@@ -337,11 +374,17 @@ impl DnodeRpc for DnodeService {
         Ok(Response::new(v1::Empty {}))
     }
 
-    async fn write(&self, req: Request<v1::WriteRequest>) -> Result<Response<v1::WriteResponse>, Status> {
+    async fn write(
+        &self,
+        req: Request<v1::WriteRequest>,
+    ) -> Result<Response<v1::WriteResponse>, Status> {
         let batch = write_from_wire(req.into_inner())?;
         let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
         let out = blocking(move || vnode.write(&batch).map_err(vnode_err)).await?;
-        Ok(Response::new(v1::WriteResponse { rows: out.rows, tables_created: out.tables_created }))
+        Ok(Response::new(v1::WriteResponse {
+            rows: out.rows,
+            tables_created: out.tables_created,
+        }))
     }
 
     async fn create_tables(
@@ -360,11 +403,19 @@ impl DnodeRpc for DnodeService {
             .map(|t| (t.name.clone(), t.tags.iter().map(value_from_wire).collect()))
             .collect();
         let ine = r.if_not_exists;
-        let created = blocking(move || vnode.create_tables(&schema, &tables, ine).map_err(vnode_err)).await?;
+        let created = blocking(move || {
+            vnode
+                .create_tables(&schema, &tables, ine)
+                .map_err(vnode_err)
+        })
+        .await?;
         Ok(Response::new(v1::CreateTablesResponse { created }))
     }
 
-    async fn drop_table(&self, req: Request<v1::TableRequest>) -> Result<Response<v1::DropTableResponse>, Status> {
+    async fn drop_table(
+        &self,
+        req: Request<v1::TableRequest>,
+    ) -> Result<Response<v1::DropTableResponse>, Status> {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         let dropped = blocking(move || vnode.drop_table(&r.name).map_err(vnode_err)).await?;
@@ -378,19 +429,30 @@ impl DnodeRpc for DnodeService {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         let n = blocking(move || vnode.drop_stable(&r.stable).map_err(vnode_err)).await?;
-        Ok(Response::new(v1::DnodeDropStableResponse { tables_dropped: n }))
+        Ok(Response::new(v1::DnodeDropStableResponse {
+            tables_dropped: n,
+        }))
     }
 
-    async fn get_table(&self, req: Request<v1::TableRequest>) -> Result<Response<v1::GetTableResponse>, Status> {
+    async fn get_table(
+        &self,
+        req: Request<v1::TableRequest>,
+    ) -> Result<Response<v1::GetTableResponse>, Status> {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         let resp = match vnode.table(&r.name) {
             Some(meta) => v1::GetTableResponse {
                 found: true,
-                schema: vnode.stable_schema(&meta.stable).map(|s| schema_to_wire(&s)),
+                schema: vnode
+                    .stable_schema(&meta.stable)
+                    .map(|s| schema_to_wire(&s)),
                 meta: Some(table_meta_to_wire(&meta)),
             },
-            None => v1::GetTableResponse { found: false, meta: None, schema: None },
+            None => v1::GetTableResponse {
+                found: false,
+                meta: None,
+                schema: None,
+            },
         };
         Ok(Response::new(resp))
     }
@@ -402,14 +464,23 @@ impl DnodeRpc for DnodeService {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         let tables = vnode.tables(r.stable.as_deref());
-        Ok(Response::new(v1::ListTablesResponse { tables: tables.iter().map(table_meta_to_wire).collect() }))
+        Ok(Response::new(v1::ListTablesResponse {
+            tables: tables.iter().map(table_meta_to_wire).collect(),
+        }))
     }
 
-    async fn exec_fragment(&self, req: Request<v1::FragmentRequest>) -> Result<Response<v1::Batch>, Status> {
+    async fn exec_fragment(
+        &self,
+        req: Request<v1::FragmentRequest>,
+    ) -> Result<Response<v1::Batch>, Status> {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
-        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment)
-            .map_err(|e| status_error(StatusCode::InvalidArgument, format!("bad query fragment: {e}")))?;
+        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
+            status_error(
+                StatusCode::InvalidArgument,
+                format!("bad query fragment: {e}"),
+            )
+        })?;
         let batch = blocking(move || {
             tidal_sql::execute_fragment(&fragment, &VnodeSource(&vnode))
                 .map_err(|e| status_error(e.status_code(), e.to_string()))
@@ -425,7 +496,10 @@ impl DnodeRpc for DnodeService {
         Ok(Response::new(v1::Empty {}))
     }
 
-    async fn vnode_stats(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::VnodeStatsResponse>, Status> {
+    async fn vnode_stats(
+        &self,
+        req: Request<v1::VnodeRef>,
+    ) -> Result<Response<v1::VnodeStatsResponse>, Status> {
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
         let s = vnode.stats();

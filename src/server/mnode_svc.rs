@@ -85,9 +85,13 @@ impl MnodeRpc for MnodeService {
     ) -> Result<Response<v1::RegisterDnodeResponse>, Status> {
         let r = req.into_inner();
         if r.addr.is_empty() {
-            return Err(status_error(StatusCode::InvalidArgument, "a data node must give its address"));
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                "a data node must give its address",
+            ));
         }
-        let id = blocking(|| self.mnode.register_dnode(&r.addr, r.known_id.map(DnodeId))).map_err(to_status)?;
+        let id = blocking(|| self.mnode.register_dnode(&r.addr, r.known_id.map(DnodeId)))
+            .map_err(to_status)?;
         Ok(Response::new(v1::RegisterDnodeResponse { dnode_id: id.0 }))
     }
 
@@ -96,7 +100,10 @@ impl MnodeRpc for MnodeService {
         req: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::HeartbeatResponse>, Status> {
         let r = req.into_inner();
-        let list = self.mnode.heartbeat(DnodeId(r.dnode_id)).map_err(to_status)?;
+        let list = self
+            .mnode
+            .heartbeat(DnodeId(r.dnode_id))
+            .map_err(to_status)?;
         Ok(Response::new(v1::HeartbeatResponse {
             assignments: list.iter().map(|a| self.assignment_to_wire(a)).collect(),
         }))
@@ -109,26 +116,38 @@ impl MnodeRpc for MnodeService {
         let r = req.into_inner();
         let options = options_from_wire(r.options.as_ref())?;
         let existed = self.mnode.database(&r.name).is_some();
-        let db = blocking(|| self.mnode.create_database(&r.name, options, r.if_not_exists)).map_err(to_status)?;
+        let db = blocking(|| {
+            self.mnode
+                .create_database(&r.name, options, r.if_not_exists)
+        })
+        .map_err(to_status)?;
         if !existed {
             // Open the vnodes now so that the first write does not race the heartbeat.
             let mut tasks = Vec::new();
             for v in &db.vgroups {
-                let a = VgroupAssignment { db: db.name.clone(), options: db.options.clone(), vgroup: v.clone() };
+                let a = VgroupAssignment {
+                    db: db.name.clone(),
+                    options: db.options.clone(),
+                    vgroup: v.clone(),
+                };
                 let wire = self.assignment_to_wire(&a);
                 let addr = self.dnode_addr(v.dnode);
                 let client = self.client.clone();
                 tasks.push(tokio::spawn(async move {
                     let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
-                    d.create_vnode(v1::CreateVnodeRequest { assignment: Some(wire) })
-                        .await
-                        .map_err(|e| format!("create vnode on {addr}: {}", e.message()))
+                    d.create_vnode(v1::CreateVnodeRequest {
+                        assignment: Some(wire),
+                    })
+                    .await
+                    .map_err(|e| format!("create vnode on {addr}: {}", e.message()))
                 }));
             }
             for t in tasks {
                 match t.await {
                     Ok(Ok(_)) => {}
-                    Ok(Err(e)) => tracing::warn!("{e}; the data node will pick it up at its next heartbeat"),
+                    Ok(Err(e)) => {
+                        tracing::warn!("{e}; the data node will pick it up at its next heartbeat")
+                    }
                     Err(e) => tracing::warn!("create vnode task: {e}"),
                 }
             }
@@ -141,22 +160,33 @@ impl MnodeRpc for MnodeService {
         req: Request<v1::DropDatabaseRequest>,
     ) -> Result<Response<v1::DropDatabaseResponse>, Status> {
         let r = req.into_inner();
-        let dropped = blocking(|| self.mnode.drop_database(&r.name, r.if_exists)).map_err(to_status)?;
+        let dropped =
+            blocking(|| self.mnode.drop_database(&r.name, r.if_exists)).map_err(to_status)?;
         let info = dropped.as_ref().map(|db| self.db_to_wire(db));
         if let Some(db) = &dropped {
             for v in &db.vgroups {
                 let addr = self.dnode_addr(v.dnode);
                 if let Ok(mut d) = self.client.dnode(&addr) {
                     if let Err(e) = d
-                        .drop_vnode(v1::VnodeRef { db: db.name.clone(), vgroup_id: v.id.0 })
+                        .drop_vnode(v1::VnodeRef {
+                            db: db.name.clone(),
+                            vgroup_id: v.id.0,
+                        })
                         .await
                     {
-                        tracing::warn!("drop vnode {} on {addr}: {}; heartbeat will retry", v.id, e.message());
+                        tracing::warn!(
+                            "drop vnode {} on {addr}: {}; heartbeat will retry",
+                            v.id,
+                            e.message()
+                        );
                     }
                 }
             }
         }
-        Ok(Response::new(v1::DropDatabaseResponse { dropped: dropped.is_some(), info }))
+        Ok(Response::new(v1::DropDatabaseResponse {
+            dropped: dropped.is_some(),
+            info,
+        }))
     }
 
     async fn get_database(
@@ -166,7 +196,10 @@ impl MnodeRpc for MnodeService {
         let name = req.into_inner().name;
         match self.mnode.database(&name) {
             Some(db) => Ok(Response::new(self.db_to_wire(&db))),
-            None => Err(status_error(StatusCode::DatabaseNotFound, format!("database '{name}' does not exist"))),
+            None => Err(status_error(
+                StatusCode::DatabaseNotFound,
+                format!("database '{name}' does not exist"),
+            )),
         }
     }
 
@@ -175,7 +208,12 @@ impl MnodeRpc for MnodeService {
         _req: Request<v1::Empty>,
     ) -> Result<Response<v1::ListDatabasesResponse>, Status> {
         Ok(Response::new(v1::ListDatabasesResponse {
-            databases: self.mnode.databases().iter().map(|d| self.db_to_wire(d)).collect(),
+            databases: self
+                .mnode
+                .databases()
+                .iter()
+                .map(|d| self.db_to_wire(d))
+                .collect(),
         }))
     }
 
@@ -188,7 +226,8 @@ impl MnodeRpc for MnodeService {
             return Err(status_error(StatusCode::InvalidArgument, "missing schema"));
         };
         let schema = schema_from_wire(schema)?;
-        let created = blocking(|| self.mnode.create_stable(schema, r.if_not_exists)).map_err(to_status)?;
+        let created =
+            blocking(|| self.mnode.create_stable(schema, r.if_not_exists)).map_err(to_status)?;
         Ok(Response::new(schema_to_wire(&created)))
     }
 
@@ -197,8 +236,11 @@ impl MnodeRpc for MnodeService {
         req: Request<v1::DropStableRequest>,
     ) -> Result<Response<v1::DropStableResponse>, Status> {
         let r = req.into_inner();
-        let dropped = blocking(|| self.mnode.drop_stable(&r.db, &r.name, r.if_exists)).map_err(to_status)?;
-        Ok(Response::new(v1::DropStableResponse { dropped: dropped.is_some() }))
+        let dropped =
+            blocking(|| self.mnode.drop_stable(&r.db, &r.name, r.if_exists)).map_err(to_status)?;
+        Ok(Response::new(v1::DropStableResponse {
+            dropped: dropped.is_some(),
+        }))
     }
 
     async fn get_stable(
@@ -207,7 +249,10 @@ impl MnodeRpc for MnodeService {
     ) -> Result<Response<v1::StableSchema>, Status> {
         let r = req.into_inner();
         if self.mnode.database(&r.db).is_none() {
-            return Err(status_error(StatusCode::DatabaseNotFound, format!("database '{}' does not exist", r.db)));
+            return Err(status_error(
+                StatusCode::DatabaseNotFound,
+                format!("database '{}' does not exist", r.db),
+            ));
         }
         match self.mnode.stable(&r.db, &r.name) {
             Some(s) => Ok(Response::new(schema_to_wire(&s))),
@@ -224,7 +269,10 @@ impl MnodeRpc for MnodeService {
     ) -> Result<Response<v1::ListStablesResponse>, Status> {
         let db = req.into_inner().db;
         if self.mnode.database(&db).is_none() {
-            return Err(status_error(StatusCode::DatabaseNotFound, format!("database '{db}' does not exist")));
+            return Err(status_error(
+                StatusCode::DatabaseNotFound,
+                format!("database '{db}' does not exist"),
+            ));
         }
         Ok(Response::new(v1::ListStablesResponse {
             stables: self.mnode.stables(&db).iter().map(schema_to_wire).collect(),

@@ -13,7 +13,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tidal_proto::v1::{dnode_server::DnodeServer, mnode_server::MnodeServer, sql_server::SqlServer};
+use tidal_proto::v1::{
+    dnode_server::DnodeServer, mnode_server::MnodeServer, sql_server::SqlServer,
+};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 

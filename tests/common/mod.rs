@@ -52,7 +52,11 @@ pub fn spawn(role: &str, args: &[String]) -> Proc {
     let addr = rx
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_else(|_| panic!("{role} did not print its ready line: {args:?}"));
-    Proc { child, addr, args: args.to_vec() }
+    Proc {
+        child,
+        addr,
+        args: args.to_vec(),
+    }
 }
 
 pub struct Cluster {
@@ -67,7 +71,12 @@ impl Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let mnode = spawn("mnode", &mnode_args(dir.path(), "127.0.0.1:0"));
         let mnode_addr = mnode.addr.clone();
-        let mut c = Cluster { dir, mnode: Some(mnode), dnodes: Vec::new(), mnode_addr };
+        let mut c = Cluster {
+            dir,
+            mnode: Some(mnode),
+            dnodes: Vec::new(),
+            mnode_addr,
+        };
         for i in 0..dnodes {
             let p = spawn("vnode", &c.dnode_args(i));
             c.dnodes.push(Some(p));
@@ -79,7 +88,11 @@ impl Cluster {
         vec![
             "vnode".into(),
             "--data".into(),
-            self.dir.path().join(format!("dnode-{i}")).to_string_lossy().into_owned(),
+            self.dir
+                .path()
+                .join(format!("dnode-{i}"))
+                .to_string_lossy()
+                .into_owned(),
             "--listen".into(),
             "127.0.0.1:0".into(),
             "--mnode".into(),
@@ -129,7 +142,11 @@ impl Cluster {
             let mut first = String::new();
             let _ = BufReader::new(stdout).read_line(&mut first);
             if first.starts_with("ready mnode ") {
-                self.mnode = Some(Proc { child, addr: self.mnode_addr.clone(), args: args.clone() });
+                self.mnode = Some(Proc {
+                    child,
+                    addr: self.mnode_addr.clone(),
+                    args: args.clone(),
+                });
                 return;
             }
             let _ = child.kill();
@@ -146,7 +163,8 @@ impl Cluster {
 
     /// Like `sql` but panics with the server's message on failure.
     pub fn ok(&self, db: &str, sql: &str) -> String {
-        self.sql(db, sql).unwrap_or_else(|e| panic!("{sql}\nfailed: {e}"))
+        self.sql(db, sql)
+            .unwrap_or_else(|e| panic!("{sql}\nfailed: {e}"))
     }
 
     /// Expects failure and returns the error text.
@@ -169,12 +187,24 @@ fn mnode_args(dir: &Path, listen: &str) -> Vec<String> {
 }
 
 pub fn shell_output(host: &str, db: &str, sql: &str, format: &str) -> Output {
-    let mut args = vec!["shell".to_string(), "--host".into(), host.into(), "--format".into(), format.into(), "-s".into(), sql.into()];
+    let mut args = vec![
+        "shell".to_string(),
+        "--host".into(),
+        host.into(),
+        "--format".into(),
+        format.into(),
+        "-s".into(),
+        sql.into(),
+    ];
     if !db.is_empty() {
         args.push("-d".into());
         args.push(db.into());
     }
-    Command::new(BIN).args(&args).stdin(Stdio::null()).output().expect("run shell")
+    Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shell")
 }
 
 pub fn shell(host: &str, db: &str, sql: &str, format: &str) -> Result<String, String> {
