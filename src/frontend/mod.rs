@@ -20,6 +20,9 @@ use tidal_proto::v1::{self, sql_server::Sql};
 use tidal_sql::{FragmentTarget, ObjectRef, Statement};
 use tonic::{Request, Response, Status};
 
+/// Subtables to create on one vgroup: data-node address, STABLE schema, definitions.
+type PendingCreates = (String, StableSchema, Vec<v1::SubtableDef>);
+
 pub struct SqlService {
     client: Client,
 }
@@ -309,10 +312,7 @@ impl SqlService {
         tables: Vec<tidal_sql::CreateSubtable>,
     ) -> ExecResult<Outcome> {
         // Bind every table first so that a bad one changes nothing.
-        let mut per_vgroup: HashMap<
-            (String, VgroupId, String),
-            (String, StableSchema, Vec<v1::SubtableDef>),
-        > = HashMap::new();
+        let mut per_vgroup: HashMap<(String, VgroupId, String), PendingCreates> = HashMap::new();
         let mut count = 0u64;
         for t in tables {
             let tdb = self.db_of(&t.name.db, db)?.to_string();
