@@ -144,7 +144,7 @@ async fn job(args: &DemoArgs, addr: &str) -> Result<(), BoxError> {
         "SELECT COUNT(*) FROM diagnostics",
         "SHOW VGROUPS",
         "SELECT fleet, COUNT(*), AVG(velocity), MAX(velocity), MIN(ts) FROM readings GROUP BY fleet ORDER BY fleet",
-        "SELECT last_row(ts), name, driver, latitude, longitude FROM readings WHERE fleet='South' and name IS NOT NULL PARTITION BY name, driver ORDER BY name LIMIT 10",
+        "SELECT last_row(ts), name, driver, latitude, longitude FROM readings WHERE fleet='South' and name IS NOT NULL PARTITION BY name, driver ORDER BY name",
         "SELECT last_row(ts), last_row(latitude), last_row(longitude) FROM readings WHERE name IN ('truck_5') GROUP BY name",
         "SELECT last_row(ts), name, driver, fuel_state FROM diagnostics WHERE fuel_state <= 0.1 AND fleet = 'South' and name IS NOT NULL GROUP BY name, driver ORDER BY name LIMIT 10",
         "select avg(fuel_consumption) as avg_fuel_consumption, avg(nominal_fuel_consumption) as nominal_fuel_consumption from readings where velocity > 1 group by fleet",
