@@ -83,6 +83,48 @@ impl DataType {
         })
     }
 
+    /// The stable numeric code of this type and its length (VARCHAR/NCHAR, else 0). The wire
+    /// protocol and every on-disk format use these codes: never renumber them.
+    pub fn code(self) -> (u8, u32) {
+        match self {
+            DataType::Timestamp => (0, 0),
+            DataType::Bool => (1, 0),
+            DataType::TinyInt => (2, 0),
+            DataType::SmallInt => (3, 0),
+            DataType::Int => (4, 0),
+            DataType::BigInt => (5, 0),
+            DataType::UTinyInt => (6, 0),
+            DataType::USmallInt => (7, 0),
+            DataType::UInt => (8, 0),
+            DataType::UBigInt => (9, 0),
+            DataType::Float => (10, 0),
+            DataType::Double => (11, 0),
+            DataType::VarChar(n) => (12, n),
+            DataType::NChar(n) => (13, n),
+        }
+    }
+
+    /// The inverse of [`DataType::code`]; `None` for an unknown code.
+    pub fn from_code(code: u32, len: u32) -> Option<DataType> {
+        Some(match code {
+            0 => DataType::Timestamp,
+            1 => DataType::Bool,
+            2 => DataType::TinyInt,
+            3 => DataType::SmallInt,
+            4 => DataType::Int,
+            5 => DataType::BigInt,
+            6 => DataType::UTinyInt,
+            7 => DataType::USmallInt,
+            8 => DataType::UInt,
+            9 => DataType::UBigInt,
+            10 => DataType::Float,
+            11 => DataType::Double,
+            12 => DataType::VarChar(len),
+            13 => DataType::NChar(len),
+            _ => return None,
+        })
+    }
+
     /// The type name as `DESCRIBE` shows it.
     pub fn sql_name(self) -> &'static str {
         match self {
@@ -300,5 +342,25 @@ impl fmt::Display for Value {
             Value::Str(s) => f.write_str(s),
             Value::Timestamp(t) => write!(f, "{t}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn type_codes_round_trip() {
+        for t in [
+            DataType::Timestamp,
+            DataType::UBigInt,
+            DataType::Double,
+            DataType::VarChar(30),
+            DataType::NChar(7),
+        ] {
+            let (c, l) = t.code();
+            assert_eq!(DataType::from_code(u32::from(c), l), Some(t));
+        }
+        assert_eq!(DataType::from_code(14, 0), None);
     }
 }

@@ -90,46 +90,21 @@ pub fn code_of(s: &tonic::Status) -> StatusCode {
 // ---------- data types ----------
 
 pub fn data_type_to_wire(t: DataType) -> v1::DataType {
-    let (code, len) = match t {
-        DataType::Timestamp => (0, 0),
-        DataType::Bool => (1, 0),
-        DataType::TinyInt => (2, 0),
-        DataType::SmallInt => (3, 0),
-        DataType::Int => (4, 0),
-        DataType::BigInt => (5, 0),
-        DataType::UTinyInt => (6, 0),
-        DataType::USmallInt => (7, 0),
-        DataType::UInt => (8, 0),
-        DataType::UBigInt => (9, 0),
-        DataType::Float => (10, 0),
-        DataType::Double => (11, 0),
-        DataType::VarChar(n) => (12, n),
-        DataType::NChar(n) => (13, n),
-    };
-    v1::DataType { code, len }
+    let (code, len) = t.code();
+    v1::DataType {
+        code: code as u32,
+        len,
+    }
 }
 
 pub fn data_type_from_wire(t: Option<&v1::DataType>) -> R<DataType> {
     let Some(t) = t else {
         return err("missing data type");
     };
-    Ok(match t.code {
-        0 => DataType::Timestamp,
-        1 => DataType::Bool,
-        2 => DataType::TinyInt,
-        3 => DataType::SmallInt,
-        4 => DataType::Int,
-        5 => DataType::BigInt,
-        6 => DataType::UTinyInt,
-        7 => DataType::USmallInt,
-        8 => DataType::UInt,
-        9 => DataType::UBigInt,
-        10 => DataType::Float,
-        11 => DataType::Double,
-        12 => DataType::VarChar(t.len),
-        13 => DataType::NChar(t.len),
-        c => return err(format!("unknown data type code {c}")),
-    })
+    match DataType::from_code(t.code, t.len) {
+        Some(d) => Ok(d),
+        None => err(format!("unknown data type code {}", t.code)),
+    }
 }
 
 pub fn value_to_wire(v: &Value) -> v1::Value {

@@ -84,22 +84,7 @@ impl Writer {
     }
 
     pub fn data_type(&mut self, t: DataType) {
-        let (code, len) = match t {
-            DataType::Timestamp => (0, 0),
-            DataType::Bool => (1, 0),
-            DataType::TinyInt => (2, 0),
-            DataType::SmallInt => (3, 0),
-            DataType::Int => (4, 0),
-            DataType::BigInt => (5, 0),
-            DataType::UTinyInt => (6, 0),
-            DataType::USmallInt => (7, 0),
-            DataType::UInt => (8, 0),
-            DataType::UBigInt => (9, 0),
-            DataType::Float => (10, 0),
-            DataType::Double => (11, 0),
-            DataType::VarChar(n) => (12, n),
-            DataType::NChar(n) => (13, n),
-        };
+        let (code, len) = t.code();
         self.u8(code);
         self.u32(len);
     }
@@ -270,27 +255,9 @@ impl<'a> Reader<'a> {
         let at = self.pos;
         let code = self.u8()?;
         let n = self.u32()?;
-        Ok(match code {
-            0 => DataType::Timestamp,
-            1 => DataType::Bool,
-            2 => DataType::TinyInt,
-            3 => DataType::SmallInt,
-            4 => DataType::Int,
-            5 => DataType::BigInt,
-            6 => DataType::UTinyInt,
-            7 => DataType::USmallInt,
-            8 => DataType::UInt,
-            9 => DataType::UBigInt,
-            10 => DataType::Float,
-            11 => DataType::Double,
-            12 => DataType::VarChar(n),
-            13 => DataType::NChar(n),
-            k => {
-                return Err(DecodeError {
-                    offset: at,
-                    reason: format!("unknown data type code {k}"),
-                })
-            }
+        DataType::from_code(u32::from(code), n).ok_or_else(|| DecodeError {
+            offset: at,
+            reason: format!("unknown data type code {code}"),
         })
     }
 
