@@ -70,6 +70,27 @@ fn stale_route_is_refreshed_and_retried() {
         assert_eq!(out.rows, 20);
         let new = client.route("iot").await.expect("route");
         assert_eq!(new.vgroups.len(), 3, "the client refreshed its map");
+
+        // Sent straight to a vgroup that does not own the table, a write is refused with the
+        // retryable WrongVgroup code, and nothing is written.
+        let owner = new.index_of("iot", "r_truck_0");
+        let wrong = &new.vgroups[(owner + 1) % new.vgroups.len()];
+        let batch = tidal_common::WriteBatch {
+            db: "iot".into(),
+            vgroup: wrong.id,
+            schemas: vec![schema.clone()],
+            tables: writes(&["r_truck_0"], 3_000),
+        };
+        let err = client
+            .dnode(&wrong.addr)
+            .expect("dnode client")
+            .write(tidal_proto::convert::write_to_wire(&batch))
+            .await
+            .expect_err("write to the wrong vgroup");
+        let code = tidal_proto::code_of(&err);
+        assert_eq!(code, tidal_common::StatusCode::WrongVgroup, "{err:?}");
+        assert!(code.is_stale_route());
+        assert!(err.message().contains("r_truck_0"), "{}", err.message());
     });
     assert_eq!(
         rows(&c.ok("iot", "SELECT COUNT(*) FROM readings")),
