@@ -2,7 +2,7 @@
 
 use super::{ExecError, ExecResult, Outcome, SqlService};
 use tidal_common::{Batch, DataType, Field, Precision, StatusCode, Value};
-use tidal_proto::convert::{options_from_wire, schema_from_wire, table_meta_from_wire};
+use tidal_proto::convert::{options_from_wire, table_meta_from_wire};
 use tidal_proto::v1;
 use tidal_sql::ObjectRef;
 
@@ -310,7 +310,6 @@ pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResu
             }
         },
     };
-    let _ = schema_from_wire;
     let fields = vec![
         varchar("field"),
         varchar("type"),

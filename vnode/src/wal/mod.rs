@@ -259,6 +259,24 @@ pub struct Wal {
     group_writes: AtomicU64,
 }
 
+/// Creates (or empties) the WAL file `path` whose first record will be `first_seq`, writes its
+/// header and makes both the file and its directory entry durable before any record goes in,
+/// so that replay never finds a record in a file whose header or name could be lost.
+fn create_file(dir: &Path, path: &Path, first_seq: u64) -> Result<File> {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| VnodeError::io(path, "create", e))?;
+    file.write_all(&header(first_seq))
+        .map_err(|e| VnodeError::io(path, "write header of", e))?;
+    file.sync_all()
+        .map_err(|e| VnodeError::io(path, "fsync", e))?;
+    fsutil::sync_dir(dir)?;
+    Ok(file)
+}
+
 impl Wal {
     /// Starts a new WAL file whose first record will be `last_seq + 1`; `old` are the existing
     /// files (already replayed). An existing file of the same name holds no valid record (replay
@@ -267,17 +285,7 @@ impl Wal {
         let first_seq = last_seq + 1;
         let path = dir.join(file_name(first_seq));
         old.retain(|f| f.path != path);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| VnodeError::io(&path, "create", e))?;
-        file.write_all(&header(first_seq))
-            .map_err(|e| VnodeError::io(&path, "write header of", e))?;
-        file.sync_all()
-            .map_err(|e| VnodeError::io(&path, "fsync", e))?;
-        fsutil::sync_dir(dir)?;
+        let file = create_file(dir, &path, first_seq)?;
         Ok(Wal {
             dir: dir.to_path_buf(),
             fsync: wal_level >= 2,
@@ -411,17 +419,7 @@ impl Wal {
             .sync_all()
             .map_err(|e| VnodeError::io(&i.path, "fsync", e))?;
         let path = self.dir.join(file_name(first_seq));
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| VnodeError::io(&path, "create", e))?;
-        file.write_all(&header(first_seq))
-            .map_err(|e| VnodeError::io(&path, "write header of", e))?;
-        file.sync_all()
-            .map_err(|e| VnodeError::io(&path, "fsync", e))?;
-        fsutil::sync_dir(&self.dir)?;
+        let file = create_file(&self.dir, &path, first_seq)?;
         let old = WalFile {
             first_seq: i.first_seq,
             path: std::mem::replace(&mut i.path, path),
