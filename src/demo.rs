@@ -87,7 +87,7 @@ async fn job(args: &DemoArgs, addr: &str) -> Result<(), BoxError> {
     client
         .execute(
             &format!(
-                "CREATE DATABASE iot VGROUPS {} PRECISION 'ms' KEEP 3650d DURATION 10d",
+                "CREATE DATABASE iot VGROUPS {} PRECISION 'ms' KEEP 36500d DURATION 10d",
                 args.vgroups
             ),
             "",

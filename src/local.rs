@@ -1,5 +1,6 @@
 //! `tidal local`: an mnode and N data nodes on loopback, each a child process of this one.
-//! Readiness is read from each child's `ready <role> <addr>` line. On SIGINT/SIGTERM (or when
+//! Readiness is read from each child's `ready <role> <addr>` line. The HTTP API (default
+//! 127.0.0.1:6041, `--http off` disables it) is served by this process itself. On SIGINT/SIGTERM (or when
 //! a child dies) every child gets SIGTERM, then SIGKILL after a grace period.
 
 use crate::server::BoxError;
@@ -134,10 +135,21 @@ pub async fn run(
     listen: String,
     http: Option<String>,
 ) -> Result<ExitCode, BoxError> {
-    if let Some(h) = http {
-        eprintln!("note: the HTTP API ({h}) is not served yet; use gRPC / tidal shell");
-    }
     let mut cluster = Cluster::start(&data, vnodes.max(1), &listen).await?;
+    // The HTTP API runs in this process and reaches the cluster through the client library.
+    let http_addr = match http {
+        Some(h) => {
+            let client = tidal_client::Client::connect(&cluster.addr).await?;
+            match crate::http::start(&h, client).await {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    cluster.stop().await;
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     println!("ready local {}", cluster.addr);
     eprintln!(
         "Tidal local cluster: mnode + {} data node(s), data in {}. Connect with: tidal shell --host {}",
@@ -145,6 +157,9 @@ pub async fn run(
         data.display(),
         cluster.addr
     );
+    if let Some(h) = http_addr {
+        eprintln!("HTTP API (InfluxDB line protocol): http://{h}/write?db=NAME");
+    }
     let code = tokio::select! {
         _ = crate::server::shutdown_signal() => ExitCode::SUCCESS,
         why = cluster.any_exit() => {

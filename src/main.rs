@@ -5,9 +5,12 @@
 //! - `tidal local`  an mnode plus N data nodes on loopback, as child processes
 //! - `tidal shell`  the SQL shell
 //! - `tidal demo`   the README's main job: a local cluster, TSBS-IoT-style data, IoT queries
+//! - `tidal load`   load a TSBS IoT file (influx or TDengine format) and report the rate
 
 mod demo;
 mod frontend;
+mod http;
+mod load;
 mod local;
 mod server;
 mod shell;
@@ -36,6 +39,9 @@ enum Command {
         data: PathBuf,
         #[arg(long, default_value = "127.0.0.1:6030")]
         listen: String,
+        /// Also serve the HTTP API (InfluxDB line protocol writes) on this address.
+        #[arg(long)]
+        http: Option<String>,
     },
     /// Run a data node that hosts the vnodes the mnode assigns to it.
     Vnode {
@@ -49,6 +55,9 @@ enum Command {
         /// Address other nodes use to reach this one (default: the bound listen address).
         #[arg(long)]
         advertise: Option<String>,
+        /// Also serve the HTTP API (InfluxDB line protocol writes) on this address.
+        #[arg(long)]
+        http: Option<String>,
     },
     /// Run an mnode and N data nodes on loopback as child processes.
     Local {
@@ -59,15 +68,18 @@ enum Command {
         vnodes: u32,
         #[arg(long, default_value = "127.0.0.1:6030")]
         listen: String,
-        /// HTTP API address (served once the HTTP API exists; accepted now for compatibility).
-        #[arg(long)]
-        http: Option<String>,
+        /// HTTP API address (InfluxDB line protocol writes); `off` disables it.
+        #[arg(long, default_value = "127.0.0.1:6041")]
+        http: String,
     },
     /// The SQL shell: interactive, or one-shot with -s / -f.
     Shell(shell::ShellArgs),
     /// The main job: start a local cluster in a temp folder, load a generated truck fleet
     /// through the client library, run IoT queries, print results and rates.
     Demo(demo::DemoArgs),
+    /// Load a TSBS IoT file (influx or TDengine format; plain, .gz or .zst) into a database
+    /// and print rows/s and metrics/s as the TSBS loaders do.
+    Load(load::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -90,19 +102,24 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async move {
         match cli.command {
-            Command::Mnode { data, listen } => server::run_mnode(data, listen).await,
+            Command::Mnode { data, listen, http } => server::run_mnode(data, listen, http).await,
             Command::Vnode {
                 data,
                 listen,
                 mnode,
                 advertise,
-            } => server::run_dnode(data, listen, mnode, advertise).await,
+                http,
+            } => server::run_dnode(data, listen, mnode, advertise, http).await,
             Command::Local {
                 data,
                 vnodes,
                 listen,
                 http,
-            } => local::run(data, vnodes, listen, http).await,
+            } => {
+                let http = Some(http).filter(|h| !matches!(h.as_str(), "off" | "none" | ""));
+                local::run(data, vnodes, listen, http).await
+            }
+            Command::Load(args) => load::run(args).await,
             Command::Shell(args) => shell::run(args).await,
             Command::Demo(args) => demo::run(args).await,
         }

@@ -18,16 +18,20 @@
 
 mod error;
 mod route;
+pub mod writer;
 
 pub use error::ClientError;
 pub use route::{RouteTable, VgroupRoute};
+pub use writer::{BatchOutcome, BlockingWriter, OnBatch, Writer, WriterConfig, WriterStats};
 
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableWrite, WriteBatch};
-use tidal_proto::convert::{batch_from_wire, schema_from_wire, write_to_wire};
+use tidal_common::{Batch, ColumnDef, Precision, StableSchema, StatusCode, TableWrite, WriteBatch};
+use tidal_proto::convert::{
+    batch_from_wire, column_defs_to_wire, schema_from_wire, schema_to_wire, write_to_wire,
+};
 use tidal_proto::v1::{
     self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient,
 };
@@ -35,6 +39,10 @@ use tonic::transport::{Channel, Endpoint};
 
 /// How many times a write or query is attempted before its error is returned.
 const ATTEMPTS_MAX: u32 = 8;
+/// How long a cached STABLE schema is trusted. Another process may ALTER the STABLE (a
+/// schemaless write adding a column); after this long every frontend sees the new schema.
+/// Short, because a refetch is one small mnode call per STABLE.
+pub const SCHEMA_CACHE_TTL_MS: u64 = 1_000;
 /// First back-off after a transient failure; doubled per attempt.
 const BACKOFF_INITIAL_MS: u64 = 50;
 
@@ -66,7 +74,8 @@ struct Inner {
     mnode_addr: String,
     channels: Mutex<HashMap<String, Channel>>,
     routes: Mutex<HashMap<String, Arc<RouteTable>>>,
-    schemas: Mutex<HashMap<(String, String), StableSchema>>,
+    /// STABLE schemas with the time they were fetched (see [`SCHEMA_CACHE_TTL_MS`]).
+    schemas: Mutex<HashMap<(String, String), (StableSchema, std::time::Instant)>>,
 }
 
 impl Client {
@@ -162,8 +171,10 @@ impl Client {
     /// The schema of a STABLE, cached.
     pub async fn stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
         let key = (db.to_string(), name.to_string());
-        if let Some(s) = self.inner.schemas.lock().get(&key) {
-            return Ok(s.clone());
+        if let Some((s, at)) = self.inner.schemas.lock().get(&key) {
+            if at.elapsed() < Duration::from_millis(SCHEMA_CACHE_TTL_MS) {
+                return Ok(s.clone());
+            }
         }
         let wire = self
             .mnode()?
@@ -176,7 +187,104 @@ impl Client {
             .into_inner();
         let schema = schema_from_wire(&wire)
             .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
-        self.inner.schemas.lock().insert(key, schema.clone());
+        self.inner
+            .schemas
+            .lock()
+            .insert(key, (schema.clone(), std::time::Instant::now()));
+        Ok(schema)
+    }
+
+    /// Fetches a STABLE's schema from the mnode, bypassing and replacing the cached copy
+    /// (after an ALTER by another process, or a schema mismatch).
+    pub async fn refresh_stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
+        self.inner
+            .schemas
+            .lock()
+            .remove(&(db.to_string(), name.to_string()));
+        self.stable(db, name).await
+    }
+
+    /// CREATE STABLE; with `if_not_exists` an existing STABLE of that name is returned as is.
+    /// The returned schema is cached.
+    pub async fn create_stable(
+        &self,
+        schema: &StableSchema,
+        if_not_exists: bool,
+    ) -> Result<StableSchema, ClientError> {
+        let wire = self
+            .mnode()?
+            .create_stable(v1::CreateStableRequest {
+                schema: Some(schema_to_wire(schema)),
+                if_not_exists,
+            })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        self.cache_schema(&wire)
+    }
+
+    /// ALTER STABLE ADD COLUMN / ADD TAG (appends; bumps the schema version). The returned
+    /// schema is cached.
+    pub async fn alter_stable(
+        &self,
+        db: &str,
+        name: &str,
+        add_columns: &[ColumnDef],
+        add_tags: &[ColumnDef],
+    ) -> Result<StableSchema, ClientError> {
+        let wire = self
+            .mnode()?
+            .alter_stable(v1::AlterStableRequest {
+                db: db.to_string(),
+                name: name.to_string(),
+                add_columns: column_defs_to_wire(add_columns),
+                add_tags: column_defs_to_wire(add_tags),
+            })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        self.cache_schema(&wire)
+    }
+
+    /// Sends `schema` to every vnode of `db` (a write with no rows), so that each vnode knows
+    /// the newest version even before it receives rows that use it: readers on a vnode scan
+    /// with the vnode's schema, and an ALTERed STABLE must not be newer than that.
+    pub async fn publish_schema(&self, db: &str, schema: &StableSchema) -> Result<(), ClientError> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let route = self.route(db).await?;
+            let mut result = Ok(());
+            for vg in &route.vgroups {
+                let batch = WriteBatch {
+                    db: db.to_string(),
+                    vgroup: vg.id,
+                    schemas: vec![schema.clone()],
+                    tables: Vec::new(),
+                };
+                if let Err(e) = self.write_vgroup(&vg.addr, &batch).await {
+                    result = Err(e);
+                    break;
+                }
+            }
+            match result {
+                Err(e) if e.code.is_retryable() && attempt < ATTEMPTS_MAX => {
+                    let _ = self.refresh_route(db).await;
+                    tokio::time::sleep(Duration::from_millis(BACKOFF_INITIAL_MS << attempt.min(6)))
+                        .await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn cache_schema(&self, wire: &v1::StableSchema) -> Result<StableSchema, ClientError> {
+        let schema = schema_from_wire(wire)
+            .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
+        self.inner.schemas.lock().insert(
+            (schema.db.clone(), schema.name.clone()),
+            (schema.clone(), std::time::Instant::now()),
+        );
         Ok(schema)
     }
 

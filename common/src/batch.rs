@@ -70,6 +70,50 @@ impl Column {
         self.data.is_empty()
     }
 
+    /// `n` NULLs of type `t` (a column that did not exist when the rows were written).
+    pub fn all_null(t: DataType, n: usize) -> Column {
+        let data = match t.physical() {
+            PhysicalType::Bool => ColumnData::Bool(vec![false; n]),
+            PhysicalType::Int => ColumnData::Int(vec![0; n]),
+            PhysicalType::UInt => ColumnData::UInt(vec![0; n]),
+            PhysicalType::Float => ColumnData::Float(vec![0.0; n]),
+            PhysicalType::Str => ColumnData::Str(vec![String::new(); n]),
+            PhysicalType::Timestamp => ColumnData::Timestamp(vec![0; n]),
+        };
+        Column {
+            data,
+            nulls: vec![true; n],
+        }
+    }
+
+    /// Rows `start..end` (clamped to the column's length).
+    pub fn slice(&self, start: usize, end: usize) -> Column {
+        let end = end.min(self.len());
+        let start = start.min(end);
+        fn cut<T: Clone>(v: &[T], s: usize, e: usize) -> Vec<T> {
+            v.get(s..e).map(|x| x.to_vec()).unwrap_or_default()
+        }
+        let data = match &self.data {
+            ColumnData::Bool(d) => ColumnData::Bool(cut(d, start, end)),
+            ColumnData::Int(d) => ColumnData::Int(cut(d, start, end)),
+            ColumnData::UInt(d) => ColumnData::UInt(cut(d, start, end)),
+            ColumnData::Float(d) => ColumnData::Float(cut(d, start, end)),
+            ColumnData::Str(d) => ColumnData::Str(cut(d, start, end)),
+            ColumnData::Timestamp(d) => ColumnData::Timestamp(cut(d, start, end)),
+        };
+        let nulls = if self.nulls.is_empty() {
+            Vec::new()
+        } else {
+            let n = cut(&self.nulls, start, end);
+            if n.iter().any(|b| *b) {
+                n
+            } else {
+                Vec::new()
+            }
+        };
+        Column { data, nulls }
+    }
+
     pub fn is_null(&self, i: usize) -> bool {
         self.nulls.get(i).copied().unwrap_or(false)
     }

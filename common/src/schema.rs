@@ -139,7 +139,7 @@ impl Default for DbOptions {
             replica: 1,
             precision: Precision::Millis,
             duration_minutes: 10 * 24 * 60,
-            keep_minutes: 3650 * 24 * 60,
+            keep_minutes: 36500 * 24 * 60,
             buffer_mb: 256,
             wal_level: 2,
             wal_fsync_period_ms: 0,

@@ -48,6 +48,11 @@ pub enum Op {
         db: String,
         name: String,
     },
+    /// Replaces a STABLE's schema with a newer version (ALTER STABLE ADD COLUMN/TAG). The
+    /// new schema extends the old one: same leading columns and tags, version + 1.
+    AlterStable {
+        schema: StableSchema,
+    },
 }
 
 /// The snapshot payload: the whole catalog in a map-free, order-stable form.
@@ -146,6 +151,25 @@ impl CatalogState {
                     ));
                 }
                 m.insert(schema.name.clone(), schema.clone());
+            }
+            Op::AlterStable { schema } => {
+                let Some(old) = self
+                    .stables
+                    .get_mut(&schema.db)
+                    .and_then(|m| m.get_mut(&schema.name))
+                else {
+                    return Err(format!("STABLE '{}.{}' not found", schema.db, schema.name));
+                };
+                let extends = schema.version.0 == old.version.0 + 1
+                    && schema.columns.starts_with(&old.columns)
+                    && schema.tags.starts_with(&old.tags);
+                if !extends {
+                    return Err(format!(
+                        "schema version {} of STABLE '{}.{}' does not extend version {}",
+                        schema.version, schema.db, schema.name, old.version
+                    ));
+                }
+                *old = schema.clone();
             }
             Op::DropStable { db, name } => {
                 let removed = self.stables.get_mut(db).and_then(|m| m.remove(name));

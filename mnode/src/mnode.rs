@@ -22,7 +22,9 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use tidal_common::{split_hash_space, DbOptions, DnodeId, SchemaVersion, StableSchema, VgroupId};
+use tidal_common::{
+    split_hash_space, ColumnDef, DbOptions, DnodeId, SchemaVersion, StableSchema, VgroupId,
+};
 
 /// Longest database name.
 pub const MAX_DB_NAME: usize = 64;
@@ -447,6 +449,76 @@ impl Mnode {
                 Ok(Some(s))
             }
         }
+    }
+
+    /// ALTER STABLE ADD COLUMN / ADD TAG: appends `add_columns` and `add_tags` (names kept as
+    /// given, checked like CREATE STABLE's) and bumps the version. Existing subtables see the
+    /// new columns as NULL and the new tags as NULL. Appending keeps every earlier version a
+    /// prefix of the new one, which is what lets vnodes and readers mix versions.
+    pub fn alter_stable(
+        &self,
+        db: &str,
+        name: &str,
+        add_columns: Vec<ColumnDef>,
+        add_tags: Vec<ColumnDef>,
+    ) -> Result<StableSchema, MnodeError> {
+        let db_key = lookup_name(db, MAX_DB_NAME)
+            .ok_or_else(|| MnodeError::DatabaseNotFound(db.to_ascii_lowercase()))?;
+        let name_key =
+            lookup_name(name, MAX_STABLE_NAME).ok_or_else(|| MnodeError::StableNotFound {
+                db: db_key.clone(),
+                name: name.to_ascii_lowercase(),
+            })?;
+        if add_columns.is_empty() && add_tags.is_empty() {
+            return Err(MnodeError::InvalidArgument(format!(
+                "ALTER STABLE '{db_key}.{name_key}' adds nothing"
+            )));
+        }
+        let mut sdb = self.sdb.lock();
+        let schema = {
+            let st = self.state.read();
+            if !st.databases.contains_key(&db_key) {
+                return Err(MnodeError::DatabaseNotFound(db_key));
+            }
+            let Some(old) = st.stables.get(&db_key).and_then(|m| m.get(&name_key)) else {
+                return Err(MnodeError::StableNotFound {
+                    db: db_key,
+                    name: name_key,
+                });
+            };
+            let mut schema = old.clone();
+            for c in add_columns.iter().chain(add_tags.iter()) {
+                if c.name.is_empty()
+                    || c.name.len() > MAX_COLUMN_NAME
+                    || c.name.chars().any(|ch| ch.is_control())
+                {
+                    return Err(MnodeError::InvalidArgument(format!(
+                        "invalid column or tag name '{}' in STABLE '{db_key}.{name_key}'",
+                        c.name
+                    )));
+                }
+                if c.data_type == tidal_common::DataType::Timestamp {
+                    return Err(MnodeError::InvalidArgument(format!(
+                        "cannot add TIMESTAMP column or tag '{}' to STABLE '{db_key}.{name_key}': only the first column is a timestamp",
+                        c.name
+                    )));
+                }
+            }
+            schema.columns.extend(add_columns);
+            schema.tags.extend(add_tags);
+            schema.version = SchemaVersion(old.version.0.saturating_add(1));
+            // `validate` reports duplicate names (case-insensitive), including a name already
+            // used by an existing column or tag.
+            schema.validate().map_err(MnodeError::InvalidArgument)?;
+            schema
+        };
+        self.commit(
+            &mut sdb,
+            Op::AlterStable {
+                schema: schema.clone(),
+            },
+        )?;
+        Ok(schema)
     }
 
     pub fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {

@@ -657,3 +657,93 @@ fn mnode_is_send_and_sync() {
     check::<Mnode>();
     check::<MnodeError>();
 }
+
+#[test]
+fn alter_stable_adds_columns_and_tags_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+        populate(&m);
+        let s = m
+            .alter_stable(
+                "iot",
+                "READINGS",
+                vec![ColumnDef::new("speed", DataType::BigInt)],
+                vec![ColumnDef::new("fleet", DataType::VarChar(64))],
+            )
+            .unwrap();
+        assert_eq!(s.version, SchemaVersion(2));
+        assert_eq!(s.columns.len(), 3);
+        assert_eq!(s.columns[2].name, "speed");
+        assert_eq!(s.tags[1].name, "fleet");
+        let s = m
+            .alter_stable(
+                "iot",
+                "readings",
+                Vec::new(),
+                vec![ColumnDef::new("x", DataType::Bool)],
+            )
+            .unwrap();
+        assert_eq!(s.version, SchemaVersion(3));
+        // Errors: duplicates (also against existing names, case-insensitive), nothing to add,
+        // a TIMESTAMP column, unknown STABLE or database.
+        let e = m
+            .alter_stable(
+                "iot",
+                "readings",
+                vec![ColumnDef::new("V", DataType::Double)],
+                vec![],
+            )
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::InvalidArgument);
+        assert!(e.to_string().contains("duplicate"), "{e}");
+        let e = m
+            .alter_stable("iot", "readings", vec![], vec![])
+            .unwrap_err();
+        assert!(e.to_string().contains("adds nothing"), "{e}");
+        let e = m
+            .alter_stable(
+                "iot",
+                "readings",
+                vec![ColumnDef::new("t2", DataType::Timestamp)],
+                vec![],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("TIMESTAMP"), "{e}");
+        let e = m
+            .alter_stable(
+                "iot",
+                "nope",
+                vec![ColumnDef::new("a", DataType::Double)],
+                vec![],
+            )
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::StableNotFound);
+        let e = m
+            .alter_stable(
+                "nodb",
+                "readings",
+                vec![ColumnDef::new("a", DataType::Double)],
+                vec![],
+            )
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::DatabaseNotFound);
+    }
+    // Replayed from the log, and then from a snapshot.
+    let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+    let s = m.stable("iot", "readings").unwrap();
+    assert_eq!(s.version, SchemaVersion(3));
+    assert_eq!(s.tags.len(), 3);
+    drop(m);
+    let m = Mnode::open_with(
+        dir.path(),
+        MnodeConfig {
+            snapshot_every: 1,
+            ..MnodeConfig::default()
+        },
+    )
+    .unwrap();
+    drop(m);
+    let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+    assert_eq!(m.stable("iot", "readings").unwrap().columns.len(), 3);
+}

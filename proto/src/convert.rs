@@ -259,7 +259,7 @@ pub fn batch_from_wire(b: v1::Batch) -> R<Batch> {
 
 // ---------- schemas and options ----------
 
-fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
+pub fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
     c.iter()
         .map(|c| v1::ColumnDef {
             name: c.name.clone(),
@@ -268,7 +268,7 @@ fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
         .collect()
 }
 
-fn column_defs_from_wire(c: &[v1::ColumnDef]) -> R<Vec<ColumnDef>> {
+pub fn column_defs_from_wire(c: &[v1::ColumnDef]) -> R<Vec<ColumnDef>> {
     c.iter()
         .map(|c| {
             Ok(ColumnDef::new(

@@ -5,6 +5,7 @@
 //! and merging the partial results (`tidal_sql::finish`).
 
 mod catalog;
+pub mod schemaless;
 mod show;
 
 use catalog::Snapshot;
@@ -244,20 +245,33 @@ impl SqlService {
             }
             Statement::ShowDnodes => show::dnodes(self, db).await,
             Statement::Describe { table } => show::describe(self, db, &table).await,
-            Statement::FlushDatabase { name } | Statement::CompactDatabase { name } => {
-                let route = self.client.refresh_route(&name).await?;
-                for vg in &route.vgroups {
-                    self.client
-                        .dnode(&vg.addr)?
-                        .flush(v1::VnodeRef {
-                            db: name.clone(),
-                            vgroup_id: vg.id.0,
-                        })
-                        .await?;
-                }
-                Ok(Outcome::none(db))
-            }
+            Statement::FlushDatabase { name } => self.flush_or_compact(db, &name, false).await,
+            Statement::CompactDatabase { name } => self.flush_or_compact(db, &name, true).await,
         }
+    }
+
+    /// FLUSH / COMPACT DATABASE: every vgroup in parallel; returns when all are done.
+    async fn flush_or_compact(&self, db: &str, name: &str, compact: bool) -> ExecResult<Outcome> {
+        let route = self.client.refresh_route(name).await?;
+        let mut calls = Vec::with_capacity(route.vgroups.len());
+        for vg in &route.vgroups {
+            let mut c = self.client.dnode(&vg.addr)?;
+            let r = v1::VnodeRef {
+                db: name.to_string(),
+                vgroup_id: vg.id.0,
+            };
+            calls.push(async move {
+                if compact {
+                    c.compact(r).await
+                } else {
+                    c.flush(r).await
+                }
+            });
+        }
+        for r in futures::future::join_all(calls).await {
+            r?;
+        }
+        Ok(Outcome::none(db))
     }
 
     async fn stable_schema(&self, db: &str, name: &str) -> ExecResult<StableSchema> {

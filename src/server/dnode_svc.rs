@@ -496,6 +496,13 @@ impl DnodeRpc for DnodeService {
         Ok(Response::new(v1::Empty {}))
     }
 
+    async fn compact(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        let r = req.into_inner();
+        let vnode = self.vnode(&r.db, r.vgroup_id)?;
+        blocking(move || vnode.compact().map_err(vnode_err)).await?;
+        Ok(Response::new(v1::Empty {}))
+    }
+
     async fn vnode_stats(
         &self,
         req: Request<v1::VnodeRef>,

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use tidal_common::{DnodeId, StatusCode};
 use tidal_mnode::{DatabaseInfo, Mnode, MnodeError, VgroupAssignment};
-use tidal_proto::convert::{options_from_wire, options_to_wire, schema_from_wire, schema_to_wire};
+use tidal_proto::convert::{
+    column_defs_from_wire, options_from_wire, options_to_wire, schema_from_wire, schema_to_wire,
+};
 use tidal_proto::status_error;
 use tidal_proto::v1::{self, mnode_server::Mnode as MnodeRpc};
 use tonic::{Request, Response, Status};
@@ -229,6 +231,21 @@ impl MnodeRpc for MnodeService {
         let created =
             blocking(|| self.mnode.create_stable(schema, r.if_not_exists)).map_err(to_status)?;
         Ok(Response::new(schema_to_wire(&created)))
+    }
+
+    async fn alter_stable(
+        &self,
+        req: Request<v1::AlterStableRequest>,
+    ) -> Result<Response<v1::StableSchema>, Status> {
+        let r = req.into_inner();
+        let add_columns = column_defs_from_wire(&r.add_columns)?;
+        let add_tags = column_defs_from_wire(&r.add_tags)?;
+        let altered = blocking(|| {
+            self.mnode
+                .alter_stable(&r.db, &r.name, add_columns, add_tags)
+        })
+        .map_err(to_status)?;
+        Ok(Response::new(schema_to_wire(&altered)))
     }
 
     async fn drop_stable(

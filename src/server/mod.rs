@@ -1,6 +1,7 @@
 //! Server roles. Each role binds its gRPC port, prints `ready <role> <addr>` once it accepts
 //! requests, serves until SIGINT/SIGTERM, then shuts down cleanly. Every role also serves the
-//! SQL frontend, which talks to the cluster through the client library.
+//! SQL frontend, which talks to the cluster through the client library, and, with
+//! `--http ADDR`, the HTTP API (announced first, as `ready http <addr>`).
 
 mod dnode_svc;
 mod mnode_svc;
@@ -33,7 +34,7 @@ async fn bind(listen: &str) -> Result<(TcpListener, String), BoxError> {
     Ok((listener, addr))
 }
 
-fn announce(role: &str, addr: &str) {
+pub(crate) fn announce(role: &str, addr: &str) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "ready {role} {addr}");
     let _ = out.flush();
@@ -57,13 +58,22 @@ pub async fn shutdown_signal() {
     }
 }
 
-pub async fn run_mnode(data: PathBuf, listen: String) -> Result<ExitCode, BoxError> {
+pub async fn run_mnode(
+    data: PathBuf,
+    listen: String,
+    http: Option<String>,
+) -> Result<ExitCode, BoxError> {
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let mnode = tidal_mnode::Mnode::open(&data).map_err(|e| format!("open mnode catalog: {e}"))?;
     let (listener, addr) = bind(&listen).await?;
     let client = tidal_client::Client::connect(&addr).await?;
     let svc = MnodeService::new(Arc::new(mnode), client.clone());
-    let sql = SqlService::new(client);
+    let sql = SqlService::new(client.clone());
+    // The HTTP line comes before the role's line so that whoever waits for the role's line
+    // has seen the HTTP address by then.
+    if let Some(h) = http {
+        crate::http::start(&h, client).await?;
+    }
     announce("mnode", &addr);
     tonic::transport::Server::builder()
         .add_service(
@@ -86,13 +96,17 @@ pub async fn run_dnode(
     listen: String,
     mnode: String,
     advertise: Option<String>,
+    http: Option<String>,
 ) -> Result<ExitCode, BoxError> {
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
     let (listener, addr) = bind(&listen).await?;
     let advertise = advertise.unwrap_or_else(|| addr.clone());
     let client = tidal_client::Client::connect(&mnode).await?;
     let svc = DnodeService::start(data, advertise, client.clone()).await?;
-    let sql = SqlService::new(client);
+    let sql = SqlService::new(client.clone());
+    if let Some(h) = http {
+        crate::http::start(&h, client).await?;
+    }
     announce("vnode", &addr);
     let result = tonic::transport::Server::builder()
         .add_service(

@@ -1,5 +1,5 @@
 -- The statements of the foundation issue, end to end through tidal shell.
-CREATE DATABASE iot VGROUPS 4 PRECISION 'ms' KEEP 3650d DURATION 10d;
+CREATE DATABASE iot VGROUPS 4 PRECISION 'ms' KEEP 36500d DURATION 10d;
 USE iot;
 CREATE STABLE readings (ts TIMESTAMP, latitude DOUBLE, longitude DOUBLE, elevation DOUBLE,
   velocity DOUBLE, heading DOUBLE, grade DOUBLE, fuel_consumption DOUBLE)

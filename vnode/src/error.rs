@@ -54,6 +54,10 @@ pub enum VnodeError {
     },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("the background flush failed, so the write cannot be buffered: {reason}")]
+    Background { reason: String },
+    #[error("timestamp {ts} of table '{table}' is older than the database's KEEP allows (oldest writable: {oldest})")]
+    TimestampOutOfRange { table: String, ts: i64, oldest: i64 },
     #[error("vnode {dir} is unusable after an earlier storage failure: {reason}; reopen it", dir = dir.display())]
     Poisoned { dir: PathBuf, reason: String },
 }
@@ -76,7 +80,8 @@ impl VnodeError {
             }
             VnodeError::ColumnIndexOutOfRange { .. } => StatusCode::ColumnNotFound,
             VnodeError::InvalidArgument(_) => StatusCode::InvalidArgument,
-            VnodeError::Poisoned { .. } => StatusCode::StorageIo,
+            VnodeError::Poisoned { .. } | VnodeError::Background { .. } => StatusCode::StorageIo,
+            VnodeError::TimestampOutOfRange { .. } => StatusCode::InvalidArgument,
         }
     }
 

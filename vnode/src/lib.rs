@@ -2,56 +2,78 @@
 //!
 //! A [`Vnode`] owns the subtables whose `hash_table_name(db, table)` falls into its
 //! [`HashRange`]: their catalog (STABLE schemas, subtables with tags, uids), a write-ahead log,
-//! an in-memory memtable and immutable flushed data files.
+//! memtables, and per time window (`DURATION`) STT staging files and compressed column data
+//! files with per-block SMA.
 //!
 //! Directory layout (one vnode):
 //! ```text
-//! <dir>/vnode.json          configuration, written once at creation (atomic replace)
-//! <dir>/wal/<seq:020>.log   WAL files (wal/FORMAT.md)
-//! <dir>/meta/MANIFEST       committed file set + catalog snapshot + flushed WAL seq (manifest/FORMAT.md)
-//! <dir>/tsdb/<id:010>.dat   flushed data files (flush/FORMAT.md)
+//! <dir>/vnode.json                 configuration, written once at creation (atomic replace)
+//! <dir>/wal/<seq:020>.log          WAL files (wal/FORMAT.md)
+//! <dir>/meta/MANIFEST              committed file set + catalog snapshot + flushed WAL seq
+//! <dir>/tsdb/f<fid>.<id>.stt       STT staging files, one per flush per window (tsdb/FORMAT.md)
+//! <dir>/tsdb/f<fid>.<id>.data|.sma column blocks and their SMA of window fid (append-only)
+//! <dir>/tsdb/f<fid>.<id>.head      per subtable block index of window fid (one per merge)
 //! ```
+//!
+//! Write path: validate → one WAL record (group commit) → apply to the active memtable → ack.
+//! When the active memtable passes `BUFFER` it is frozen (the WAL rotates) and a background
+//! worker writes it as STT files and commits a manifest; a writer that finds the active memtable
+//! full while a frozen one is still being written waits (back-pressure). When a window holds
+//! `STT_TRIGGER` STT files the worker merges them into the window's data files.
 //!
 //! Invariants:
 //! - Every mutation (write, create, drop, schema change) is validated completely, then becomes
 //!   ONE WAL record, then is applied to memory; nothing is applied on a validation error.
 //! - Mutations are serialised by the commit lock, so WAL order == apply order; fsyncs are shared
 //!   by concurrent callers (group commit, see `wal`).
-//! - An acknowledged mutation with wal_level 2 has been fsynced to the WAL (or to a data file and
-//!   manifest) before `Ok` is returned; with wal_level 1 it has been `write()`n (and a
-//!   background thread fsyncs the WAL every `wal_fsync_period_ms` if that is > 0).
+//! - An acknowledged mutation with wal_level 2 has been fsynced to the WAL before `Ok` is
+//!   returned; with wal_level 1 it has been `write()`n (and a background thread fsyncs the WAL
+//!   every `wal_fsync_period_ms` if that is > 0).
 //! - State on disk = manifest (files + catalog up to `flushed_seq`) + WAL records after
 //!   `flushed_seq`. Reopen reconstructs exactly the acknowledged state.
+//! - File-set changes (flush, merge, compact, retention) are serialised by the background lock
+//!   and published as a new immutable `FileSet`; readers keep the snapshot they started with and
+//!   a replaced file is deleted when the last snapshot using it is dropped.
 //! - Mutations are visible to readers once applied, which happens just before the group fsync
 //!   (as in TDengine); a failed fsync poisons the vnode and the caller gets an error.
 
+mod block;
 mod codec;
+mod compaction;
+mod data_file;
 mod error;
 mod flush;
 mod fsutil;
 mod manifest;
 mod memtable;
+mod merge;
 mod meta;
 mod op;
+mod stt;
+mod tsdb;
 mod wal;
 
 #[cfg(test)]
 mod tests;
 
+pub use block::{ColStats, SmaVal};
 pub use error::VnodeError;
 
 use crate::error::Result;
-use crate::flush::{DataFile, DataFileWriter};
-use crate::memtable::{Memtable, Row};
+use crate::flush::Frozen;
+use crate::memtable::Memtable;
+use crate::merge::{merge_runs, Run};
 use crate::meta::Meta;
 use crate::op::{ApplyRef, Op};
+use crate::tsdb::{FileSet, Window};
 use crate::wal::Wal;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Condvar, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tidal_common::{
     hash_table_name, Column, ColumnData, DataType, DbOptions, HashRange, StableSchema, TableMeta,
     TableUid, Value, VgroupId, WriteBatch,
@@ -59,10 +81,13 @@ use tidal_common::{
 
 const CONFIG_FILE: &str = "vnode.json";
 const MANIFEST_FILE: &str = "MANIFEST";
-/// When a flush would leave more data files than this, it merges them all into one instead
-/// (dropping the rows of dropped tables).
-const MAX_DATA_FILES: usize = 8;
 const MIB: u64 = 1024 * 1024;
+/// A merge rewrites a window into new files once replaced blocks make up this share of it.
+const GARBAGE_REWRITE_RATIO: f64 = 0.5;
+/// How often the worker checks retention (KEEP) when it has nothing else to do.
+const RETENTION_CHECK_MS: u64 = 60_000;
+/// Database option COMP when none is given (2 = zstd as the second stage).
+const DEFAULT_COMP: u8 = 2;
 
 /// Identity and options of one vnode; persisted in `vnode.json` at creation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,16 +111,44 @@ pub struct VnodeStats {
     pub rows_written: u64,
     pub mem_bytes: u64,
     pub wal_bytes: u64,
+    /// Bytes of the committed files (STT, data, sma, head) plus the manifest.
     pub disk_bytes: u64,
+    pub stt_files: u64,
+    pub windows: u64,
+    pub flushes: u64,
+    pub merges: u64,
+    /// Writers that waited for a flush (back-pressure).
+    pub write_stalls: u64,
 }
 
-/// Everything readers see; mutated only by holders of the commit lock.
+/// One piece of a subtable's rows over a time range, for aggregation: either decoded rows or,
+/// for a data block that lies wholly inside the range and that no newer row overlaps, just its
+/// statistics (see [`Vnode::scan_pieces`]).
+#[derive(Debug, Clone)]
+pub enum ScanPiece {
+    Rows(Vec<Column>),
+    Sma {
+        rows: u32,
+        ts_min: i64,
+        ts_max: i64,
+        /// One per requested column.
+        stats: Vec<ColStats>,
+    },
+}
+
+/// Everything readers see; mutated only by holders of the commit lock (memtable, catalog) or
+/// the background lock (file set).
 struct State {
     meta: Meta,
     mem: Memtable,
-    files: Vec<Arc<DataFile>>,
+    frozen: Option<Arc<Frozen>>,
+    files: Arc<FileSet>,
     flushed_seq: u64,
+    /// The catalog as of `flushed_seq` (what the manifest stores).
+    flushed_meta: Arc<Meta>,
     next_file_id: u64,
+    /// The last background failure; writers waiting for a flush return it.
+    bg_error: Option<String>,
 }
 
 impl State {
@@ -156,15 +209,62 @@ impl State {
     }
 }
 
+/// A vnode: the engine plus its background worker (stopped and joined on drop).
 pub struct Vnode {
+    core: Arc<VnodeCore>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Vnode {
+    type Target = VnodeCore;
+    fn deref(&self) -> &VnodeCore {
+        &self.core
+    }
+}
+
+impl Drop for Vnode {
+    fn drop(&mut self) {
+        {
+            let mut s = self.core.signal.lock();
+            s.stop = true;
+        }
+        self.core.signal_cv.notify_all();
+        if let Some(h) = self.worker.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[derive(Default)]
+struct Signal {
+    stop: bool,
+    /// Work was handed to the worker (a freeze).
+    pending: bool,
+}
+
+/// The engine shared by the [`Vnode`] handle and its background worker.
+pub struct VnodeCore {
     dir: PathBuf,
     cfg: VnodeConfig,
-    /// Serialises mutations: validate + WAL append + apply, and flushes.
+    /// Serialises mutations: validate + WAL append + apply, and freezes.
     commit: Mutex<()>,
+    /// Serialises file-set changes: flush, merge, compact, retention.
+    bg: Mutex<()>,
     state: RwLock<State>,
+    /// Notified whenever a frozen memtable has been flushed (or failed to).
+    flushed_cv: Condvar,
+    flushed_lock: Mutex<()>,
+    signal: Mutex<Signal>,
+    signal_cv: Condvar,
     wal: Arc<Wal>,
     rows_written: AtomicU64,
+    flushes: AtomicU64,
+    merges: AtomicU64,
+    write_stalls: AtomicU64,
     buffer_bytes_max: u64,
+    /// ts units per window (DURATION in the database precision).
+    window_units: i64,
+    comp: u8,
     /// wal_level 1 with wal_fsync_period_ms > 0: fsyncs the WAL periodically. Stopped on drop.
     _syncer: Option<Syncer>,
 }
@@ -294,49 +394,35 @@ fn check_columns(table: &str, schema: &StableSchema, cols: &[Column]) -> Result<
     Ok(())
 }
 
-/// Builds columns of the given types from rows sorted by ts (column 0 = the ts key).
-fn rows_to_columns<'a>(
-    types: &[DataType],
-    rows: impl Iterator<Item = (i64, &'a Row)> + Clone,
-) -> Vec<Column> {
-    types
-        .iter()
-        .enumerate()
-        .map(|(j, t)| {
-            let mut c = Column::empty(*t, 0);
-            for (ts, row) in rows.clone() {
-                if j == 0 {
-                    c.push(&Value::Timestamp(ts));
-                } else {
-                    c.push(row.get(j).unwrap_or(&Value::Null));
-                }
-            }
-            c
+impl Vnode {
+    /// Creates the vnode directory if missing, or recovers: loads the manifest and the files it
+    /// lists (a window whose files are damaged is kept aside, see `tsdb`), deletes orphans,
+    /// replays the WAL after the manifest's `flushed_seq` (a torn tail is cut off; corruption
+    /// elsewhere is [`VnodeError::Corruption`]). The configuration is persisted at creation;
+    /// reopening uses the persisted one. Starts the background worker.
+    pub fn open(dir: &Path, cfg: VnodeConfig) -> Result<Vnode, VnodeError> {
+        let core = Arc::new(VnodeCore::open(dir, cfg)?);
+        let c2 = core.clone();
+        let worker = std::thread::Builder::new()
+            .name("vnode-bg".into())
+            .spawn(move || c2.worker_loop())
+            .map_err(|e| VnodeError::io(dir, "start the background worker for", e))?;
+        Ok(Vnode {
+            core,
+            worker: Some(worker),
         })
-        .collect()
-}
+    }
 
-fn ts_at(c: &Column, i: usize) -> Option<i64> {
-    match &c.data {
-        ColumnData::Timestamp(v) | ColumnData::Int(v) => v.get(i).copied(),
-        _ => None,
+    /// Deletes all files of the vnode (DROP DATABASE).
+    pub fn destroy(self) -> Result<(), VnodeError> {
+        let dir = self.core.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(&dir).map_err(|e| VnodeError::io(&dir, "remove", e))
     }
 }
 
-fn block_rows(cols: &[Column]) -> impl Iterator<Item = (i64, Row)> + '_ {
-    let n = cols.first().map(Column::len).unwrap_or(0);
-    (0..n).filter_map(move |i| {
-        let ts = ts_at(cols.first()?, i)?;
-        Some((ts, cols.iter().map(|c| c.get(i)).collect()))
-    })
-}
-
-impl Vnode {
-    /// Creates the vnode directory if missing, or recovers: loads the manifest and the data
-    /// files it lists, deletes orphans, replays the WAL after the manifest's `flushed_seq` (a
-    /// torn tail is cut off; corruption elsewhere is [`VnodeError::Corruption`]).
-    /// The configuration is persisted at creation; reopening uses the persisted one.
-    pub fn open(dir: &Path, cfg: VnodeConfig) -> Result<Vnode, VnodeError> {
+impl VnodeCore {
+    fn open(dir: &Path, cfg: VnodeConfig) -> Result<VnodeCore, VnodeError> {
         fsutil::create_dir_all(dir)?;
         let cfg_path = dir.join(CONFIG_FILE);
         let cfg = if cfg_path.exists() {
@@ -370,30 +456,28 @@ impl Vnode {
         fsutil::sync_dir(dir)?;
 
         let m = manifest::read(&meta_dir.join(MANIFEST_FILE))?;
-        let mut files = Vec::with_capacity(m.files.len());
-        let listed: HashSet<String> = m.files.iter().map(|id| flush::file_name(*id)).collect();
-        for id in &m.files {
-            files.push(Arc::new(flush::open(
-                &tsdb_dir.join(flush::file_name(*id)),
-                *id,
-            )?));
-        }
-        // Orphans: files of a flush or compaction that crashed before its manifest commit.
+        // Orphans: files of a flush or merge that crashed before its manifest commit.
+        let live = FileSet::live_names(&m.windows);
         if let Ok(rd) = std::fs::read_dir(&tsdb_dir) {
             for ent in rd.flatten() {
                 let name = ent.file_name().to_string_lossy().to_string();
-                if !listed.contains(&name) {
-                    tracing::info!(file = %ent.path().display(), "deleting orphan data file");
+                if !live.contains(&name) {
+                    tracing::info!(file = %ent.path().display(), "deleting orphan file");
                     let _ = std::fs::remove_file(ent.path());
                 }
             }
         }
+        let files = FileSet::open(&tsdb_dir, &m.windows);
+        let flushed_meta = Arc::new(m.meta.clone());
         let mut state = State {
             meta: m.meta,
             mem: Memtable::default(),
-            files,
+            frozen: None,
+            files: Arc::new(files),
             flushed_seq: m.flushed_seq,
+            flushed_meta,
             next_file_id: m.next_file_id,
+            bg_error: None,
         };
         let wal_files = wal::list_files(&wal_dir)?;
         let mut applied = m.flushed_seq;
@@ -432,13 +516,25 @@ impl Vnode {
                     std::time::Duration::from_millis(cfg.options.wal_fsync_period_ms as u64),
                 )
             });
-        Ok(Vnode {
+        let per_minute = cfg.options.precision.per_second().saturating_mul(60);
+        let window_units = (cfg.options.duration_minutes.max(1) as i64).saturating_mul(per_minute);
+        Ok(VnodeCore {
             dir: dir.to_path_buf(),
+            comp: DEFAULT_COMP,
+            window_units,
             cfg,
             commit: Mutex::new(()),
+            bg: Mutex::new(()),
             state: RwLock::new(state),
+            flushed_cv: Condvar::new(),
+            flushed_lock: Mutex::new(()),
+            signal: Mutex::new(Signal::default()),
+            signal_cv: Condvar::new(),
             wal,
             rows_written: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+            write_stalls: AtomicU64::new(0),
             buffer_bytes_max,
             _syncer: syncer,
         })
@@ -446,6 +542,10 @@ impl Vnode {
 
     pub fn config(&self) -> &VnodeConfig {
         &self.cfg
+    }
+
+    fn tsdb_dir(&self) -> PathBuf {
+        self.dir.join("tsdb")
     }
 
     fn check_hash(&self, table: &str) -> Result<()> {
@@ -481,6 +581,7 @@ impl Vnode {
         let mut created: HashMap<&str, usize> = HashMap::new();
         let mut rows = Vec::with_capacity(batch.tables.len());
         let mut next_uid = meta.next_uid;
+        let oldest = self.oldest_writable_ts();
         for tw in &batch.tables {
             self.check_hash(&tw.table)?;
             let schema = match updates.get(tw.stable.as_str()) {
@@ -538,6 +639,17 @@ impl Vnode {
                 }
             };
             check_columns(&tw.table, schema, &tw.columns)?;
+            if let Some(ts) = tw.columns.first().map(block::ts_slice) {
+                if let Some(min) = ts.iter().min() {
+                    if *min < oldest {
+                        return Err(VnodeError::TimestampOutOfRange {
+                            table: tw.table.clone(),
+                            ts: *min,
+                            oldest,
+                        });
+                    }
+                }
+            }
             if tw.num_rows() > 0 {
                 rows.push((uid, tw.columns.as_slice()));
             }
@@ -551,9 +663,9 @@ impl Vnode {
         })
     }
 
-    /// Logs and applies one validated operation; returns its WAL seq and whether the memtable
-    /// is over budget. Caller holds the commit lock.
-    fn commit_apply(&self, plan: &ApplyRef<'_>) -> Result<(u64, bool)> {
+    /// Logs and applies one validated operation; returns its WAL seq. Caller holds the commit
+    /// lock.
+    fn commit_apply(&self, plan: &ApplyRef<'_>) -> Result<u64> {
         let payload = op::encode_apply(plan);
         if payload.len() > wal::MAX_RECORD_BYTES as usize {
             return Err(VnodeError::InvalidArgument(format!(
@@ -563,9 +675,72 @@ impl Vnode {
             )));
         }
         let seq = self.wal.append(&payload);
-        let mut st = self.state.write();
-        st.apply(plan);
-        Ok((seq, st.mem.bytes() > self.buffer_bytes_max))
+        self.state.write().apply(plan);
+        Ok(seq)
+    }
+
+    /// Back-pressure, with the commit lock held: when the active memtable is over `BUFFER`, it
+    /// is frozen for the worker; if the previous frozen memtable is still being written, the
+    /// writer waits for it first (so memory stays within about twice `BUFFER`).
+    fn make_room(&self) -> Result<()> {
+        if self.state.read().mem.bytes() <= self.buffer_bytes_max {
+            return Ok(());
+        }
+        self.wait_no_frozen(true)?;
+        self.freeze()
+    }
+
+    /// Waits (commit lock held) until no frozen memtable is pending. Fails with the flush's
+    /// error if the worker could not write it.
+    fn wait_no_frozen(&self, count_stall: bool) -> Result<()> {
+        let mut stalled = false;
+        loop {
+            {
+                let st = self.state.read();
+                if st.frozen.is_none() {
+                    return Ok(());
+                }
+                if let Some(e) = &st.bg_error {
+                    return Err(VnodeError::Background { reason: e.clone() });
+                }
+            }
+            if count_stall && !stalled {
+                self.write_stalls.fetch_add(1, Ordering::Relaxed);
+                stalled = true;
+            }
+            self.kick_worker();
+            let mut g = self.flushed_lock.lock();
+            if self.state.read().frozen.is_none() {
+                return Ok(());
+            }
+            self.flushed_cv.wait_for(&mut g, Duration::from_millis(100));
+        }
+    }
+
+    /// Freezes the active memtable (commit lock held, no frozen one pending) and hands it to
+    /// the worker. A no-op when nothing was logged since the last flush.
+    fn freeze(&self) -> Result<()> {
+        let upto = self.wal.last_seq();
+        if upto == self.state.read().flushed_seq {
+            return Ok(());
+        }
+        self.wal.wait_durable(upto)?;
+        // New mutations go to a new WAL file; the older ones become deletable once the
+        // manifest of this flush is committed.
+        self.wal.rotate()?;
+        {
+            let mut st = self.state.write();
+            let mem = std::mem::take(&mut st.mem);
+            let meta = Arc::new(st.meta.clone());
+            st.frozen = Some(Arc::new(Frozen { mem, upto, meta }));
+        }
+        self.kick_worker();
+        Ok(())
+    }
+
+    fn kick_worker(&self) {
+        self.signal.lock().pending = true;
+        self.signal_cv.notify_all();
     }
 
     /// Validates every table of the batch, appends one WAL record, applies it, waits for the
@@ -579,11 +754,7 @@ impl Vnode {
         }
         let guard = self.commit.lock();
         self.wal.check_poisoned()?;
-        // Safety cap: if earlier back-pressure flushes failed (e.g. disk full), refuse to
-        // grow the memtable past twice its budget; the flush error is returned to the writer.
-        if self.state.read().mem.bytes() > self.buffer_bytes_max.saturating_mul(2) {
-            self.flush_locked()?;
-        }
+        self.make_room()?;
         let plan = {
             let st = self.state.read();
             self.plan_write(&st.meta, batch)?
@@ -599,16 +770,22 @@ impl Vnode {
         if plan.schemas.is_empty() && plan.creates.is_empty() && plan.rows.is_empty() {
             return Ok(outcome);
         }
-        let (seq, over) = self.commit_apply(&plan)?;
+        let seq = self.commit_apply(&plan)?;
+        {
+            // Hand a full memtable to the worker now rather than at the next write, so a
+            // quiet vnode does not sit on a full buffer.
+            let st = self.state.read();
+            let full = st.mem.bytes() > self.buffer_bytes_max && st.frozen.is_none();
+            drop(st);
+            if full {
+                if let Err(e) = self.freeze() {
+                    tracing::warn!(error = %e, "could not freeze a full memtable; the next write retries");
+                }
+            }
+        }
         drop(guard);
         self.wal.wait_durable(seq)?;
         self.rows_written.fetch_add(outcome.rows, Ordering::Relaxed);
-        if over {
-            // Back-pressure: the writer that crosses the budget flushes before returning.
-            if let Err(e) = self.flush_if_over_budget() {
-                tracing::warn!(error = %e, "flush after write failed; the data stays in the WAL");
-            }
-        }
         Ok(outcome)
     }
 
@@ -669,7 +846,7 @@ impl Vnode {
         if plan.schemas.is_empty() && plan.creates.is_empty() {
             return Ok(0);
         }
-        let (seq, _) = self.commit_apply(&plan)?;
+        let seq = self.commit_apply(&plan)?;
         drop(guard);
         self.wal.wait_durable(seq)?;
         Ok(n)
@@ -728,9 +905,46 @@ impl Vnode {
             .collect()
     }
 
+    /// The schema and requested column types of a live subtable.
+    fn wanted_of(
+        &self,
+        st: &State,
+        uid: TableUid,
+        columns: &[usize],
+    ) -> Result<Vec<(usize, DataType)>> {
+        let t = st
+            .meta
+            .table_by_uid(uid)
+            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        let schema = st
+            .meta
+            .stables
+            .get(&t.stable)
+            .ok_or_else(|| VnodeError::StableNotFound {
+                stable: t.stable.clone(),
+                table: t.name.clone(),
+            })?;
+        let mut wanted = Vec::with_capacity(columns.len() + 1);
+        wanted.push((0, DataType::Timestamp));
+        for &i in columns {
+            match schema.columns.get(i) {
+                Some(d) => wanted.push((i, d.data_type)),
+                None => {
+                    return Err(VnodeError::ColumnIndexOutOfRange {
+                        stable: schema.name.clone(),
+                        index: i,
+                        columns: schema.columns.len(),
+                    })
+                }
+            }
+        }
+        Ok(wanted)
+    }
+
     /// Rows of one subtable with `ts_min <= ts <= ts_max`, ordered by ts, de-duplicated (the
-    /// newest write of a ts wins, across data files and memtable), projected to `columns`
-    /// (indices into the STABLE's columns, 0 = ts). Returns one Column per requested index.
+    /// newest write of a ts wins, across data files, STT files and memtables), projected to
+    /// `columns` (indices into the STABLE's columns, 0 = ts). Returns one Column per requested
+    /// index. Only the blocks overlapping the range and only the requested columns are read.
     pub fn scan(
         &self,
         uid: TableUid,
@@ -738,184 +952,427 @@ impl Vnode {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<Column>, VnodeError> {
-        let (types, files, mem_rows) = {
+        let (wanted, files, frozen_run, mem_run) = {
             let st = self.state.read();
-            let t = st
-                .meta
-                .table_by_uid(uid)
-                .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
-            let schema =
-                st.meta
-                    .stables
-                    .get(&t.stable)
-                    .ok_or_else(|| VnodeError::StableNotFound {
-                        stable: t.stable.clone(),
-                        table: t.name.clone(),
-                    })?;
-            let mut types = Vec::with_capacity(columns.len());
-            for &i in columns {
-                match schema.columns.get(i) {
-                    Some(d) => types.push(d.data_type),
-                    None => {
-                        return Err(VnodeError::ColumnIndexOutOfRange {
-                            stable: schema.name.clone(),
-                            index: i,
-                            columns: schema.columns.len(),
+            let wanted = self.wanted_of(&st, uid, columns)?;
+            let frozen = st
+                .frozen
+                .as_ref()
+                .map(|f| f.mem.range_columns(uid, ts_min, ts_max, &wanted));
+            let mem = st.mem.range_columns(uid, ts_min, ts_max, &wanted);
+            (wanted, st.files.clone(), frozen, mem)
+        };
+        let mut runs = files.runs(uid, ts_min, ts_max, self.window_units, &wanted)?;
+        if let Some(cols) = frozen_run {
+            runs.push(Run {
+                prio: u64::MAX - 1,
+                cols,
+            });
+        }
+        runs.push(Run {
+            prio: u64::MAX,
+            cols: mem_run,
+        });
+        let merged = merge_runs(runs, || {
+            wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
+        });
+        Ok(merged.into_iter().skip(1).collect())
+    }
+
+    /// Like [`VnodeCore::scan`], for aggregation: data blocks that lie wholly inside the range and
+    /// that no STT or memtable row overlaps come back as their SMA (one [`ColStats`] per
+    /// requested column) without being read; everything else comes back as merged rows. The
+    /// pieces are disjoint in time; their order is unspecified.
+    pub fn scan_pieces(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<ScanPiece>, VnodeError> {
+        let (wanted, files, frozen_run, mem_run) = {
+            let st = self.state.read();
+            let wanted = self.wanted_of(&st, uid, columns)?;
+            let frozen = st
+                .frozen
+                .as_ref()
+                .map(|f| f.mem.range_columns(uid, ts_min, ts_max, &wanted));
+            let mem = st.mem.range_columns(uid, ts_min, ts_max, &wanted);
+            (wanted, st.files.clone(), frozen, mem)
+        };
+        let mut pieces = Vec::new();
+        if ts_min > ts_max {
+            return Ok(pieces);
+        }
+        // Time extents of everything newer than data blocks.
+        let mut newer: Vec<(i64, i64)> = Vec::new();
+        for cols in frozen_run.iter().chain(std::iter::once(&mem_run)) {
+            let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
+            if let (Some(a), Some(b)) = (ts.first(), ts.last()) {
+                newer.push((*a, *b));
+            }
+        }
+        let (flo, fhi) = (
+            tsdb::fid_of(ts_min, self.window_units),
+            tsdb::fid_of(ts_max, self.window_units),
+        );
+        let mut runs = Vec::new();
+        for (_, w) in files.windows.range(flo..=fhi) {
+            if let Some(e) = &w.damaged {
+                return Err(VnodeError::Corruption {
+                    file: self.tsdb_dir(),
+                    offset: 0,
+                    reason: format!("a time window this query reads is damaged: {e}"),
+                });
+            }
+            let mut win_newer = newer.clone();
+            for (i, s) in w.stts.iter().enumerate() {
+                for b in s.blocks(uid) {
+                    if b.ts_max < ts_min || b.ts_min > ts_max {
+                        continue;
+                    }
+                    win_newer.push((b.ts_min, b.ts_max));
+                    runs.push(Run {
+                        prio: 1 + i as u64,
+                        cols: merge::trim(s.read(b, &wanted)?, ts_min, ts_max),
+                    });
+                }
+            }
+            let Some(d) = &w.data else { continue };
+            for e in d.blocks(uid) {
+                let (a, b) = (e.loc.ts_min, e.loc.ts_max);
+                if b < ts_min || a > ts_max {
+                    continue;
+                }
+                let inside = ts_min <= a && b <= ts_max;
+                let shadowed = win_newer.iter().any(|(x, y)| *x <= b && *y >= a);
+                if inside && !shadowed {
+                    let all = d.read_sma(e)?;
+                    let stats = wanted
+                        .iter()
+                        .skip(1)
+                        .map(|(ci, _)| {
+                            all.get(*ci).copied().unwrap_or(ColStats {
+                                count: 0,
+                                nulls: e.loc.rows,
+                                min: SmaVal::None,
+                                max: SmaVal::None,
+                                sum: SmaVal::None,
+                            })
                         })
-                    }
-                }
-            }
-            (types, st.files.clone(), st.mem.range(uid, ts_min, ts_max))
-        };
-        enum Src {
-            File(usize, usize),
-            Mem(usize),
-        }
-        let mut blocks: Vec<Vec<Column>> = Vec::new();
-        let mut merged: BTreeMap<i64, Src> = BTreeMap::new();
-        if ts_min <= ts_max {
-            for f in &files {
-                let Some(b) = f.block_ref(uid) else { continue };
-                if b.ts_max < ts_min || b.ts_min > ts_max {
-                    continue;
-                }
-                let Some(cols) = f.read_block(uid)? else {
-                    continue;
-                };
-                if let Some(ts) = cols.first() {
-                    for i in 0..ts.len() {
-                        match ts_at(ts, i) {
-                            Some(t) if t >= ts_min && t <= ts_max => {
-                                merged.insert(t, Src::File(blocks.len(), i));
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                blocks.push(cols);
-            }
-        }
-        for (k, (ts, _)) in mem_rows.iter().enumerate() {
-            merged.insert(*ts, Src::Mem(k));
-        }
-        let mut out = Vec::with_capacity(columns.len());
-        for (&ci, t) in columns.iter().zip(types) {
-            let mut col = Column::empty(t, merged.len());
-            for (ts, src) in &merged {
-                let v = if ci == 0 {
-                    Value::Timestamp(*ts)
+                        .collect();
+                    pieces.push(ScanPiece::Sma {
+                        rows: e.loc.rows,
+                        ts_min: a,
+                        ts_max: b,
+                        stats,
+                    });
                 } else {
-                    match src {
-                        Src::File(b, i) => blocks
-                            .get(*b)
-                            .and_then(|cols| cols.get(ci))
-                            .map(|c| c.get(*i))
-                            .unwrap_or(Value::Null),
-                        Src::Mem(k) => mem_rows
-                            .get(*k)
-                            .and_then(|(_, r)| r.get(ci).cloned())
-                            .unwrap_or(Value::Null),
-                    }
-                };
-                col.push(&v);
+                    runs.push(Run {
+                        prio: 0,
+                        cols: merge::trim(d.read(e, &wanted)?, ts_min, ts_max),
+                    });
+                }
             }
-            out.push(col);
         }
-        Ok(out)
+        if let Some(cols) = frozen_run {
+            runs.push(Run {
+                prio: u64::MAX - 1,
+                cols,
+            });
+        }
+        runs.push(Run {
+            prio: u64::MAX,
+            cols: mem_run,
+        });
+        let merged = merge_runs(runs, || {
+            wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
+        });
+        if merged.first().is_some_and(|c| !c.is_empty()) {
+            pieces.push(ScanPiece::Rows(merged.into_iter().skip(1).collect()));
+        }
+        Ok(pieces)
     }
 
-    /// Persists the memtable to a new data file (or merges all files into one when there are
-    /// too many), commits a new manifest, then trims the WAL.
+    /// FLUSH DATABASE: writes the memtables to STT files now; returns when the manifest that
+    /// lists them is committed and the WAL before them is deleted.
     pub fn flush(&self) -> Result<(), VnodeError> {
-        let _guard = self.commit.lock();
-        self.flush_locked()
-    }
-
-    fn flush_if_over_budget(&self) -> Result<()> {
-        let _guard = self.commit.lock();
-        if self.state.read().mem.bytes() <= self.buffer_bytes_max {
-            return Ok(()); // another writer flushed already
-        }
-        self.flush_locked()
-    }
-
-    /// Caller holds the commit lock, so no mutation runs concurrently; readers continue.
-    fn flush_locked(&self) -> Result<()> {
-        self.wal.check_poisoned()?;
-        let upto = self.wal.last_seq();
-        self.wal.wait_durable(upto)?;
-        if upto == self.state.read().flushed_seq {
-            return Ok(());
-        }
-        // New mutations go to a new WAL file; the older ones become deletable once the
-        // manifest below is committed.
-        self.wal.rotate()?;
-        let tsdb = self.dir.join("tsdb");
-        let st = self.state.read();
-        let id = st.next_file_id;
-        let types_of = |uid: TableUid| -> Option<Vec<DataType>> {
-            let t = st.meta.table_by_uid(uid)?;
-            let s = st.meta.stables.get(&t.stable)?;
-            Some(s.columns.iter().map(|c| c.data_type).collect())
-        };
-        let mut removed = Vec::new();
-        let new_files: Vec<Arc<DataFile>> = if st.files.len() >= MAX_DATA_FILES {
-            let mut w = DataFileWriter::create(&tsdb, id)?;
-            let mut uids: Vec<TableUid> = st.meta.by_uid.keys().copied().collect();
-            uids.sort();
-            for uid in uids {
-                let Some(types) = types_of(uid) else { continue };
-                let mut rows: BTreeMap<i64, Row> = BTreeMap::new();
-                for f in &st.files {
-                    if let Some(cols) = f.read_block(uid)? {
-                        rows.extend(block_rows(&cols));
-                    }
-                }
-                if let Some(t) = st.mem.table(uid) {
-                    rows.extend(t.iter().map(|(k, v)| (*k, v.clone())));
-                }
-                if rows.is_empty() {
-                    continue;
-                }
-                let cols = rows_to_columns(&types, rows.iter().map(|(k, v)| (*k, v)));
-                w.add_block(uid, &cols)?;
-            }
-            removed.clone_from(&st.files);
-            vec![Arc::new(w.finish()?)]
-        } else if !st.mem.is_empty() {
-            let mut w = DataFileWriter::create(&tsdb, id)?;
-            for uid in st.mem.uids() {
-                let (Some(types), Some(t)) = (types_of(uid), st.mem.table(uid)) else {
-                    continue;
-                };
-                let cols = rows_to_columns(&types, t.iter().map(|(k, v)| (*k, v)));
-                w.add_block(uid, &cols)?;
-            }
-            let mut v = st.files.clone();
-            v.push(Arc::new(w.finish()?));
-            v
-        } else {
-            st.files.clone()
-        };
-        let ids: Vec<u64> = new_files.iter().map(|f| f.id).collect();
-        let bytes = manifest::encode(upto, id + 1, &ids, &st.meta);
-        manifest::write(&self.dir.join("meta").join(MANIFEST_FILE), &bytes)?;
-        drop(st);
         {
-            let mut st = self.state.write();
-            st.files = new_files;
-            st.mem.clear();
-            st.flushed_seq = upto;
-            st.next_file_id = id + 1;
+            let _guard = self.commit.lock();
+            self.wal.check_poisoned()?;
+            self.wait_no_frozen(false)?;
+            self.freeze()?;
         }
-        self.wal.trim();
-        for f in removed {
-            // Readers holding the Arc keep reading the unlinked file.
-            if let Err(e) = std::fs::remove_file(&f.path) {
-                tracing::warn!(file = %f.path.display(), error = %e, "could not delete merged data file");
+        let _bg = self.bg.lock();
+        self.flush_frozen_locked()
+    }
+
+    /// COMPACT DATABASE: flushes, then merges every window's STT files into its data files,
+    /// rewriting each window's files so no replaced block is left behind. Returns when done.
+    pub fn compact(&self) -> Result<(), VnodeError> {
+        self.flush()?;
+        let _bg = self.bg.lock();
+        let fids: Vec<i64> = {
+            let st = self.state.read();
+            st.files
+                .windows
+                .iter()
+                .filter(|(_, w)| {
+                    w.damaged.is_none()
+                        && (!w.stts.is_empty()
+                            || w.data.as_ref().is_some_and(|d| d.garbage_bytes > 0))
+                })
+                .map(|(f, _)| *f)
+                .collect()
+        };
+        for fid in fids {
+            self.merge_window_locked(fid, true)?;
+        }
+        self.apply_retention_locked()
+    }
+
+    fn worker_loop(&self) {
+        let mut last_retention = std::time::Instant::now();
+        let mut failing = false;
+        loop {
+            {
+                let mut s = self.signal.lock();
+                if s.stop {
+                    return;
+                }
+                if !s.pending {
+                    let wait = if failing { 1000 } else { 500 };
+                    self.signal_cv.wait_for(&mut s, Duration::from_millis(wait));
+                }
+                if s.stop {
+                    return;
+                }
+                s.pending = false;
             }
+            let retention_due =
+                last_retention.elapsed() >= Duration::from_millis(RETENTION_CHECK_MS);
+            let r = (|| -> Result<()> {
+                let _bg = self.bg.lock();
+                self.flush_frozen_locked()?;
+                self.merge_due_locked()?;
+                if retention_due {
+                    last_retention = std::time::Instant::now();
+                    self.apply_retention_locked()?;
+                }
+                Ok(())
+            })();
+            match r {
+                Ok(()) => failing = false,
+                Err(e) => {
+                    if !failing {
+                        tracing::error!(dir = %self.dir.display(), error = %e, "background flush/merge failed; retrying");
+                    }
+                    failing = true;
+                }
+            }
+        }
+    }
+
+    fn commit_manifest(
+        &self,
+        flushed_seq: u64,
+        next_id: u64,
+        fs: &FileSet,
+        meta: &Meta,
+    ) -> Result<()> {
+        let bytes = manifest::encode(flushed_seq, next_id, &fs.recs(), meta);
+        manifest::write(&self.dir.join("meta").join(MANIFEST_FILE), &bytes)
+    }
+
+    /// Writes the frozen memtable (if any) as STT files and commits them. Caller holds `bg`.
+    fn flush_frozen_locked(&self) -> Result<()> {
+        let (frozen, files, mut next_id) = {
+            let st = self.state.read();
+            match &st.frozen {
+                Some(f) => (f.clone(), st.files.clone(), st.next_file_id),
+                None => return Ok(()),
+            }
+        };
+        let r = (|| -> Result<(FileSet, u64)> {
+            let new = flush::write_stts(
+                &self.tsdb_dir(),
+                &frozen,
+                self.window_units,
+                self.cfg.options.maxrows.max(1) as usize,
+                self.comp,
+                &mut next_id,
+            )?;
+            let mut fs = (*files).clone();
+            for (fid, s) in new {
+                fs.windows.entry(fid).or_default().stts.push(s);
+            }
+            self.commit_manifest(frozen.upto, next_id, &fs, &frozen.meta)?;
+            Ok((fs, next_id))
+        })();
+        match r {
+            Ok((fs, next_id)) => {
+                {
+                    let mut st = self.state.write();
+                    st.files = Arc::new(fs);
+                    st.frozen = None;
+                    st.flushed_seq = frozen.upto;
+                    st.flushed_meta = frozen.meta.clone();
+                    st.next_file_id = next_id;
+                    st.bg_error = None;
+                }
+                self.wal.trim();
+                self.flushes.fetch_add(1, Ordering::Relaxed);
+                let _g = self.flushed_lock.lock();
+                self.flushed_cv.notify_all();
+                Ok(())
+            }
+            Err(e) => {
+                self.state.write().bg_error = Some(e.to_string());
+                let _g = self.flushed_lock.lock();
+                self.flushed_cv.notify_all();
+                Err(e)
+            }
+        }
+    }
+
+    /// Merges every window that holds `STT_TRIGGER` STT files. Caller holds `bg`.
+    fn merge_due_locked(&self) -> Result<()> {
+        let trigger = self.cfg.options.stt_trigger.max(1) as usize;
+        let due: Vec<i64> = {
+            let st = self.state.read();
+            st.files
+                .windows
+                .iter()
+                .filter(|(_, w)| w.damaged.is_none() && w.stts.len() >= trigger)
+                .map(|(f, _)| *f)
+                .collect()
+        };
+        for fid in due {
+            self.merge_window_locked(fid, false)?;
         }
         Ok(())
+    }
+
+    /// Merges window `fid`'s STT files into its data files and commits. Caller holds `bg`.
+    fn merge_window_locked(&self, fid: i64, full: bool) -> Result<()> {
+        let (files, mut next_id, flushed_seq, flushed_meta) = {
+            let st = self.state.read();
+            (
+                st.files.clone(),
+                st.next_file_id,
+                st.flushed_seq,
+                st.flushed_meta.clone(),
+            )
+        };
+        let Some(w) = files.windows.get(&fid) else {
+            return Ok(());
+        };
+        if w.damaged.is_some() {
+            return Ok(());
+        }
+        let full = full
+            || w.data.as_ref().is_some_and(|d| {
+                d.data_len > 0 && d.garbage_bytes as f64 > GARBAGE_REWRITE_RATIO * d.data_len as f64
+            });
+        let layout_of = |uid: TableUid| {
+            let st = self.state.read();
+            let t = st.meta.table_by_uid(uid)?;
+            let s = st.meta.stables.get(&t.stable)?;
+            Some(flush::layout(s, self.comp))
+        };
+        let tsdb = self.tsdb_dir();
+        let params = compaction::MergeParams {
+            dir: &tsdb,
+            fid,
+            full_rewrite: full,
+            maxrows: self.cfg.options.maxrows.max(1) as usize,
+            minrows: self.cfg.options.minrows as usize,
+            layout_of: &layout_of,
+        };
+        let (new_data, _stats) = compaction::merge_window(&params, w, &mut next_id)?;
+        let mut fs = (*files).clone();
+        let old = fs.windows.remove(&fid).unwrap_or_default();
+        let new_data = new_data.map(Arc::new);
+        let rewrote = match (&old.data, &new_data) {
+            (Some(o), Some(n)) => o.data_id != n.data_id,
+            _ => true,
+        };
+        if new_data.is_some() {
+            fs.windows.insert(
+                fid,
+                Window {
+                    stts: Vec::new(),
+                    data: new_data,
+                    damaged: None,
+                    rec: None,
+                },
+            );
+        }
+        self.commit_manifest(flushed_seq, next_id, &fs, &flushed_meta)?;
+        {
+            let mut st = self.state.write();
+            st.files = Arc::new(fs);
+            st.next_file_id = next_id;
+        }
+        for s in &old.stts {
+            s.mark_obsolete();
+        }
+        if let Some(d) = &old.data {
+            d.mark_obsolete(rewrote);
+        }
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// KEEP: drops whole windows that ended before `now - KEEP`. Caller holds `bg`.
+    fn apply_retention_locked(&self) -> Result<()> {
+        let per_minute = self.cfg.options.precision.per_second().saturating_mul(60);
+        let keep = (self.cfg.options.keep_minutes as i64).saturating_mul(per_minute);
+        let cutoff = self.cfg.options.precision.now().saturating_sub(keep);
+        let (files, next_id, flushed_seq, flushed_meta) = {
+            let st = self.state.read();
+            (
+                st.files.clone(),
+                st.next_file_id,
+                st.flushed_seq,
+                st.flushed_meta.clone(),
+            )
+        };
+        let expired: Vec<i64> = files
+            .windows
+            .keys()
+            .copied()
+            .filter(|fid| tsdb::window_bounds(*fid, self.window_units).1 < cutoff)
+            .collect();
+        if expired.is_empty() {
+            return Ok(());
+        }
+        let mut fs = (*files).clone();
+        let mut gone = Vec::new();
+        for fid in &expired {
+            if let Some(w) = fs.windows.remove(fid) {
+                gone.push(w);
+            }
+        }
+        self.commit_manifest(flushed_seq, next_id, &fs, &flushed_meta)?;
+        self.state.write().files = Arc::new(fs);
+        for w in gone {
+            for s in &w.stts {
+                s.mark_obsolete();
+            }
+            if let Some(d) = &w.data {
+                d.mark_obsolete(true);
+            }
+        }
+        tracing::info!(windows = expired.len(), "dropped time windows past KEEP");
+        Ok(())
+    }
+
+    /// The oldest ts a write may carry (KEEP).
+    fn oldest_writable_ts(&self) -> i64 {
+        let per_minute = self.cfg.options.precision.per_second().saturating_mul(60);
+        let keep = (self.cfg.options.keep_minutes as i64).saturating_mul(per_minute);
+        self.cfg.options.precision.now().saturating_sub(keep)
     }
 
     pub fn stats(&self) -> VnodeStats {
@@ -926,16 +1383,17 @@ impl Vnode {
         VnodeStats {
             tables: st.meta.tables.len() as u64,
             rows_written: self.rows_written.load(Ordering::Relaxed),
-            mem_bytes: st.mem.bytes(),
+            mem_bytes: st.mem.bytes() + st.frozen.as_ref().map(|f| f.mem.bytes()).unwrap_or(0),
             wal_bytes: self.wal.bytes(),
-            disk_bytes: st.files.iter().map(|f| f.bytes).sum::<u64>() + manifest_bytes,
+            disk_bytes: st.files.disk_bytes() + manifest_bytes,
+            stt_files: st.files.windows.values().map(|w| w.stts.len() as u64).sum(),
+            windows: st.files.windows.len() as u64,
+            flushes: self.flushes.load(Ordering::Relaxed),
+            merges: self.merges.load(Ordering::Relaxed),
+            write_stalls: self.write_stalls.load(Ordering::Relaxed),
         }
     }
-
-    /// Deletes all files of the vnode (DROP DATABASE).
-    pub fn destroy(self) -> Result<(), VnodeError> {
-        let dir = self.dir.clone();
-        drop(self);
-        std::fs::remove_dir_all(&dir).map_err(|e| VnodeError::io(&dir, "remove", e))
-    }
 }
+
+#[cfg(test)]
+mod engine_tests;

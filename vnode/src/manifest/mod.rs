@@ -1,11 +1,11 @@
-//! The manifest `meta/MANIFEST`: which data files make up the vnode, the catalog snapshot, and
-//! the WAL sequence number up to which both are complete (layout in `FORMAT.md` beside this
-//! file).
+//! The manifest `meta/MANIFEST`: which files make up the vnode (per time window: its STT staging
+//! files and the committed version of its data files), the catalog snapshot, and the WAL
+//! sequence number up to which both are complete (layout in `FORMAT.md` beside this file).
 //!
 //! Owns: the committed file set. Invariants: replaced only atomically (temp file, fsync, rename,
-//! fsync dir); every listed data file was fsynced and renamed before the manifest listing it was
-//! written; every WAL record with seq <= `flushed_seq` is fully reflected in the listed files and
-//! the catalog snapshot, so replay starts after `flushed_seq`.
+//! fsync dir); every listed file was fsynced (and, if named by rename, renamed) before the
+//! manifest listing it was written; every WAL record with seq <= `flushed_seq` is fully reflected
+//! in the listed files and the catalog snapshot, so replay starts after `flushed_seq`.
 
 use crate::codec::{Reader, Writer};
 use crate::error::{Result, VnodeError};
@@ -14,13 +14,31 @@ use crate::meta::Meta;
 use std::path::Path;
 
 pub const MANIFEST_MAGIC: &[u8; 8] = b"TIDALMAN";
-pub const MANIFEST_VERSION: u32 = 1;
+pub const MANIFEST_VERSION: u32 = 2;
 const HEADER_BYTES: usize = 24;
+
+/// The committed version of one window's data files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataRec {
+    pub data_id: u64,
+    pub head_id: u64,
+    pub data_len: u64,
+    pub sma_len: u64,
+    pub garbage_bytes: u64,
+}
+
+/// One time window: its STT files (oldest first; a newer file wins per ts) and data files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowRec {
+    pub fid: i64,
+    pub stts: Vec<u64>,
+    pub data: Option<DataRec>,
+}
 
 pub struct Manifest {
     pub flushed_seq: u64,
     pub next_file_id: u64,
-    pub files: Vec<u64>,
+    pub windows: Vec<WindowRec>,
     pub meta: Meta,
 }
 
@@ -29,19 +47,34 @@ impl Manifest {
         Manifest {
             flushed_seq: 0,
             next_file_id: 1,
-            files: Vec::new(),
+            windows: Vec::new(),
             meta: Meta::new(),
         }
     }
 }
 
-pub fn encode(flushed_seq: u64, next_file_id: u64, files: &[u64], meta: &Meta) -> Vec<u8> {
+pub fn encode(flushed_seq: u64, next_file_id: u64, windows: &[WindowRec], meta: &Meta) -> Vec<u8> {
     let mut w = Writer::new();
     w.u64(flushed_seq);
     w.u64(next_file_id);
-    w.len_u32(files.len());
-    for f in files {
-        w.u64(*f);
+    w.len_u32(windows.len());
+    for win in windows {
+        w.i64(win.fid);
+        w.len_u32(win.stts.len());
+        for id in &win.stts {
+            w.u64(*id);
+        }
+        match &win.data {
+            None => w.u8(0),
+            Some(d) => {
+                w.u8(1);
+                w.u64(d.data_id);
+                w.u64(d.head_id);
+                w.u64(d.data_len);
+                w.u64(d.sma_len);
+                w.u64(d.garbage_bytes);
+            }
+        }
     }
     meta.encode(&mut w);
     let payload = w.buf;
@@ -79,7 +112,10 @@ pub fn read(path: &Path) -> Result<Manifest> {
     if version != MANIFEST_VERSION {
         return Err(corrupt(
             8,
-            format!("unsupported manifest version {version}"),
+            format!(
+                "unsupported manifest version {version} (this build reads version {MANIFEST_VERSION}; \
+                 version 1 vnodes from the foundation release must be reloaded)"
+            ),
         ));
     }
     let crc = r.u32().map_err(de)?;
@@ -102,16 +138,38 @@ pub fn read(path: &Path) -> Result<Manifest> {
     let pe = |e: crate::codec::DecodeError| corrupt(HEADER_BYTES + e.offset, e.reason);
     let flushed_seq = r.u64().map_err(pe)?;
     let next_file_id = r.u64().map_err(pe)?;
-    let n = r.count(8).map_err(pe)?;
-    let mut files = Vec::with_capacity(n);
+    let n = r.count(13).map_err(pe)?;
+    let mut windows = Vec::with_capacity(n);
     for _ in 0..n {
-        files.push(r.u64().map_err(pe)?);
+        let fid = r.i64().map_err(pe)?;
+        let ns = r.count(8).map_err(pe)?;
+        let mut stts = Vec::with_capacity(ns);
+        for _ in 0..ns {
+            stts.push(r.u64().map_err(pe)?);
+        }
+        let data = match r.u8().map_err(pe)? {
+            0 => None,
+            1 => Some(DataRec {
+                data_id: r.u64().map_err(pe)?,
+                head_id: r.u64().map_err(pe)?,
+                data_len: r.u64().map_err(pe)?,
+                sma_len: r.u64().map_err(pe)?,
+                garbage_bytes: r.u64().map_err(pe)?,
+            }),
+            k => {
+                return Err(corrupt(
+                    HEADER_BYTES + r.pos(),
+                    format!("window {fid}: invalid data flag {k}"),
+                ))
+            }
+        };
+        windows.push(WindowRec { fid, stts, data });
     }
     let meta = Meta::decode(&mut r).map_err(pe)?;
     Ok(Manifest {
         flushed_seq,
         next_file_id,
-        files,
+        windows,
         meta,
     })
 }

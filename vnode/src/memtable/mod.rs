@@ -6,7 +6,7 @@
 //! and is what the flush trigger compares against `buffer_bytes_max`.
 
 use std::collections::{BTreeMap, HashMap};
-use tidal_common::{Column, TableUid, Value};
+use tidal_common::{Column, DataType, TableUid, Value};
 
 /// One row: values in the STABLE's column order (index 0 = ts).
 pub type Row = Vec<Value>;
@@ -37,10 +37,6 @@ impl Memtable {
         self.bytes
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.tables.is_empty()
-    }
-
     /// Inserts validated columns (equal lengths, column 0 = non-null timestamps).
     pub fn insert(&mut self, uid: TableUid, cols: &[Column]) {
         let Some(ts_col) = cols.first() else { return };
@@ -69,15 +65,43 @@ impl Memtable {
         }
     }
 
-    /// Copies the rows of `uid` with `ts_min <= ts <= ts_max`.
-    pub fn range(&self, uid: TableUid, ts_min: i64, ts_max: i64) -> Vec<(i64, Row)> {
-        match self.tables.get(&uid) {
-            Some(t) if ts_min <= ts_max => t
-                .range(ts_min..=ts_max)
-                .map(|(k, v)| (*k, v.clone()))
-                .collect(),
-            _ => Vec::new(),
+    /// The rows of `uid` with `lo <= ts <= hi` as columns `wanted` (index into the row, type);
+    /// index 0 is the ts. Values a row lacks (written before a column was added) are NULL.
+    pub fn range_columns(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        wanted: &[(usize, DataType)],
+    ) -> Vec<Column> {
+        let mut out: Vec<Column> = wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect();
+        let Some(t) = self.tables.get(&uid) else {
+            return out;
+        };
+        if lo > hi {
+            return out;
         }
+        for (ts, row) in t.range(lo..=hi) {
+            for (c, (i, _)) in out.iter_mut().zip(wanted) {
+                if *i == 0 {
+                    c.push(&Value::Timestamp(*ts));
+                } else {
+                    c.push(row.get(*i).unwrap_or(&Value::Null));
+                }
+            }
+        }
+        out
+    }
+
+    /// Newest ts of `uid` (for window splitting and stats).
+    pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
+        let t = self.tables.get(&uid)?;
+        Some((*t.keys().next()?, *t.keys().next_back()?))
+    }
+
+    /// The first ts of `uid` at or after `from`.
+    pub fn next_ts(&self, uid: TableUid, from: i64) -> Option<i64> {
+        self.tables.get(&uid)?.range(from..).next().map(|(k, _)| *k)
     }
 
     /// The subtables with rows, sorted by uid.
@@ -85,15 +109,5 @@ impl Memtable {
         let mut v: Vec<TableUid> = self.tables.keys().copied().collect();
         v.sort();
         v
-    }
-
-    pub fn table(&self, uid: TableUid) -> Option<&BTreeMap<i64, Row>> {
-        self.tables.get(&uid)
-    }
-
-    pub fn clear(&mut self) {
-        self.tables.clear();
-        self.bytes = 0;
-        self.rows = 0;
     }
 }

@@ -1,0 +1,241 @@
+//! Integer sequence encodings, shared by BIGINT-family, unsigned (bit-cast to i64), TIMESTAMP
+//! columns and the scaled integers of the decimal float codec.
+//!
+//! Owns: plain, FOR bit-packing of the values, delta (`delta-i`), delta-of-delta (`delta-d`, the
+//! timestamp codec) and zigzag-delta simple-8b, plus the `Auto` trial that keeps the smallest.
+//!
+//! Invariants: the value count is never stored here (the column header has it); all arithmetic
+//! wraps, so i64::MIN/MAX and u64 bit patterns round-trip; a decoder produces exactly `n` values
+//! or an error.
+
+use crate::buf::{put_varint, unzigzag, zigzag, Reader};
+use crate::{bitpack, simple8b, CodecError};
+
+/// Stage-1 ids of the integer encodings (stored in the column header and, for decimal floats, in
+/// the float payload). Never renumber: files on disk carry them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum IntId {
+    Plain = 0,
+    BitPacking = 1,
+    DeltaI = 2,
+    DeltaD = 3,
+    Simple8b = 4,
+}
+
+impl IntId {
+    pub fn from_u8(b: u8) -> Option<IntId> {
+        Some(match b {
+            0 => IntId::Plain,
+            1 => IntId::BitPacking,
+            2 => IntId::DeltaI,
+            3 => IntId::DeltaD,
+            4 => IntId::Simple8b,
+            _ => return None,
+        })
+    }
+}
+
+/// What `Auto` tries, in order of preference on ties (cheapest decode first).
+pub const AUTO_CANDIDATES: [IntId; 4] = [
+    IntId::BitPacking,
+    IntId::DeltaI,
+    IntId::DeltaD,
+    IntId::Simple8b,
+];
+
+fn deltas(values: &[i64]) -> impl Iterator<Item = i64> + '_ {
+    values.windows(2).map(|w| w[1].wrapping_sub(w[0]))
+}
+
+/// Appends `values` in encoding `id`; returns the id actually used (simple-8b falls back to
+/// delta-i when a delta needs more than 60 bits).
+pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
+    match id {
+        IntId::Plain => {
+            out.reserve(values.len() * 8);
+            for v in values {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        IntId::BitPacking => bitpack::encode(values, out),
+        IntId::DeltaI => {
+            if let Some(&first) = values.first() {
+                put_varint(out, zigzag(first));
+                let d: Vec<i64> = deltas(values).collect();
+                bitpack::encode(&d, out);
+            }
+        }
+        IntId::DeltaD => {
+            if let Some(&first) = values.first() {
+                put_varint(out, zigzag(first));
+                let d: Vec<i64> = deltas(values).collect();
+                if let Some(&d0) = d.first() {
+                    put_varint(out, zigzag(d0));
+                    let dd: Vec<i64> = deltas(&d).collect();
+                    bitpack::encode(&dd, out);
+                }
+            }
+        }
+        IntId::Simple8b => {
+            if let Some(&first) = values.first() {
+                let mark = out.len();
+                put_varint(out, zigzag(first));
+                let z: Vec<u64> = deltas(values).map(zigzag).collect();
+                if !simple8b::encode(&z, out) {
+                    out.truncate(mark);
+                    return encode(values, IntId::DeltaI, out);
+                }
+            }
+        }
+    }
+    id
+}
+
+/// Encodes with every candidate and keeps the smallest; returns the id used.
+pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
+    let mut best: Option<(IntId, Vec<u8>)> = None;
+    for &c in candidates {
+        let mut buf = Vec::new();
+        let used = encode(values, c, &mut buf);
+        if best.as_ref().is_none_or(|(_, b)| buf.len() < b.len()) {
+            best = Some((used, buf));
+        }
+    }
+    match best {
+        Some((id, buf)) => {
+            out.extend_from_slice(&buf);
+            id
+        }
+        None => encode(values, IntId::Plain, out),
+    }
+}
+
+/// Decodes `n` values of encoding `id`, appending them to `out`.
+pub fn decode(r: &mut Reader, id: IntId, n: usize, out: &mut Vec<i64>) -> Result<(), CodecError> {
+    out.reserve(n);
+    if n == 0 {
+        return Ok(());
+    }
+    match id {
+        IntId::Plain => {
+            let bytes = r.take(n.saturating_mul(8), "plain integers")?;
+            out.extend(
+                bytes
+                    .chunks_exact(8)
+                    .filter_map(|c| c.first_chunk::<8>())
+                    .map(|c| i64::from_le_bytes(*c)),
+            );
+        }
+        IntId::BitPacking => bitpack::decode(r, n, out)?,
+        IntId::DeltaI => {
+            let first = r.zigzag_varint("first value")?;
+            let start = out.len();
+            out.push(first);
+            bitpack::decode(r, n - 1, out)?;
+            prefix_sum(out.get_mut(start..).unwrap_or(&mut []));
+        }
+        IntId::DeltaD => {
+            let first = r.zigzag_varint("first value")?;
+            let start = out.len();
+            out.push(first);
+            if n >= 2 {
+                let d0 = r.zigzag_varint("first delta")?;
+                out.push(d0);
+                bitpack::decode(r, n - 2, out)?;
+                let s = out.get_mut(start + 1..).unwrap_or(&mut []);
+                prefix_sum(s);
+                let s = out.get_mut(start..).unwrap_or(&mut []);
+                prefix_sum(s);
+            }
+        }
+        IntId::Simple8b => {
+            let first = r.zigzag_varint("first value")?;
+            let mut z = Vec::with_capacity(n - 1);
+            simple8b::decode(r, n - 1, &mut z)?;
+            let mut acc = first;
+            out.push(acc);
+            for d in z {
+                acc = acc.wrapping_add(unzigzag(d));
+                out.push(acc);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// In-place running sum: turns [x0, d1, d2, ...] into [x0, x0+d1, x0+d1+d2, ...].
+fn prefix_sum(s: &mut [i64]) {
+    let mut acc: i64 = 0;
+    for v in s.iter_mut() {
+        acc = acc.wrapping_add(*v);
+        *v = acc;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::Rng;
+
+    const ALL: [IntId; 5] = [
+        IntId::Plain,
+        IntId::BitPacking,
+        IntId::DeltaI,
+        IntId::DeltaD,
+        IntId::Simple8b,
+    ];
+
+    fn rt(values: &[i64]) {
+        for id in ALL {
+            let mut b = Vec::new();
+            let used = encode(values, id, &mut b);
+            let mut r = Reader::new(&b, 0);
+            let mut out = Vec::new();
+            decode(&mut r, used, values.len(), &mut out).unwrap();
+            r.finish("t").unwrap();
+            assert_eq!(out, values, "{id:?}");
+            for cut in 0..b.len() {
+                let mut r = Reader::new(&b[..cut], 0);
+                assert!(decode(&mut r, used, values.len(), &mut Vec::new()).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn edges() {
+        rt(&[]);
+        rt(&[i64::MIN]);
+        rt(&[i64::MIN, i64::MAX, i64::MIN, 0, i64::MAX]);
+        rt(&[1, 2]);
+        rt(&(0..5000).map(|i| 1_600_000_000_000 + i * 10_000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn random() {
+        let mut rng = Rng::new(11);
+        for _ in 0..50 {
+            let n = (rng.next() % 700) as usize;
+            let shift = rng.next() % 64;
+            let v: Vec<i64> = (0..n).map(|_| (rng.next() >> shift) as i64).collect();
+            rt(&v);
+            let mut acc = 0i64;
+            let w: Vec<i64> = (0..n)
+                .map(|_| {
+                    acc = acc.wrapping_add((rng.next() % 21) as i64 - 10);
+                    acc
+                })
+                .collect();
+            rt(&w);
+        }
+    }
+
+    #[test]
+    fn simple8b_falls_back() {
+        let mut b = Vec::new();
+        assert_eq!(
+            encode(&[0, i64::MAX], IntId::Simple8b, &mut b),
+            IntId::DeltaI
+        );
+    }
+}

@@ -1,0 +1,131 @@
+//! Simple-8b word packing of u64 values below 2^60 (Anh & Moffat), as TDengine's `simple8b`.
+//!
+//! Each little-endian u64 word holds a 4-bit selector in its top bits and 60 payload bits split
+//! into equal slots. Selectors 0 and 1 are runs of 240 and 120 zeros (zigzag deltas of a steady
+//! series are mostly 0, so this variant runs zeros rather than the original's ones).
+//!
+//! Invariants: the value count is stored by the caller; the last word may be only partly used
+//! (the decoder stops at the count, unused slots must be zero-filled by the encoder but are not
+//! checked). Values >= 2^60 cannot be represented: [`encode`] returns `false` and the caller
+//! picks another encoding.
+
+use crate::buf::Reader;
+use crate::CodecError;
+
+/// (values per word, bits per value) for each selector.
+const SELECTORS: [(usize, u32); 16] = [
+    (240, 0),
+    (120, 0),
+    (60, 1),
+    (30, 2),
+    (20, 3),
+    (15, 4),
+    (12, 5),
+    (10, 6),
+    (8, 7),
+    (7, 8),
+    (6, 10),
+    (5, 12),
+    (4, 15),
+    (3, 20),
+    (2, 30),
+    (1, 60),
+];
+
+pub const VALUE_MAX: u64 = (1 << 60) - 1;
+
+/// Appends the words for `values`; returns false (and leaves `out` as it was) if a value is too
+/// large for 60 bits.
+pub fn encode(values: &[u64], out: &mut Vec<u8>) -> bool {
+    let start_len = out.len();
+    let mut i = 0;
+    while i < values.len() {
+        let rest = values.get(i..).unwrap_or(&[]);
+        let mut chosen = None;
+        for (sel, &(count, bits)) in SELECTORS.iter().enumerate() {
+            // At the tail a selector may be only partly used: the count is stored elsewhere.
+            let take = count.min(rest.len());
+            let limit = if bits == 0 { 0 } else { VALUE_MAX >> (60 - bits) };
+            if rest.iter().take(take).all(|&v| v <= limit) {
+                chosen = Some((sel, take, bits));
+                break;
+            }
+        }
+        let Some((sel, take, bits)) = chosen else {
+            out.truncate(start_len);
+            return false;
+        };
+        let mut word = (sel as u64) << 60;
+        for (k, &v) in rest.iter().take(take).enumerate() {
+            word |= v << (k as u32 * bits);
+        }
+        out.extend_from_slice(&word.to_le_bytes());
+        i += take;
+    }
+    true
+}
+
+/// Decodes `n` values and appends them to `out`.
+pub fn decode(r: &mut Reader, n: usize, out: &mut Vec<u64>) -> Result<(), CodecError> {
+    let mut left = n;
+    while left > 0 {
+        let bytes = r.take(8, "simple8b word")?;
+        let word = bytes
+            .first_chunk::<8>()
+            .map_or(0, |c| u64::from_le_bytes(*c));
+        let sel = (word >> 60) as usize;
+        let (count, bits) = SELECTORS.get(sel).copied().unwrap_or((1, 60));
+        let take = count.min(left);
+        if bits == 0 {
+            out.extend(std::iter::repeat_n(0, take));
+        } else {
+            let mask = (1u64 << bits) - 1;
+            out.extend((0..take).map(|k| (word >> (k as u32 * bits)) & mask));
+        }
+        left -= take;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_util::Rng;
+
+    fn rt(v: &[u64]) -> usize {
+        let mut b = Vec::new();
+        assert!(encode(v, &mut b));
+        let mut r = Reader::new(&b, 0);
+        let mut out = Vec::new();
+        decode(&mut r, v.len(), &mut out).unwrap();
+        r.finish("t").unwrap();
+        assert_eq!(out, v);
+        for cut in 0..b.len() {
+            assert!(decode(&mut Reader::new(&b[..cut], 0), v.len(), &mut Vec::new()).is_err());
+        }
+        b.len()
+    }
+
+    #[test]
+    fn roundtrips() {
+        rt(&[]);
+        rt(&[0]);
+        rt(&[VALUE_MAX]);
+        assert_eq!(rt(&[0; 480]), 16);
+        rt(&[0, 0, 0, 1, 0, 0, 5, 1 << 40, 3]);
+        let mut rng = Rng::new(3);
+        for bits in 0..=60u32 {
+            let v: Vec<u64> = (0..(rng.next() % 500))
+                .map(|_| if bits == 0 { 0 } else { rng.next() >> (64 - bits) })
+                .collect();
+            rt(&v);
+        }
+    }
+
+    #[test]
+    fn too_large_is_refused() {
+        let mut b = vec![1u8];
+        assert!(!encode(&[1, VALUE_MAX + 1], &mut b));
+        assert_eq!(b, vec![1u8]);
+    }
+}

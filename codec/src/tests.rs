@@ -1,0 +1,433 @@
+//! Whole-column round-trip and corruption tests (per-encoding tests live beside each module).
+
+use super::*;
+use crate::test_util::Rng;
+
+const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
+
+fn encodings(p: PhysicalType) -> Vec<Encoding> {
+    match p {
+        PhysicalType::Int | PhysicalType::UInt | PhysicalType::Timestamp => vec![
+            Encoding::Auto,
+            Encoding::Disabled,
+            Encoding::DeltaI,
+            Encoding::DeltaD,
+            Encoding::Simple8b,
+            Encoding::BitPacking,
+        ],
+        PhysicalType::Float => vec![
+            Encoding::Auto,
+            Encoding::Disabled,
+            Encoding::Decimal,
+            Encoding::Gorilla,
+            Encoding::ByteSplit,
+        ],
+        PhysicalType::Bool => vec![Encoding::Auto, Encoding::Disabled, Encoding::BitPacking],
+        PhysicalType::Str => vec![Encoding::Auto, Encoding::Disabled],
+    }
+}
+
+/// What decoding must give back: NULL slots hold the placeholder, no mask when no NULL.
+fn normalize(col: &Column) -> Column {
+    let mut c = col.clone();
+    if !c.nulls.iter().any(|&n| n) {
+        c.nulls.clear();
+        return c;
+    }
+    let m = c.nulls.clone();
+    match &mut c.data {
+        ColumnData::Bool(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = false),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => {
+            v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0)
+        }
+        ColumnData::UInt(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0),
+        ColumnData::Float(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0.0),
+        ColumnData::Str(v) => v
+            .iter_mut()
+            .zip(&m)
+            .filter(|p| *p.1)
+            .for_each(|p| p.0.clear()),
+    }
+    c
+}
+
+/// Bitwise equality (PartialEq on f64 would fail on NaN and pass -0.0 == 0.0).
+fn same(a: &Column, b: &Column) -> bool {
+    match (&a.data, &b.data) {
+        (ColumnData::Float(x), ColumnData::Float(y)) => {
+            a.nulls == b.nulls
+                && x.len() == y.len()
+                && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+        }
+        _ => a == b,
+    }
+}
+
+fn types() -> Vec<DataType> {
+    vec![
+        DataType::Timestamp,
+        DataType::Bool,
+        DataType::BigInt,
+        DataType::TinyInt,
+        DataType::UBigInt,
+        DataType::Float,
+        DataType::Double,
+        DataType::VarChar(64),
+        DataType::NChar(16),
+    ]
+}
+
+fn edge_columns(t: DataType) -> Vec<Column> {
+    let data: Vec<ColumnData> = match t.physical() {
+        PhysicalType::Int | PhysicalType::Timestamp => {
+            let mk = |v: Vec<i64>| {
+                if t.physical() == PhysicalType::Int {
+                    ColumnData::Int(v)
+                } else {
+                    ColumnData::Timestamp(v)
+                }
+            };
+            vec![
+                mk(vec![]),
+                mk(vec![0]),
+                mk(vec![i64::MIN, i64::MAX, i64::MIN, 0, -1, 1, i64::MAX]),
+                mk((0..4096).map(|i| 1_451_606_400_000 + i * 10_000).collect()),
+                mk(vec![7; 1000]),
+            ]
+        }
+        PhysicalType::UInt => vec![
+            ColumnData::UInt(vec![]),
+            ColumnData::UInt(vec![u64::MAX, 0, u64::MAX, 1 << 63, (1 << 63) - 1]),
+            ColumnData::UInt((0..300).collect()),
+        ],
+        PhysicalType::Float => vec![
+            ColumnData::Float(vec![]),
+            ColumnData::Float(vec![
+                -0.0,
+                0.0,
+                f64::NAN,
+                f64::from_bits(0x7ff4_0000_dead_beef),
+                f64::from_bits(0xfff8_0000_0000_0001),
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::MIN_POSITIVE,
+                5e-324,
+                f64::MAX,
+            ]),
+            ColumnData::Float((0..1000).map(|i| (i % 97) as f64 / 100.0).collect()),
+            ColumnData::Float(vec![f64::from(1.1f32), f64::from(-7.25f32), f64::from(f32::MIN)]),
+        ],
+        PhysicalType::Bool => vec![
+            ColumnData::Bool(vec![]),
+            ColumnData::Bool(vec![true]),
+            ColumnData::Bool((0..1001).map(|i| i % 3 == 1).collect()),
+        ],
+        PhysicalType::Str => vec![
+            ColumnData::Str(vec![]),
+            ColumnData::Str(vec![String::new()]),
+            ColumnData::Str(
+                ["", "a", "héllo ✓", "日本語テキスト", "🦀🦀", "", "a"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
+            ),
+            ColumnData::Str((0..700).map(|i| format!("v{}", i % 5)).collect()),
+        ],
+    };
+    let mut cols = Vec::new();
+    for d in data {
+        let n = d.len();
+        cols.push(Column::new(d.clone()));
+        if n > 0 {
+            cols.push(Column {
+                data: d.clone(),
+                nulls: (0..n).map(|i| i % 3 == 0).collect(),
+            });
+            cols.push(Column {
+                data: d.clone(),
+                nulls: vec![true; n],
+            });
+            cols.push(Column {
+                data: d,
+                nulls: vec![false; n],
+            });
+        }
+    }
+    cols
+}
+
+pub fn random_column(t: DataType, rng: &mut Rng, n: usize) -> Column {
+    let mode = rng.next() % 4;
+    let data = match t.physical() {
+        PhysicalType::Int | PhysicalType::Timestamp | PhysicalType::UInt => {
+            let mut acc = rng.next() as i64;
+            let shift = rng.next() % 64;
+            let v: Vec<i64> = (0..n)
+                .map(|_| match mode {
+                    0 => (rng.next() >> shift) as i64,
+                    1 => {
+                        acc = acc.wrapping_add((rng.next() >> shift) as i64 - (1 << 20));
+                        acc
+                    }
+                    2 => (rng.next() % 6) as i64,
+                    _ => {
+                        acc = acc.wrapping_add(10_000 * (1 + (rng.next() % 10 == 0) as i64));
+                        acc
+                    }
+                })
+                .collect();
+            match t.physical() {
+                PhysicalType::Int => ColumnData::Int(v),
+                PhysicalType::Timestamp => ColumnData::Timestamp(v),
+                _ => ColumnData::UInt(v.into_iter().map(|x| x as u64).collect()),
+            }
+        }
+        PhysicalType::Float => {
+            let mut x = rng.f64() * 100.0;
+            let p = 10f64.powi((rng.next() % 7) as i32);
+            ColumnData::Float(
+                (0..n)
+                    .map(|_| match mode {
+                        0 => f64::from_bits(rng.next()),
+                        1 => {
+                            x += rng.f64() - 0.5;
+                            (x * p).trunc() / p
+                        }
+                        2 => f64::from((x + rng.f64()) as f32),
+                        _ => {
+                            x += rng.f64() - 0.5;
+                            x
+                        }
+                    })
+                    .collect(),
+            )
+        }
+        PhysicalType::Bool => ColumnData::Bool((0..n).map(|_| rng.next() % 3 == 0).collect()),
+        PhysicalType::Str => ColumnData::Str(
+            (0..n)
+                .map(|_| {
+                    let len = (rng.next() % if mode == 0 { 3 } else { 20 }) as usize;
+                    (0..len)
+                        .map(|_| char::from_u32((rng.next() % 0x800) as u32).unwrap_or('x'))
+                        .collect()
+                })
+                .collect(),
+        ),
+    };
+    let nulls = if rng.next() % 2 == 0 {
+        Vec::new()
+    } else {
+        (0..n).map(|_| rng.next() % 10 == 0).collect()
+    };
+    Column { data, nulls }
+}
+
+fn roundtrip(col: &Column, t: DataType, codec: &ColumnCodec) -> Vec<u8> {
+    let mut out = vec![0xAA]; // encode_column appends: prove it keeps what was there
+    encode_column(col, t, codec, &mut out).unwrap();
+    assert_eq!(out.first(), Some(&0xAA));
+    let bytes = out.split_off(1);
+    let back = decode_column(&bytes, t, col.len())
+        .unwrap_or_else(|e| panic!("{t:?} {codec:?}: {e}"));
+    assert!(same(&back, &normalize(col)), "{t:?} {codec:?}\n{col:?}\n{back:?}");
+    bytes
+}
+
+#[test]
+fn edge_cases_roundtrip_every_codec() {
+    for t in types() {
+        for col in edge_columns(t) {
+            for e in encodings(t.physical()) {
+                for c in COMPRESSIONS {
+                    for level in [Level::Low, Level::High] {
+                        let codec = ColumnCodec {
+                            encoding: e,
+                            compression: c,
+                            level,
+                        };
+                        roundtrip(&col, t, &codec);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn random_roundtrip_every_codec() {
+    let mut rng = Rng::new(42);
+    for t in types() {
+        for _ in 0..20 {
+            let n = match rng.next() % 4 {
+                0 => (rng.next() % 10) as usize,
+                1 => 4096,
+                _ => (rng.next() % 1500) as usize,
+            };
+            let col = random_column(t, &mut rng, n);
+            for e in encodings(t.physical()) {
+                for c in COMPRESSIONS {
+                    let codec = ColumnCodec {
+                        encoding: e,
+                        compression: c,
+                        level: Level::Medium,
+                    };
+                    roundtrip(&col, t, &codec);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn type_and_row_mismatches_are_errors() {
+    let col = Column::new(ColumnData::Int(vec![1, 2, 3]));
+    let codec = ColumnCodec::default_for(DataType::BigInt, 2);
+    let mut out = Vec::new();
+    assert!(matches!(
+        encode_column(&col, DataType::Double, &codec, &mut out),
+        Err(CodecError::TypeMismatch { .. })
+    ));
+    let bad = Column {
+        data: ColumnData::Int(vec![1, 2, 3]),
+        nulls: vec![true],
+    };
+    assert!(encode_column(&bad, DataType::BigInt, &codec, &mut out).is_err());
+    let gorilla = ColumnCodec {
+        encoding: Encoding::Gorilla,
+        ..codec
+    };
+    assert!(encode_column(&col, DataType::BigInt, &gorilla, &mut out).is_err());
+    encode_column(&col, DataType::BigInt, &codec, &mut out).unwrap();
+    assert!(decode_column(&out, DataType::BigInt, 4).is_err());
+    assert!(matches!(
+        decode_column(&out, DataType::Double, 3),
+        Err(CodecError::TypeMismatch { .. })
+    ));
+    // Int and UInt share codecs but not the header's physical type.
+    assert!(decode_column(&out, DataType::UBigInt, 3).is_err());
+    let mut v2 = out.clone();
+    v2[0] = 2;
+    assert!(matches!(
+        decode_column(&v2, DataType::BigInt, 3),
+        Err(CodecError::Version { .. })
+    ));
+    let mut extra = out.clone();
+    extra.push(0);
+    assert!(decode_column(&extra, DataType::BigInt, 3).is_err());
+    assert_eq!(
+        decode_column(&out, DataType::BigInt, 3)
+            .unwrap()
+            .data,
+        ColumnData::Int(vec![1, 2, 3])
+    );
+}
+
+#[test]
+fn prefixes_and_bit_flips_never_panic() {
+    let mut rng = Rng::new(1234);
+    for t in types() {
+        for round in 0..6 {
+            let n = if round == 0 { 4096 } else { (rng.next() % 600) as usize };
+            let col = random_column(t, &mut rng, n);
+            for e in encodings(t.physical()) {
+                for c in COMPRESSIONS {
+                    let codec = ColumnCodec {
+                        encoding: e,
+                        compression: c,
+                        level: Level::Low,
+                    };
+                    let bytes = roundtrip(&col, t, &codec);
+                    for cut in 0..bytes.len() {
+                        let prefix = bytes.get(..cut).unwrap_or(&[]);
+                        assert!(
+                            decode_column(prefix, t, n).is_err(),
+                            "{t:?} {codec:?} prefix {cut}/{}",
+                            bytes.len()
+                        );
+                    }
+                    for _ in 0..40 {
+                        let mut b = bytes.clone();
+                        for _ in 0..1 + rng.next() % 3 {
+                            let i = (rng.next() as usize) % b.len();
+                            b[i] ^= 1 << (rng.next() % 8);
+                        }
+                        if let Ok(back) = decode_column(&b, t, n) {
+                            assert_eq!(back.len(), n);
+                            assert!(back.nulls.is_empty() || back.nulls.len() == n);
+                        }
+                        // Any type and row count must fail cleanly too.
+                        for other in [DataType::Bool, DataType::Double, DataType::VarChar(1)] {
+                            let _ = decode_column(&b, other, n);
+                        }
+                        let _ = decode_column(&b, t, n + 1);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn garbage_never_panics() {
+    let mut rng = Rng::new(99);
+    for _ in 0..20_000 {
+        let len = (rng.next() % 64) as usize;
+        let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        if let Some(v) = b.first_mut() {
+            *v = 1; // get past the version check most of the time
+        }
+        if let Some(v) = b.get_mut(1) {
+            *v %= 6;
+        }
+        if let Some(v) = b.get_mut(3) {
+            *v %= 3;
+        }
+        if let Some(v) = b.get_mut(4) {
+            *v %= 2;
+        }
+        for t in types() {
+            let _ = decode_column(&b, t, (rng.next() % 300) as usize);
+        }
+    }
+}
+
+#[test]
+fn no_nulls_means_empty_mask() {
+    let col = Column {
+        data: ColumnData::Float(vec![1.0, 2.0]),
+        nulls: vec![false, false],
+    };
+    let mut out = Vec::new();
+    encode_column(&col, DataType::Double, &ColumnCodec::default_for(DataType::Double, 2), &mut out)
+        .unwrap();
+    assert!(decode_column(&out, DataType::Double, 2).unwrap().nulls.is_empty());
+}
+
+#[test]
+fn tsbs_like_columns_compress() {
+    // 4096 rows at 10 s with 10% missing: timestamps must cost well under 1 byte per value,
+    // a 5-decimal random walk under 2.
+    let mut rng = Rng::new(5);
+    let mut ts = Vec::new();
+    let mut t = 1_451_606_400_000i64;
+    while ts.len() < 4096 {
+        t += 10_000;
+        if rng.next() % 10 != 0 {
+            ts.push(t);
+        }
+    }
+    let col = Column::new(ColumnData::Timestamp(ts));
+    let codec = ColumnCodec::default_for(DataType::Timestamp, 2);
+    let b = roundtrip(&col, DataType::Timestamp, &codec);
+    assert!(b.len() < 4096, "{}", b.len());
+    let mut x = 45.0f64;
+    let lat: Vec<f64> = (0..4096)
+        .map(|_| {
+            x += rng.f64() * 0.01 - 0.005;
+            (x * 1e5).trunc() / 1e5
+        })
+        .collect();
+    let col = Column::new(ColumnData::Float(lat));
+    let b = roundtrip(&col, DataType::Double, &codec);
+    assert!(b.len() < 2 * 4096, "{}", b.len());
+}

@@ -1,0 +1,725 @@
+//! InfluxDB line protocol parser: pure (no I/O, no allocation unless a token needs unescaping),
+//! zero-panic on any input, one error per bad line.
+//!
+//! ```text
+//! measurement[,tag_key=tag_value...] field_key=field_value[,field_key=field_value...] [timestamp]
+//! ```
+//!
+//! What this module owns, following InfluxDB's line protocol reference:
+//! - **Escapes.** In the measurement, `\,` and `\ ` (comma, space); in tag keys, tag values and
+//!   field keys, `\,`, `\=` and `\ `; in string field values `\"` and `\\`. Everywhere `\\` is
+//!   one backslash, and a backslash before any other character is a literal backslash.
+//! - **Field values.** Float (`1`, `-1.5`, `1e3`), integer (`1i`), unsigned (`1u`), string
+//!   (`"text"`, may span newlines), boolean (`t`, `T`, `true`, `True`, `TRUE`, `f`, `F`, `false`,
+//!   `False`, `FALSE`).
+//! - **Lines.** Blank lines and lines whose first non-blank byte is `#` are skipped. A `\r`
+//!   before the newline is ignored. The timestamp is optional and is returned exactly as
+//!   written; [`Precision::convert`] changes its unit.
+//!
+//! Invariants:
+//! - Parsing never panics and never indexes out of bounds: every access is through `get` or a
+//!   checked slice; the fuzz target calls [`parse_lines`] on arbitrary bytes.
+//! - A bad line yields exactly one [`ParseError`] (line number, 1-based byte column, what was
+//!   wrong), and parsing resumes at the next line, so one bad line never hides the others.
+//! - Duplicate tag keys are an error (the series key would be ambiguous); a repeated field
+//!   key keeps its last value, as InfluxDB does.
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// Largest string field value in bytes, as InfluxDB limits it (64 KiB).
+pub const STRING_FIELD_BYTES_MAX: usize = 64 * 1024;
+/// Longest excerpt of a bad line kept in its error, so an error stays printable.
+const SNIPPET_BYTES_MAX: usize = 80;
+
+/// A field value as written in the line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FieldValue<'a> {
+    Float(f64),
+    Int(i64),
+    UInt(u64),
+    Str(Cow<'a, str>),
+    Bool(bool),
+}
+
+impl FieldValue<'_> {
+    /// The line protocol name of the type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            FieldValue::Float(_) => "float",
+            FieldValue::Int(_) => "integer",
+            FieldValue::UInt(_) => "unsigned",
+            FieldValue::Str(_) => "string",
+            FieldValue::Bool(_) => "boolean",
+        }
+    }
+}
+
+/// One parsed point. Strings borrow from the input unless they contained escapes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line<'a> {
+    /// 1-based line number in the body.
+    pub line_no: usize,
+    pub measurement: Cow<'a, str>,
+    /// Tags in the order written (duplicates rejected).
+    pub tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    /// Fields in the order of first appearance; a repeated key holds its last value.
+    pub fields: Vec<(Cow<'a, str>, FieldValue<'a>)>,
+    /// The timestamp as written, in the request's precision; `None` means "now".
+    pub timestamp: Option<i64>,
+}
+
+/// What was wrong with a line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("line is not valid UTF-8")]
+    InvalidUtf8,
+    #[error("missing measurement name")]
+    MissingMeasurement,
+    #[error("missing tag key")]
+    MissingTagKey,
+    #[error("missing '=' after tag key '{0}'")]
+    MissingTagEquals(String),
+    #[error("missing value for tag '{0}'")]
+    MissingTagValue(String),
+    #[error("value of tag '{0}' contains an unescaped '=' (write it as '\\=')")]
+    UnescapedEquals(String),
+    #[error("duplicate tag key '{0}'")]
+    DuplicateTag(String),
+    #[error("missing fields: a point needs at least one field after the measurement and tags")]
+    MissingFields,
+    #[error("missing field key")]
+    MissingFieldKey,
+    #[error("missing '=' after field key '{0}'")]
+    MissingFieldEquals(String),
+    #[error("missing value for field '{0}'")]
+    MissingFieldValue(String),
+    #[error("invalid value '{value}' for field '{field}': expected a float (1.5), an integer (1i), an unsigned integer (1u), a double-quoted string or a boolean (true/false)")]
+    InvalidFieldValue { field: String, value: String },
+    #[error("integer value '{value}' of field '{field}' is out of range")]
+    IntegerOutOfRange { field: String, value: String },
+    #[error("unterminated string value of field '{0}': missing closing '\"'")]
+    UnterminatedString(String),
+    #[error("string value of field '{field}' is {len} bytes, above the limit of {STRING_FIELD_BYTES_MAX}")]
+    StringTooLong { field: String, len: usize },
+    #[error("invalid timestamp '{0}': expected an integer")]
+    InvalidTimestamp(String),
+    #[error("unexpected text '{0}' after the timestamp")]
+    TrailingText(String),
+}
+
+/// A bad line: where and what.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}, column {column}: {kind} (in '{snippet}')")]
+pub struct ParseError {
+    /// 1-based line number in the body.
+    pub line: usize,
+    /// 1-based byte column in the line.
+    pub column: usize,
+    pub kind: ErrorKind,
+    /// The start of the bad line (at most 80 bytes), for the user to find it.
+    pub snippet: String,
+}
+
+/// Timestamp precision of a write request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    Nanos,
+    Micros,
+    Millis,
+    Seconds,
+}
+
+impl Precision {
+    /// Parses the `precision` query parameter: `ns`/`n`, `us`/`u`/`µ`, `ms`, `s`
+    /// (InfluxDB 1.x and 2.x spellings). Minutes and hours (`m`, `h`) are not supported.
+    pub fn parse(s: &str) -> Option<Precision> {
+        match s {
+            "ns" | "n" => Some(Precision::Nanos),
+            "us" | "u" | "µ" | "µs" => Some(Precision::Micros),
+            "ms" => Some(Precision::Millis),
+            "s" => Some(Precision::Seconds),
+            _ => None,
+        }
+    }
+
+    /// Nanoseconds per unit.
+    pub fn nanos_per_unit(self) -> i64 {
+        match self {
+            Precision::Nanos => 1,
+            Precision::Micros => 1_000,
+            Precision::Millis => 1_000_000,
+            Precision::Seconds => 1_000_000_000,
+        }
+    }
+
+    /// Converts `ts` from this precision to `to`. A finer target multiplies (checked: `None`
+    /// on overflow); a coarser target rounds toward negative infinity, so a timestamp always
+    /// maps to the unit that contains it.
+    pub fn convert(self, ts: i64, to: Precision) -> Option<i64> {
+        let (from, to) = (self.nanos_per_unit(), to.nanos_per_unit());
+        if from >= to {
+            ts.checked_mul(from / to)
+        } else {
+            Some(ts.div_euclid(to / from))
+        }
+    }
+}
+
+impl From<tidal_common::Precision> for Precision {
+    fn from(p: tidal_common::Precision) -> Precision {
+        match p {
+            tidal_common::Precision::Millis => Precision::Millis,
+            tidal_common::Precision::Micros => Precision::Micros,
+            tidal_common::Precision::Nanos => Precision::Nanos,
+        }
+    }
+}
+
+/// Iterates over the points of a body: one `Ok(Line)` per point, one `Err` per bad line.
+/// Blank and comment lines yield nothing.
+pub fn parse_lines(body: &[u8]) -> Lines<'_> {
+    Lines {
+        buf: body,
+        pos: 0,
+        line_no: 0,
+    }
+}
+
+/// Parses one line (no newline expected; a trailing `\r` or whitespace is ignored). Returns
+/// `Ok(None)` for a blank or comment line.
+pub fn parse_line(line: &[u8]) -> Result<Option<Line<'_>>, ParseError> {
+    let mut it = parse_lines(line);
+    it.next().transpose()
+}
+
+/// Iterator returned by [`parse_lines`].
+pub struct Lines<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Number of the line that starts at `pos`, minus one.
+    line_no: usize,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.pos >= self.buf.len() {
+                return None;
+            }
+            let start = self.pos;
+            self.line_no += 1;
+            let line_no = self.line_no;
+            let mut p = Parser {
+                buf: self.buf,
+                pos: start,
+                line_start: start,
+                line_no,
+                extra_newlines: 0,
+            };
+            // Leading blanks; then a blank or comment line is skipped whole.
+            p.skip_blanks();
+            match p.peek() {
+                None => {
+                    self.pos = self.buf.len();
+                    return None;
+                }
+                Some(b'\n') => {
+                    self.pos = p.pos + 1;
+                    continue;
+                }
+                Some(b'\r') if p.peek_at(1).is_none_or(|b| b == b'\n') => {
+                    self.pos = (p.pos + 2).min(self.buf.len());
+                    continue;
+                }
+                Some(b'#') => {
+                    self.pos = next_line(self.buf, p.pos);
+                    continue;
+                }
+                _ => {}
+            }
+            let result = p.line();
+            // Strings may span newlines; keep the line count in step with the body.
+            self.line_no += p.extra_newlines;
+            match result {
+                Ok(line) => {
+                    self.pos = p.pos;
+                    return Some(Ok(line));
+                }
+                Err((column_pos, kind)) => {
+                    // After an error the quoting state is unknown: resume at the next newline
+                    // after the error position (not before it, so progress is guaranteed).
+                    let err_pos = column_pos.max(start).min(self.buf.len());
+                    let end = next_line(self.buf, err_pos.max(p.pos.min(self.buf.len())));
+                    let newlines = self
+                        .buf
+                        .get(start..end)
+                        .map_or(0, |r| r.iter().filter(|&&b| b == b'\n').count());
+                    let line_start = p.line_start;
+                    let line_end = next_line(self.buf, line_start);
+                    let raw = self.buf.get(line_start..line_end).unwrap_or(&[]);
+                    let raw = trim_newline(raw);
+                    let cut = raw.len().min(SNIPPET_BYTES_MAX);
+                    let snippet =
+                        String::from_utf8_lossy(raw.get(..cut).unwrap_or(&[])).into_owned();
+                    let err = ParseError {
+                        line: line_no,
+                        column: err_pos.saturating_sub(line_start) + 1,
+                        kind,
+                        snippet,
+                    };
+                    self.pos = end;
+                    self.line_no = line_no + newlines.saturating_sub(1);
+                    return Some(Err(err));
+                }
+            }
+        }
+    }
+}
+
+/// Index just past the next `\n` at or after `from` (or the end of the buffer).
+fn next_line(buf: &[u8], from: usize) -> usize {
+    match buf
+        .get(from..)
+        .and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+    {
+        Some(i) => from + i + 1,
+        None => buf.len(),
+    }
+}
+
+fn trim_newline(mut s: &[u8]) -> &[u8] {
+    while let Some((&last, rest)) = s.split_last() {
+        if last == b'\n' || last == b'\r' {
+            s = rest;
+        } else {
+            break;
+        }
+    }
+    s
+}
+
+/// Which escapes apply to a token.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Section {
+    /// Ends at an unescaped `,` or space; escapes `\,` `\ ` `\\`.
+    Measurement,
+    /// Tag keys, tag values, field keys: end at `,` `=` or space; escapes `\,` `\=` `\ ` `\\`.
+    Key,
+}
+
+type PResult<T> = Result<T, (usize, ErrorKind)>;
+
+struct Parser<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    /// Start of the current logical line (for columns).
+    line_start: usize,
+    line_no: usize,
+    /// Newlines consumed inside string values of this line.
+    extra_newlines: usize,
+}
+
+fn is_line_end(b: Option<u8>) -> bool {
+    matches!(b, None | Some(b'\n'))
+}
+
+impl<'a> Parser<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    fn peek_at(&self, off: usize) -> Option<u8> {
+        self.buf.get(self.pos + off).copied()
+    }
+
+    fn skip_blanks(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t')) {
+            self.pos += 1;
+        }
+    }
+
+    /// True at the end of the line, treating a `\r` before `\n` (or the end) as the end.
+    fn at_line_end(&self) -> bool {
+        match self.peek() {
+            None | Some(b'\n') => true,
+            Some(b'\r') => is_line_end(self.peek_at(1)),
+            _ => false,
+        }
+    }
+
+    /// Consumes the end of the line (`\r`, `\n`).
+    fn finish_line(&mut self) {
+        if self.peek() == Some(b'\r') {
+            self.pos += 1;
+        }
+        if self.peek() == Some(b'\n') {
+            self.pos += 1;
+        }
+    }
+
+    fn line(&mut self) -> PResult<Line<'a>> {
+        let m_pos = self.pos;
+        let measurement = self.token(Section::Measurement)?;
+        if measurement.is_empty() {
+            return Err((m_pos, ErrorKind::MissingMeasurement));
+        }
+        let mut tags: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
+        while self.peek() == Some(b',') {
+            self.pos += 1;
+            let k_pos = self.pos;
+            let key = self.token(Section::Key)?;
+            if key.is_empty() {
+                return Err((k_pos, ErrorKind::MissingTagKey));
+            }
+            if self.peek() != Some(b'=') {
+                return Err((self.pos, ErrorKind::MissingTagEquals(key.into_owned())));
+            }
+            self.pos += 1;
+            let v_pos = self.pos;
+            let value = self.token(Section::Key)?;
+            if value.is_empty() {
+                return Err((v_pos, ErrorKind::MissingTagValue(key.into_owned())));
+            }
+            if self.peek() == Some(b'=') {
+                return Err((self.pos, ErrorKind::UnescapedEquals(key.into_owned())));
+            }
+            if tags.iter().any(|(k, _)| *k == key) {
+                return Err((k_pos, ErrorKind::DuplicateTag(key.into_owned())));
+            }
+            tags.push((key, value));
+        }
+        // The field set starts after one or more spaces.
+        // Tokens end only at ',' ' ' '=' or the line end, and ',' '=' were consumed above.
+        if self.peek() != Some(b' ') {
+            return Err((self.pos, ErrorKind::MissingFields));
+        }
+        self.skip_blanks();
+        if self.at_line_end() {
+            return Err((self.pos, ErrorKind::MissingFields));
+        }
+        let mut fields: Vec<(Cow<'a, str>, FieldValue<'a>)> = Vec::new();
+        loop {
+            let k_pos = self.pos;
+            let key = self.token(Section::Key)?;
+            if key.is_empty() {
+                return Err((k_pos, ErrorKind::MissingFieldKey));
+            }
+            if self.peek() != Some(b'=') {
+                return Err((self.pos, ErrorKind::MissingFieldEquals(key.into_owned())));
+            }
+            self.pos += 1;
+            let value = self.field_value(&key)?;
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some(slot) => slot.1 = value,
+                None => fields.push((key, value)),
+            }
+            match self.peek() {
+                Some(b',') => {
+                    self.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        let timestamp = if self.at_line_end() {
+            None
+        } else if self.peek() == Some(b' ') || self.peek() == Some(b'\t') {
+            self.skip_blanks();
+            if self.at_line_end() {
+                None
+            } else {
+                let t_pos = self.pos;
+                let raw = self.bare();
+                let text = String::from_utf8_lossy(raw);
+                let ts = parse_int(raw)
+                    .ok_or_else(|| (t_pos, ErrorKind::InvalidTimestamp(text.into_owned())))?;
+                self.skip_blanks();
+                if !self.at_line_end() {
+                    let rest_pos = self.pos;
+                    let rest = self.bare();
+                    return Err((
+                        rest_pos,
+                        ErrorKind::TrailingText(String::from_utf8_lossy(rest).into_owned()),
+                    ));
+                }
+                Some(ts)
+            }
+        } else {
+            // A field value followed directly by something other than ',' or ' ', which
+            // only happens after a closing quote (`f="a"x`).
+            let rest_pos = self.pos;
+            let rest = self.bare();
+            return Err((
+                rest_pos,
+                ErrorKind::InvalidFieldValue {
+                    field: fields
+                        .last()
+                        .map(|(k, _)| k.to_string())
+                        .unwrap_or_default(),
+                    value: String::from_utf8_lossy(rest).into_owned(),
+                },
+            ));
+        };
+        self.finish_line();
+        Ok(Line {
+            line_no: self.line_no,
+            measurement,
+            tags,
+            fields,
+            timestamp,
+        })
+    }
+
+    /// A token up to an unescaped delimiter of `section` or the end of the line, unescaped.
+    fn token(&mut self, section: Section) -> PResult<Cow<'a, str>> {
+        let start = self.pos;
+        let mut has_escape = false;
+        while let Some(b) = self.peek() {
+            match b {
+                b'\\' => {
+                    // An escape consumes the next byte only if it is one this section knows.
+                    if let Some(n) = self.peek_at(1) {
+                        if is_escapable(section, n) {
+                            has_escape = true;
+                            self.pos += 2;
+                            continue;
+                        }
+                    }
+                    self.pos += 1;
+                }
+                b'\n' => break,
+                b'\r' if is_line_end(self.peek_at(1)) => break,
+                b',' | b' ' => break,
+                b'=' if section == Section::Key => break,
+                _ => self.pos += 1,
+            }
+        }
+        let raw = self.buf.get(start..self.pos).unwrap_or(&[]);
+        let s = std::str::from_utf8(raw)
+            .map_err(|e| (start + e.valid_up_to(), ErrorKind::InvalidUtf8))?;
+        if !has_escape {
+            return Ok(Cow::Borrowed(s));
+        }
+        Ok(Cow::Owned(unescape(s, |c| is_escapable(section, c))))
+    }
+
+    /// A bare run of bytes up to `,`, space, tab or the end of the line (no escapes).
+    fn bare(&mut self) -> &'a [u8] {
+        let start = self.pos;
+        while let Some(b) = self.peek() {
+            if matches!(b, b',' | b' ' | b'\t' | b'\n')
+                || (b == b'\r' && is_line_end(self.peek_at(1)))
+            {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.buf.get(start..self.pos).unwrap_or(&[])
+    }
+
+    fn field_value(&mut self, key: &str) -> PResult<FieldValue<'a>> {
+        let v_pos = self.pos;
+        if self.peek() == Some(b'"') {
+            return self.string_value(key);
+        }
+        let raw = self.bare();
+        if raw.is_empty() {
+            return Err((v_pos, ErrorKind::MissingFieldValue(key.to_string())));
+        }
+        let invalid = || {
+            (
+                v_pos,
+                ErrorKind::InvalidFieldValue {
+                    field: key.to_string(),
+                    value: String::from_utf8_lossy(raw).into_owned(),
+                },
+            )
+        };
+        let out_of_range = || {
+            (
+                v_pos,
+                ErrorKind::IntegerOutOfRange {
+                    field: key.to_string(),
+                    value: String::from_utf8_lossy(raw).into_owned(),
+                },
+            )
+        };
+        match raw {
+            b"t" | b"T" | b"true" | b"True" | b"TRUE" => return Ok(FieldValue::Bool(true)),
+            b"f" | b"F" | b"false" | b"False" | b"FALSE" => return Ok(FieldValue::Bool(false)),
+            _ => {}
+        }
+        match raw.split_last() {
+            Some((b'i', digits)) => {
+                if !is_integer_text(digits, true) {
+                    return Err(invalid());
+                }
+                parse_int(digits)
+                    .map(FieldValue::Int)
+                    .ok_or_else(out_of_range)
+            }
+            Some((b'u', digits)) => {
+                if !is_integer_text(digits, false) {
+                    return Err(invalid());
+                }
+                std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .map(FieldValue::UInt)
+                    .ok_or_else(out_of_range)
+            }
+            _ => {
+                if !is_float_text(raw) {
+                    return Err(invalid());
+                }
+                std::str::from_utf8(raw)
+                    .ok()
+                    .and_then(|s| s.parse::<f64>().ok())
+                    .filter(|f| f.is_finite())
+                    .map(FieldValue::Float)
+                    .ok_or_else(invalid)
+            }
+        }
+    }
+
+    /// A double-quoted string; `\"` and `\\` are escapes, newlines are allowed inside.
+    fn string_value(&mut self, key: &str) -> PResult<FieldValue<'a>> {
+        let open = self.pos;
+        self.pos += 1;
+        let start = self.pos;
+        let mut has_escape = false;
+        loop {
+            match self.peek() {
+                None => {
+                    return Err((open, ErrorKind::UnterminatedString(key.to_string())));
+                }
+                Some(b'\\') if matches!(self.peek_at(1), Some(b'"' | b'\\')) => {
+                    has_escape = true;
+                    self.pos += 2;
+                }
+                Some(b'"') => break,
+                Some(b'\n') => {
+                    self.extra_newlines += 1;
+                    self.pos += 1;
+                }
+                Some(_) => self.pos += 1,
+            }
+        }
+        let raw = self.buf.get(start..self.pos).unwrap_or(&[]);
+        self.pos += 1; // closing quote
+        if raw.len() > STRING_FIELD_BYTES_MAX {
+            return Err((
+                open,
+                ErrorKind::StringTooLong {
+                    field: key.to_string(),
+                    len: raw.len(),
+                },
+            ));
+        }
+        let s = std::str::from_utf8(raw)
+            .map_err(|e| (start + e.valid_up_to(), ErrorKind::InvalidUtf8))?;
+        if !has_escape {
+            return Ok(FieldValue::Str(Cow::Borrowed(s)));
+        }
+        Ok(FieldValue::Str(Cow::Owned(unescape(s, |c| {
+            c == b'"' || c == b'\\'
+        }))))
+    }
+}
+
+fn is_escapable(section: Section, c: u8) -> bool {
+    match section {
+        Section::Measurement => matches!(c, b',' | b' ' | b'\\'),
+        Section::Key => matches!(c, b',' | b'=' | b' ' | b'\\'),
+    }
+}
+
+/// Removes the backslash of each escape that `escapable` accepts; other backslashes stay.
+fn unescape(s: &str, escapable: impl Fn(u8) -> bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        if c == '\\' {
+            if let Some(&(_, n)) = chars.peek() {
+                if n.is_ascii() && escapable(n as u8) {
+                    out.push(n);
+                    chars.next();
+                    continue;
+                }
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `-?[0-9]+` (the sign only if `signed`).
+fn is_integer_text(s: &[u8], signed: bool) -> bool {
+    let digits = match s.split_first() {
+        Some((b'-', rest)) if signed => rest,
+        _ => s,
+    };
+    !digits.is_empty() && digits.iter().all(u8::is_ascii_digit)
+}
+
+/// `-?(digits[.digits]|.digits)([eE][+-]?digits)?`: what InfluxDB accepts as a float. Rejects
+/// `inf`, `NaN`, a leading `+` and hex, which Rust's float parser would otherwise take.
+fn is_float_text(s: &[u8]) -> bool {
+    let s = match s.split_first() {
+        Some((b'-', rest)) => rest,
+        _ => s,
+    };
+    let (mantissa, exponent) = match s.iter().position(|&b| b == b'e' || b == b'E') {
+        Some(i) => (
+            s.get(..i).unwrap_or(&[]),
+            Some(s.get(i + 1..).unwrap_or(&[])),
+        ),
+        None => (s, None),
+    };
+    let mut digits = 0;
+    let mut dots = 0;
+    for &b in mantissa {
+        match b {
+            b'0'..=b'9' => digits += 1,
+            b'.' => dots += 1,
+            _ => return false,
+        }
+    }
+    if digits == 0 || dots > 1 {
+        return false;
+    }
+    match exponent {
+        None => true,
+        Some(e) => {
+            let e = match e.split_first() {
+                Some((b'+' | b'-', rest)) => rest,
+                _ => e,
+            };
+            !e.is_empty() && e.iter().all(u8::is_ascii_digit)
+        }
+    }
+}
+
+/// A signed decimal integer without suffix; `None` if malformed or out of range.
+fn parse_int(s: &[u8]) -> Option<i64> {
+    if !is_integer_text(s, true) {
+        return None;
+    }
+    std::str::from_utf8(s).ok()?.parse::<i64>().ok()
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::Nanos => "ns",
+            Precision::Micros => "us",
+            Precision::Millis => "ms",
+            Precision::Seconds => "s",
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,383 @@
+use super::*;
+
+fn one(s: &str) -> Line<'_> {
+    match parse_line(s.as_bytes()) {
+        Ok(Some(l)) => l,
+        other => panic!("expected a line from {s:?}, got {other:?}"),
+    }
+}
+
+fn err(s: &str) -> ParseError {
+    match parse_line(s.as_bytes()) {
+        Err(e) => e,
+        other => panic!("expected an error from {s:?}, got {other:?}"),
+    }
+}
+
+fn tags<'a>(l: &'a Line<'_>) -> Vec<(&'a str, &'a str)> {
+    l.tags
+        .iter()
+        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+        .collect()
+}
+
+fn field<'a>(l: &'a Line<'a>, k: &str) -> &'a FieldValue<'a> {
+    &l.fields.iter().find(|(n, _)| n == k).expect("field").1
+}
+
+#[test]
+fn full_line() {
+    let l = one("readings,name=truck_0,fleet=South latitude=52.31854,status=3i,ok=true,note=\"hi\",u=7u 1451606400000000000");
+    assert_eq!(l.measurement, "readings");
+    assert_eq!(tags(&l), vec![("name", "truck_0"), ("fleet", "South")]);
+    assert_eq!(*field(&l, "latitude"), FieldValue::Float(52.31854));
+    assert_eq!(*field(&l, "status"), FieldValue::Int(3));
+    assert_eq!(*field(&l, "ok"), FieldValue::Bool(true));
+    assert_eq!(*field(&l, "note"), FieldValue::Str("hi".into()));
+    assert_eq!(*field(&l, "u"), FieldValue::UInt(7));
+    assert_eq!(l.timestamp, Some(1451606400000000000));
+    assert_eq!(l.line_no, 1);
+    // Unescaped tokens borrow from the input.
+    assert!(matches!(l.measurement, Cow::Borrowed(_)));
+}
+
+#[test]
+fn no_tags_no_timestamp() {
+    let l = one("cpu value=1");
+    assert!(l.tags.is_empty());
+    assert_eq!(l.timestamp, None);
+    assert_eq!(*field(&l, "value"), FieldValue::Float(1.0));
+}
+
+#[test]
+fn floats() {
+    for (text, v) in [
+        ("1", 1.0),
+        ("-1.5", -1.5),
+        ("1e3", 1000.0),
+        ("1.5E-2", 0.015),
+        ("-.5", -0.5),
+        ("5.", 5.0),
+        ("1e+2", 100.0),
+    ] {
+        let s = format!("m f={text}");
+        assert_eq!(*field(&one(&s), "f"), FieldValue::Float(v), "{text}");
+    }
+    for bad in [
+        "inf", "NaN", "+1", "0x10", "1.2.3", "1e", "1e+", "--1", "1_0", ".", "-", "1e400",
+    ] {
+        let e = err(&format!("m f={bad}"));
+        assert!(
+            matches!(e.kind, ErrorKind::InvalidFieldValue { ref value, .. } if value == bad),
+            "{bad}: {e}"
+        );
+        assert_eq!(e.column, 5, "{bad}");
+    }
+}
+
+#[test]
+fn integers_and_unsigned() {
+    assert_eq!(*field(&one("m f=-42i"), "f"), FieldValue::Int(-42));
+    assert_eq!(
+        *field(&one("m f=9223372036854775807i"), "f"),
+        FieldValue::Int(i64::MAX)
+    );
+    assert_eq!(
+        *field(&one("m f=-9223372036854775808i"), "f"),
+        FieldValue::Int(i64::MIN)
+    );
+    assert_eq!(
+        *field(&one("m f=18446744073709551615u"), "f"),
+        FieldValue::UInt(u64::MAX)
+    );
+    let e = err("m f=9223372036854775808i");
+    assert!(matches!(e.kind, ErrorKind::IntegerOutOfRange { .. }), "{e}");
+    let e = err("m f=18446744073709551616u");
+    assert!(matches!(e.kind, ErrorKind::IntegerOutOfRange { .. }), "{e}");
+    for bad in ["-1u", "1.5i", "i", "u", "1ii", "abc"] {
+        let e = err(&format!("m f={bad}"));
+        assert!(
+            matches!(e.kind, ErrorKind::InvalidFieldValue { .. }),
+            "{bad}: {e}"
+        );
+    }
+}
+
+#[test]
+fn booleans() {
+    for t in ["t", "T", "true", "True", "TRUE"] {
+        assert_eq!(
+            *field(&one(&format!("m f={t}")), "f"),
+            FieldValue::Bool(true)
+        );
+    }
+    for f in ["f", "F", "false", "False", "FALSE"] {
+        assert_eq!(
+            *field(&one(&format!("m f={f}")), "f"),
+            FieldValue::Bool(false)
+        );
+    }
+    assert!(matches!(
+        err("m f=tRUE").kind,
+        ErrorKind::InvalidFieldValue { .. }
+    ));
+}
+
+#[test]
+fn strings_and_their_escapes() {
+    let l = one(r#"m s="a \"quoted\" \\ back\slash, with = and space" 1"#);
+    assert_eq!(
+        *field(&l, "s"),
+        FieldValue::Str(r#"a "quoted" \ back\slash, with = and space"#.into())
+    );
+    assert_eq!(l.timestamp, Some(1));
+    assert_eq!(*field(&one(r#"m s="""#), "s"), FieldValue::Str("".into()));
+    // A string may span lines; the next point's line number accounts for it.
+    let body = "m s=\"two\nlines\" 5\nm f=1\n";
+    let lines: Vec<_> = parse_lines(body.as_bytes()).collect();
+    assert_eq!(lines.len(), 2);
+    let first = lines[0].as_ref().unwrap();
+    assert_eq!(*field(first, "s"), FieldValue::Str("two\nlines".into()));
+    assert_eq!(first.timestamp, Some(5));
+    assert_eq!(lines[1].as_ref().unwrap().line_no, 3);
+    // Non-ASCII is fine.
+    assert_eq!(
+        *field(&one("m s=\"温度 ✓\""), "s"),
+        FieldValue::Str("温度 ✓".into())
+    );
+}
+
+#[test]
+fn string_errors() {
+    let e = err(r#"m s="open"#);
+    assert_eq!(e.kind, ErrorKind::UnterminatedString("s".into()));
+    assert_eq!(e.column, 5);
+    let e = err(r#"m s="a"x 1"#);
+    assert!(matches!(e.kind, ErrorKind::InvalidFieldValue { .. }), "{e}");
+    let long = format!("m s=\"{}\"", "x".repeat(STRING_FIELD_BYTES_MAX + 1));
+    assert!(matches!(err(&long).kind, ErrorKind::StringTooLong { .. }));
+    let ok = format!("m s=\"{}\"", "x".repeat(STRING_FIELD_BYTES_MAX));
+    assert!(parse_line(ok.as_bytes()).is_ok());
+}
+
+#[test]
+fn measurement_escapes() {
+    let l = one(r"my\,meas\ urement,t=1 f=1");
+    assert_eq!(l.measurement, "my,meas urement");
+    assert!(matches!(l.measurement, Cow::Owned(_)));
+    // '=' needs no escape in a measurement and '\=' stays literal there.
+    assert_eq!(one(r"a=b f=1").measurement, "a=b");
+    assert_eq!(one(r"a\=b f=1").measurement, r"a\=b");
+    // Backslashes: '\\' is one backslash; a lone backslash is literal.
+    assert_eq!(one(r"my\measurement f=1").measurement, r"my\measurement");
+    assert_eq!(one(r"my\\measurement f=1").measurement, r"my\measurement");
+    assert_eq!(one(r"my\\\measurement f=1").measurement, r"my\\measurement");
+    assert_eq!(
+        one(r"my\\\\measurement f=1").measurement,
+        r"my\\measurement"
+    );
+    // A trailing backslash before the space separator escapes the space.
+    let e = err(r"m\ f=1");
+    assert_eq!(e.kind, ErrorKind::MissingFields);
+}
+
+#[test]
+fn tag_and_field_key_escapes() {
+    let l = one(r"m,ta\ g\,1\=x=va\,l\ u\=e fi\=el\ d\,=1");
+    assert_eq!(tags(&l), vec![("ta g,1=x", "va,l u=e")]);
+    assert_eq!(l.fields[0].0, "fi=el d,");
+    // A quote in a tag or key is literal.
+    let l = one(r#"m,t="x" "f"=1"#);
+    assert_eq!(tags(&l), vec![("t", "\"x\"")]);
+    assert_eq!(l.fields[0].0, "\"f\"");
+}
+
+#[test]
+fn tag_errors() {
+    let e = err("m,=v f=1");
+    assert_eq!((e.kind, e.column), (ErrorKind::MissingTagKey, 3));
+    let e = err("m,host f=1");
+    assert_eq!(e.kind, ErrorKind::MissingTagEquals("host".into()));
+    assert_eq!(e.column, 7);
+    let e = err("m,host= f=1");
+    assert_eq!(e.kind, ErrorKind::MissingTagValue("host".into()));
+    assert_eq!(e.column, 8);
+    let e = err("m,host=a,host=b f=1");
+    assert_eq!(e.kind, ErrorKind::DuplicateTag("host".into()));
+    assert_eq!(e.column, 10);
+    let e = err("m,host=a=b f=1");
+    assert_eq!(e.kind, ErrorKind::UnescapedEquals("host".into()));
+    let e = err("m, f=1");
+    assert_eq!(e.kind, ErrorKind::MissingTagKey);
+    let e = err("m,t=1,");
+    assert_eq!(e.kind, ErrorKind::MissingTagKey);
+}
+
+#[test]
+fn field_errors() {
+    assert_eq!(err("m").kind, ErrorKind::MissingFields);
+    assert_eq!(err("m,t=1").kind, ErrorKind::MissingFields);
+    assert_eq!(err("m ").kind, ErrorKind::MissingFields);
+    assert_eq!(err("m,t=1   ").kind, ErrorKind::MissingFields);
+    let e = err("m =1");
+    assert_eq!((e.kind, e.column), (ErrorKind::MissingFieldKey, 3));
+    let e = err("m f");
+    assert_eq!(e.kind, ErrorKind::MissingFieldEquals("f".into()));
+    let e = err("m f 1");
+    assert_eq!(e.kind, ErrorKind::MissingFieldEquals("f".into()));
+    let e = err("m f=");
+    assert_eq!(e.kind, ErrorKind::MissingFieldValue("f".into()));
+    let e = err("m f=,g=1");
+    assert_eq!(e.kind, ErrorKind::MissingFieldValue("f".into()));
+    let e = err("m f=1,");
+    assert_eq!(e.kind, ErrorKind::MissingFieldKey);
+    assert_eq!(e.column, 7);
+    let e = err("m f=1, g=2");
+    assert_eq!(e.kind, ErrorKind::MissingFieldKey);
+}
+
+#[test]
+fn repeated_field_keeps_last_value() {
+    let l = one("m a=1,b=2,a=3i");
+    assert_eq!(l.fields.len(), 2);
+    assert_eq!(*field(&l, "a"), FieldValue::Int(3));
+}
+
+#[test]
+fn timestamps() {
+    assert_eq!(one("m f=1 -5").timestamp, Some(-5));
+    assert_eq!(one("m f=1   7   ").timestamp, Some(7));
+    assert_eq!(one("m f=1 ").timestamp, None);
+    let e = err("m f=1 12a");
+    assert_eq!(e.kind, ErrorKind::InvalidTimestamp("12a".into()));
+    assert_eq!(e.column, 7);
+    let e = err("m f=1 1.5");
+    assert!(matches!(e.kind, ErrorKind::InvalidTimestamp(_)));
+    let e = err("m f=1 99999999999999999999");
+    assert!(matches!(e.kind, ErrorKind::InvalidTimestamp(_)));
+    let e = err("m f=1 1 2");
+    assert_eq!(e.kind, ErrorKind::TrailingText("2".into()));
+    assert_eq!(e.column, 9);
+}
+
+#[test]
+fn blank_lines_comments_and_crlf() {
+    let body = b"\n# a comment\n   \n  # indented comment\r\nm f=1 1\r\n\r\n\tm f=2 2\nm f=3 3";
+    let lines: Vec<_> = parse_lines(body).map(|r| r.unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(
+        lines.iter().map(|l| l.line_no).collect::<Vec<_>>(),
+        vec![5, 7, 8]
+    );
+    assert_eq!(
+        lines.iter().map(|l| l.timestamp).collect::<Vec<_>>(),
+        vec![Some(1), Some(2), Some(3)]
+    );
+    assert_eq!(parse_lines(b"").count(), 0);
+    assert_eq!(parse_lines(b"\n\n\r\n").count(), 0);
+    assert!(parse_line(b"# only").unwrap().is_none());
+}
+
+#[test]
+fn bad_lines_do_not_stop_parsing() {
+    let body = "m f=1 1\nm,t f=1 2\nm f=1 3\nm s=\"x 4\nm f=1 5\n";
+    let out: Vec<_> = parse_lines(body.as_bytes()).collect();
+    // The unterminated string swallows the rest of the body (a string may span lines).
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[0].as_ref().unwrap().timestamp, Some(1));
+    let e = out[1].as_ref().unwrap_err();
+    assert_eq!(e.line, 2);
+    assert_eq!(e.snippet, "m,t f=1 2");
+    assert_eq!(
+        e.to_string(),
+        "line 2, column 4: missing '=' after tag key 't' (in 'm,t f=1 2')"
+    );
+    assert_eq!(out[2].as_ref().unwrap().line_no, 3);
+    assert_eq!(out[3].as_ref().unwrap_err().line, 4);
+
+    let body = "bad\nm f=1 1\nx y=\nm f=2 2";
+    let out: Vec<_> = parse_lines(body.as_bytes()).collect();
+    let lines: Vec<usize> = out
+        .iter()
+        .map(|r| match r {
+            Ok(l) => l.line_no,
+            Err(e) => e.line,
+        })
+        .collect();
+    assert_eq!(lines, vec![1, 2, 3, 4]);
+    assert!(out[0].is_err() && out[1].is_ok() && out[2].is_err() && out[3].is_ok());
+}
+
+#[test]
+fn invalid_utf8_is_an_error_for_that_line_only() {
+    let mut body = b"m f=1 1\nm,t=".to_vec();
+    body.extend_from_slice(&[0xff, 0xfe]);
+    body.extend_from_slice(b" f=1 2\nm f=1 3\n");
+    let out: Vec<_> = parse_lines(&body).collect();
+    assert_eq!(out.len(), 3);
+    let e = out[1].as_ref().unwrap_err();
+    assert_eq!((e.line, e.column, &e.kind), (2, 5, &ErrorKind::InvalidUtf8));
+    assert_eq!(out[2].as_ref().unwrap().timestamp, Some(3));
+}
+
+#[test]
+fn snippet_is_bounded() {
+    let line = format!("{} f", "m".repeat(500));
+    let e = err(&line);
+    assert_eq!(e.snippet.len(), 80);
+}
+
+#[test]
+fn precision_parse_and_convert() {
+    assert_eq!(Precision::parse("ns"), Some(Precision::Nanos));
+    assert_eq!(Precision::parse("n"), Some(Precision::Nanos));
+    assert_eq!(Precision::parse("u"), Some(Precision::Micros));
+    assert_eq!(Precision::parse("us"), Some(Precision::Micros));
+    assert_eq!(Precision::parse("ms"), Some(Precision::Millis));
+    assert_eq!(Precision::parse("s"), Some(Precision::Seconds));
+    assert_eq!(Precision::parse("h"), None);
+    let s = Precision::Seconds;
+    assert_eq!(s.convert(2, Precision::Millis), Some(2000));
+    assert_eq!(
+        Precision::Nanos.convert(1_451_606_400_123_456_789, Precision::Millis),
+        Some(1_451_606_400_123)
+    );
+    // Coarsening rounds down, also for negative timestamps.
+    assert_eq!(Precision::Nanos.convert(-1, Precision::Millis), Some(-1));
+    assert_eq!(s.convert(i64::MAX / 10, Precision::Nanos), None);
+    assert_eq!(Precision::Millis.convert(5, Precision::Millis), Some(5));
+}
+
+#[test]
+fn tsbs_lines() {
+    let body = "readings,name=truck_0,fleet=South,driver=Trish,model=H-2,device_version=v2.3 load_capacity=1500,fuel_capacity=150,nominal_fuel_consumption=12,latitude=52.31854,longitude=4.72037,elevation=124,velocity=0,heading=221,grade=0,fuel_consumption=25 1451606400000000000\ndiagnostics,name=truck_0,fleet=South,driver=Trish,model=H-2,device_version=v2.3 load_capacity=1500,fuel_capacity=150,nominal_fuel_consumption=12,fuel_state=1,current_load=0,status=0i 1451606400000000000\n";
+    let out: Vec<_> = parse_lines(body.as_bytes()).map(|r| r.unwrap()).collect();
+    assert_eq!(out.len(), 2);
+    assert_eq!(out[0].fields.len(), 10);
+    assert_eq!(out[1].tags.len(), 5);
+    assert_eq!(*field(&out[1], "status"), FieldValue::Int(0));
+}
+
+/// Every prefix and every single-byte corruption of a valid body parses without panicking
+/// and yields at least as many items as there are non-blank lines would allow.
+#[test]
+fn never_panics_on_mutations() {
+    let base = "m\\ x,t\\,a=v\\=1,u=2 f=1.5,g=-3i,h=4u,s=\"a\\\"b\\\\\",b=T 123\n# c\n\nn f=1\r\n"
+        .as_bytes();
+    let alphabet = b" ,=\\\"\n\r#tfiu0-.e\xff";
+    for cut in 0..=base.len() {
+        for _ in parse_lines(&base[..cut]) {}
+    }
+    for i in 0..base.len() {
+        for &c in alphabet {
+            let mut b = base.to_vec();
+            b[i] = c;
+            for r in parse_lines(&b) {
+                if let Err(e) = r {
+                    assert!(e.line >= 1 && e.column >= 1);
+                    let _ = e.to_string();
+                }
+            }
+        }
+    }
+}

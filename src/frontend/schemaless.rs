@@ -1,0 +1,603 @@
+//! Schemaless writes, as TDengine does them for InfluxDB line protocol: the measurement is a
+//! STABLE (created on first use), the tag set names a subtable (created on first use), new
+//! fields and tags extend the STABLE (ALTER STABLE ADD COLUMN/TAG), and rows go through the
+//! client library's routed, retried write path.
+//!
+//! Mapping (fixed so that every frontend derives the same schema from the same lines):
+//! - STABLE = the measurement, lower-cased; first column `ts TIMESTAMP`.
+//! - float → DOUBLE, integer → BIGINT, unsigned → BIGINT UNSIGNED, boolean → BOOL,
+//!   string → VARCHAR(STRING_COLUMN_BYTES). Tags are VARCHAR(TAG_BYTES). A STABLE without
+//!   any tag gets the tag `_tag_null` (a STABLE needs one tag), as TDengine does.
+//! - Subtable name: the value of the tag named by `child_table_tag` when set and present
+//!   (TDengine's `smlChildTableName`); otherwise `t_` + 32 hex digits of a 128-bit FNV-1a hash
+//!   of the measurement and the tag set sorted by key. The hash is length-prefixed so that
+//!   different tag sets never serialize to the same bytes.
+//!
+//! Invariants:
+//! - One bad line never fails the body: syntax errors, type conflicts with the STABLE,
+//!   oversized values and unconvertible timestamps become [`LineError`]s naming the line,
+//!   and every other line is written.
+//! - Schema changes only append (columns and tags), so a STABLE version is always a prefix of
+//!   the next; a concurrent writer adding the same column is resolved by re-reading the schema.
+//! - The schema sent with a write is the newest this frontend knows, so each vnode learns new
+//!   columns from the write itself (`WriteBatch.schemas`).
+
+use super::{ExecError, ExecResult};
+use std::collections::{BTreeMap, HashMap};
+use tidal_client::Client;
+use tidal_common::{
+    Column, ColumnDef, DataType, SchemaVersion, StableSchema, StatusCode, TableWrite, Value,
+};
+use tidal_lineproto::{parse_lines, FieldValue, Line, Precision};
+
+/// Width of VARCHAR columns created for string fields. Values are stored at their own length;
+/// the width only bounds them. Roomy because the width cannot be changed later (no MODIFY).
+pub const STRING_COLUMN_BYTES: u32 = 16 * 1024;
+/// Width of VARCHAR tags created for line protocol tags.
+pub const TAG_BYTES: u32 = 1024;
+/// Name of the timestamp column of a STABLE created by a schemaless write.
+pub const TS_COLUMN: &str = "ts";
+/// Tag given to a STABLE whose lines carry no tags.
+pub const NULL_TAG: &str = "_tag_null";
+/// How many times schema reconciliation re-reads a schema changed under it.
+const SCHEMA_ATTEMPTS_MAX: u32 = 4;
+/// Most per-line errors kept in an outcome; the count of the rest is still reported.
+pub const LINE_ERRORS_MAX: usize = 1000;
+
+/// One rejected line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+/// The result of a schemaless write of one body.
+#[derive(Debug, Default)]
+pub struct SchemalessOutcome {
+    /// Rows acknowledged by the data nodes.
+    pub rows: u64,
+    /// Rejected lines in line order (at most [`LINE_ERRORS_MAX`]).
+    pub errors: Vec<LineError>,
+    /// Rejected lines in total (may exceed `errors.len()`).
+    pub rejected: usize,
+    /// Field values of the accepted lines (TSBS's "metrics").
+    pub fields: u64,
+}
+
+impl SchemalessOutcome {
+    fn reject(&mut self, line: usize, message: impl Into<String>) {
+        self.rejected += 1;
+        if self.errors.len() < LINE_ERRORS_MAX {
+            self.errors.push(LineError {
+                line,
+                message: message.into(),
+            });
+        }
+    }
+}
+
+/// A body converted to subtable writes (see [`Schemaless::prepare`]).
+pub struct Prepared {
+    /// Rejected lines (`rows` is 0: nothing is written yet).
+    pub outcome: SchemalessOutcome,
+    /// The schema of every STABLE the tables use, as the writes must carry them.
+    pub schemas: Vec<StableSchema>,
+    pub tables: Vec<TableWrite>,
+}
+
+/// Options of a schemaless write.
+#[derive(Debug, Clone)]
+pub struct SchemalessOptions {
+    /// Precision of the timestamps in the body.
+    pub precision: Precision,
+    /// A tag whose value names the subtable (TDengine's `smlChildTableName`).
+    pub child_table_tag: Option<String>,
+}
+
+impl Default for SchemalessOptions {
+    fn default() -> Self {
+        SchemalessOptions {
+            precision: Precision::Nanos,
+            child_table_tag: None,
+        }
+    }
+}
+
+/// The schemaless write path; cheap to clone (shares the client).
+#[derive(Clone)]
+pub struct Schemaless {
+    client: Client,
+}
+
+/// What a line needs of its STABLE: the type of each field and the tag keys.
+#[derive(Default)]
+struct Needs {
+    columns: Vec<ColumnDef>,
+    tags: Vec<ColumnDef>,
+}
+
+/// A line's column type.
+fn column_type(v: &FieldValue<'_>) -> DataType {
+    match v {
+        FieldValue::Float(_) => DataType::Double,
+        FieldValue::Int(_) => DataType::BigInt,
+        FieldValue::UInt(_) => DataType::UBigInt,
+        FieldValue::Str(_) => DataType::VarChar(STRING_COLUMN_BYTES),
+        FieldValue::Bool(_) => DataType::Bool,
+    }
+}
+
+/// The field as a value of column type `t`, or why it does not fit.
+fn field_to_value(v: &FieldValue<'_>, t: DataType) -> Result<Value, String> {
+    use tidal_common::types::PhysicalType as P;
+    let fits = matches!(
+        (v, t.physical()),
+        (FieldValue::Float(_), P::Float)
+            | (FieldValue::Int(_), P::Int)
+            | (FieldValue::UInt(_), P::UInt)
+            | (FieldValue::Str(_), P::Str)
+            | (FieldValue::Bool(_), P::Bool)
+    );
+    if !fits {
+        return Err(format!("is {} but the column is {t}", v.type_name()));
+    }
+    let value = match v {
+        FieldValue::Float(f) => Value::Float(*f),
+        FieldValue::Int(i) => Value::Int(*i),
+        FieldValue::UInt(u) => Value::UInt(*u),
+        FieldValue::Str(s) => Value::Str(s.to_string()),
+        FieldValue::Bool(b) => Value::Bool(*b),
+    };
+    t.coerce(value)
+}
+
+/// 128-bit FNV-1a as two 64-bit lanes with different offsets: deterministic across builds
+/// and platforms (unlike `std`'s hasher), which the subtable name requires.
+fn fnv128(parts: &[&[u8]]) -> String {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut a: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut b: u64 = 0x6c62_272e_07bb_0142;
+    for p in parts {
+        let len = (p.len() as u64).to_le_bytes();
+        for byte in len.iter().chain(p.iter()) {
+            a = (a ^ u64::from(*byte)).wrapping_mul(PRIME);
+            b = (b ^ u64::from(*byte)).wrapping_mul(PRIME).rotate_left(5);
+        }
+    }
+    format!("{a:016x}{b:016x}")
+}
+
+/// The subtable name of a line (see the module doc).
+pub fn subtable_name(line: &Line<'_>, stable: &str, child_table_tag: Option<&str>) -> String {
+    if let Some(tag) = child_table_tag {
+        if let Some((_, v)) = line.tags.iter().find(|(k, _)| k == tag) {
+            return v.to_string();
+        }
+    }
+    let mut tags: Vec<(&str, &str)> = line
+        .tags
+        .iter()
+        .map(|(k, v)| (k.as_ref(), v.as_ref()))
+        .collect();
+    tags.sort_unstable();
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + tags.len() * 2);
+    parts.push(stable.as_bytes());
+    for (k, v) in &tags {
+        parts.push(k.as_bytes());
+        parts.push(v.as_bytes());
+    }
+    format!("t_{}", fnv128(&parts))
+}
+
+/// Whether `name` is usable as a STABLE name (the mnode's rule: `[a-z_][a-z0-9_]*`).
+fn valid_stable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 192
+}
+
+impl Schemaless {
+    pub fn new(client: Client) -> Schemaless {
+        Schemaless { client }
+    }
+
+    /// Parses `body` and writes its points into `db`. Errors of the whole request (unknown
+    /// database, cluster unavailable) are `Err`; bad lines are listed in the outcome.
+    pub async fn write(
+        &self,
+        db: &str,
+        body: &[u8],
+        opts: &SchemalessOptions,
+    ) -> ExecResult<SchemalessOutcome> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.write_once(db, body, opts).await {
+                // A vnode knows a newer schema than our cache (another frontend altered the
+                // STABLE): re-read the schemas and convert again. Re-sending rows that some
+                // vgroups already took is harmless: a repeated (table, ts) overwrites.
+                Err(e) if e.code == StatusCode::SchemaMismatch && attempt < SCHEMA_ATTEMPTS_MAX => {
+                    tracing::debug!(e.message, "schemaless write: schema changed; retrying");
+                    self.client.invalidate(db);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn write_once(
+        &self,
+        db: &str,
+        body: &[u8],
+        opts: &SchemalessOptions,
+    ) -> ExecResult<SchemalessOutcome> {
+        let p = self.prepare(db, body, opts).await?;
+        let mut out = p.outcome;
+        if !p.tables.is_empty() {
+            out.rows = self.client.write(db, &p.schemas, p.tables).await?.rows;
+        }
+        Ok(out)
+    }
+
+    /// Parses `body`, creates or extends the STABLEs it needs, and returns its rows as
+    /// subtable writes (not yet written) with the rejected lines. `tidal load` hands the
+    /// tables to a batching [`tidal_client::Writer`] instead of writing them at once.
+    pub async fn prepare(
+        &self,
+        db: &str,
+        body: &[u8],
+        opts: &SchemalessOptions,
+    ) -> ExecResult<Prepared> {
+        let route = self.client.route(db).await?;
+        let db_precision = Precision::from(route.precision);
+        let mut out = SchemalessOutcome::default();
+        // Parse, convert timestamps and group lines by STABLE, keeping line order.
+        let now = route.precision.now();
+        let mut by_stable: BTreeMap<String, Vec<(Line<'_>, i64)>> = BTreeMap::new();
+        for r in parse_lines(body) {
+            let line = match r {
+                Ok(l) => l,
+                Err(e) => {
+                    out.reject(
+                        e.line,
+                        format!("column {}: {} (in '{}')", e.column, e.kind, e.snippet),
+                    );
+                    continue;
+                }
+            };
+            let stable = line.measurement.to_ascii_lowercase();
+            if !valid_stable_name(&stable) {
+                out.reject(
+                    line.line_no,
+                    format!(
+                        "measurement '{}' cannot be a STABLE name: use letters, digits and '_', not starting with a digit",
+                        line.measurement
+                    ),
+                );
+                continue;
+            }
+            let ts = match line.timestamp {
+                Some(t) => opts.precision.convert(t, db_precision),
+                None => Some(now),
+            };
+            let Some(ts) = ts else {
+                out.reject(
+                    line.line_no,
+                    format!(
+                        "timestamp {} ({}) does not fit the database precision {}",
+                        line.timestamp.unwrap_or_default(),
+                        opts.precision,
+                        db_precision
+                    ),
+                );
+                continue;
+            };
+            if let Some(bad) = line
+                .fields
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
+            {
+                out.reject(
+                    line.line_no,
+                    format!(
+                        "field '{}' collides with the timestamp column '{TS_COLUMN}'",
+                        bad.0
+                    ),
+                );
+                continue;
+            }
+            by_stable.entry(stable).or_default().push((line, ts));
+        }
+        let mut schemas: Vec<StableSchema> = Vec::new();
+        let mut tables: HashMap<String, TableWrite> = HashMap::new();
+        for (stable, lines) in by_stable {
+            let schema = match self.reconcile(db, &stable, &lines).await {
+                Ok(s) => s,
+                Err(e) => {
+                    // The STABLE cannot take these lines at all (for example a column limit):
+                    // reject them, keep the other STABLEs.
+                    for (l, _) in &lines {
+                        out.reject(l.line_no, format!("STABLE '{stable}': {}", e.message));
+                    }
+                    continue;
+                }
+            };
+            for (line, ts) in &lines {
+                match row_of(&schema, line, *ts) {
+                    Ok((cols, tags)) => {
+                        let name = subtable_name(line, &stable, opts.child_table_tag.as_deref());
+                        let tw = tables.entry(name.clone()).or_insert_with(|| TableWrite {
+                            table: name,
+                            stable: schema.name.clone(),
+                            tags: Some(tags),
+                            columns: schema
+                                .columns
+                                .iter()
+                                .map(|c| Column::empty(c.data_type, 1))
+                                .collect(),
+                        });
+                        if tw.stable != schema.name {
+                            out.reject(
+                                line.line_no,
+                                format!(
+                                    "subtable '{}' already takes rows of STABLE '{}'",
+                                    tw.table, tw.stable
+                                ),
+                            );
+                            continue;
+                        }
+                        for (c, v) in tw.columns.iter_mut().zip(cols.iter()) {
+                            c.push(v);
+                        }
+                        out.fields += line.fields.len() as u64;
+                    }
+                    Err(msg) => out.reject(line.line_no, msg),
+                }
+            }
+            schemas.push(schema);
+        }
+        out.errors.sort_by_key(|e| e.line);
+        Ok(Prepared {
+            outcome: out,
+            schemas,
+            tables: tables.into_values().collect(),
+        })
+    }
+
+    /// Makes sure STABLE `stable` exists with a column for every field and a tag for every
+    /// tag key of `lines` (first type seen wins for a new column); returns its schema.
+    async fn reconcile(
+        &self,
+        db: &str,
+        stable: &str,
+        lines: &[(Line<'_>, i64)],
+    ) -> ExecResult<StableSchema> {
+        let mut needs = Needs::default();
+        for (l, _) in lines {
+            // A key used both as a field and as a tag in one body: the first use wins and
+            // the other lines are rejected by `row_of`.
+            let known = |needs: &Needs, k: &str| {
+                needs
+                    .columns
+                    .iter()
+                    .chain(needs.tags.iter())
+                    .any(|c| c.name.eq_ignore_ascii_case(k))
+            };
+            for (k, v) in &l.fields {
+                if !known(&needs, k) {
+                    needs
+                        .columns
+                        .push(ColumnDef::new(k.as_ref(), column_type(v)));
+                }
+            }
+            for (k, _) in &l.tags {
+                if !known(&needs, k) {
+                    needs
+                        .tags
+                        .push(ColumnDef::new(k.as_ref(), DataType::VarChar(TAG_BYTES)));
+                }
+            }
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let schema = match self.client.stable(db, stable).await {
+                Ok(s) => s,
+                Err(e) if e.code == StatusCode::StableNotFound => {
+                    let mut tags = needs.tags.clone();
+                    if tags.is_empty() {
+                        tags.push(ColumnDef::new(NULL_TAG, DataType::VarChar(1)));
+                    }
+                    let mut columns = vec![ColumnDef::new(TS_COLUMN, DataType::Timestamp)];
+                    columns.extend(needs.columns.iter().cloned());
+                    let fresh = StableSchema {
+                        db: db.to_string(),
+                        name: stable.to_string(),
+                        version: SchemaVersion(1),
+                        columns,
+                        tags,
+                    };
+                    // IF NOT EXISTS: a concurrent creator wins and we extend its schema below.
+                    self.client.create_stable(&fresh, true).await?
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let add_columns: Vec<ColumnDef> = needs
+                .columns
+                .iter()
+                .filter(|c| schema.column_index(&c.name).is_none())
+                .filter(|c| schema.tag_index(&c.name).is_none())
+                .cloned()
+                .collect();
+            let add_tags: Vec<ColumnDef> = needs
+                .tags
+                .iter()
+                .filter(|c| schema.tag_index(&c.name).is_none())
+                .filter(|c| schema.column_index(&c.name).is_none())
+                .cloned()
+                .collect();
+            if add_columns.is_empty() && add_tags.is_empty() {
+                return Ok(schema);
+            }
+            match self
+                .client
+                .alter_stable(db, stable, &add_columns, &add_tags)
+                .await
+            {
+                Ok(s) => {
+                    self.client.publish_schema(db, &s).await?;
+                    return Ok(s);
+                }
+                Err(e) if attempt < SCHEMA_ATTEMPTS_MAX => {
+                    // Most likely another writer added the same column first: re-read.
+                    tracing::debug!(%e, stable, "ALTER STABLE failed; re-reading the schema");
+                    self.client.refresh_stable(db, stable).await?;
+                }
+                Err(e) => return Err(ExecError::from(e)),
+            }
+        }
+    }
+}
+
+/// A line as one row of `schema`: the column values (NULL where the line has no field) and
+/// the tag values; an error names the first field or tag that does not fit.
+fn row_of(
+    schema: &StableSchema,
+    line: &Line<'_>,
+    ts: i64,
+) -> Result<(Vec<Value>, Vec<Value>), String> {
+    let mut cols = vec![Value::Null; schema.columns.len()];
+    if let Some(c) = cols.first_mut() {
+        *c = Value::Timestamp(ts);
+    }
+    for (k, v) in &line.fields {
+        let Some(i) = schema.column_index(k) else {
+            return Err(format!(
+                "field '{k}' is a tag of STABLE '{}', not a column",
+                schema.name
+            ));
+        };
+        let def = &schema.columns[i];
+        let value = field_to_value(v, def.data_type).map_err(|e| {
+            format!(
+                "field '{k}' {e}: type conflict with column '{}' {} of STABLE '{}'",
+                def.name, def.data_type, schema.name
+            )
+        })?;
+        if let Some(slot) = cols.get_mut(i) {
+            *slot = value;
+        }
+    }
+    let mut tags = vec![Value::Null; schema.tags.len()];
+    for (k, v) in &line.tags {
+        let Some(i) = schema.tag_index(k) else {
+            return Err(format!(
+                "tag '{k}' is a column of STABLE '{}', not a tag",
+                schema.name
+            ));
+        };
+        let def = &schema.tags[i];
+        let value = def
+            .data_type
+            .coerce(Value::Str(v.to_string()))
+            .map_err(|e| format!("tag '{k}': {e}"))?;
+        if let Some(slot) = tags.get_mut(i) {
+            *slot = value;
+        }
+    }
+    Ok((cols, tags))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidal_lineproto::parse_line;
+
+    fn line(s: &str) -> Line<'_> {
+        parse_line(s.as_bytes()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn subtable_name_is_independent_of_tag_order() {
+        let a = subtable_name(&line("m,a=1,b=2 f=1"), "m", None);
+        let b = subtable_name(&line("m,b=2,a=1 f=1"), "m", None);
+        assert_eq!(a, b);
+        assert!(a.starts_with("t_") && a.len() == 34, "{a}");
+        assert_ne!(a, subtable_name(&line("m,a=1,b=3 f=1"), "m", None));
+        assert_ne!(a, subtable_name(&line("n,a=1,b=2 f=1"), "n", None));
+        // Length prefixes: moving a byte between key and value changes the name.
+        assert_ne!(
+            subtable_name(&line("m,ab=c f=1"), "m", None),
+            subtable_name(&line("m,a=bc f=1"), "m", None)
+        );
+        // Stable across builds: a fixed expected value.
+        assert_eq!(
+            subtable_name(&line("m f=1"), "m", None),
+            subtable_name(&line("m f=2"), "m", None)
+        );
+        assert_eq!(
+            subtable_name(&line("m,tname=dev1,a=1 f=1"), "m", Some("tname")),
+            "dev1"
+        );
+        assert!(subtable_name(&line("m,a=1 f=1"), "m", Some("tname")).starts_with("t_"));
+    }
+
+    fn schema() -> StableSchema {
+        StableSchema {
+            db: "d".into(),
+            name: "m".into(),
+            version: SchemaVersion(1),
+            columns: vec![
+                ColumnDef::new("ts", DataType::Timestamp),
+                ColumnDef::new("f", DataType::Double),
+                ColumnDef::new("n", DataType::BigInt),
+                ColumnDef::new("s", DataType::VarChar(4)),
+            ],
+            tags: vec![ColumnDef::new("host", DataType::VarChar(3))],
+        }
+    }
+
+    #[test]
+    fn rows_follow_the_schema_and_conflicts_are_named() {
+        let (cols, tags) = row_of(&schema(), &line("m,host=a n=3i,f=1.5"), 7).unwrap();
+        assert_eq!(
+            cols,
+            vec![
+                Value::Timestamp(7),
+                Value::Float(1.5),
+                Value::Int(3),
+                Value::Null
+            ]
+        );
+        assert_eq!(tags, vec![Value::Str("a".into())]);
+        let e = row_of(&schema(), &line("m f=1i"), 0).unwrap_err();
+        assert!(
+            e.contains("field 'f' is integer but the column is DOUBLE"),
+            "{e}"
+        );
+        let e = row_of(&schema(), &line("m s=\"toolong\""), 0).unwrap_err();
+        assert!(e.contains("longer than VARCHAR(4)"), "{e}");
+        let e = row_of(&schema(), &line("m,host=abcd f=1"), 0).unwrap_err();
+        assert!(e.contains("tag 'host'"), "{e}");
+        let e = row_of(&schema(), &line("m,f=x n=1i"), 0).unwrap_err();
+        assert!(e.contains("not a tag"), "{e}");
+    }
+
+    #[test]
+    fn stable_names() {
+        assert!(valid_stable_name("readings"));
+        assert!(valid_stable_name("_x1"));
+        assert!(!valid_stable_name("1x"));
+        assert!(!valid_stable_name("cpu-load"));
+        assert!(!valid_stable_name(""));
+    }
+}

@@ -1,0 +1,388 @@
+//! The HTTP API, InfluxDB-compatible so that Telegraf and the InfluxDB client libraries write
+//! unchanged. Any server role started with `--http ADDR` serves it; `tidal local` serves it on
+//! 127.0.0.1:6041 by default.
+//!
+//! - `POST /write?db=NAME&precision=ns|u|us|ms|s` (InfluxDB 1.x) and
+//!   `POST /api/v2/write?bucket=NAME&precision=..` (2.x; `org` is ignored, `bucket` may be
+//!   `db/retention_policy` and the policy is ignored): line protocol, plain or
+//!   `Content-Encoding: gzip`, written schemaless ([`crate::frontend::schemaless`]).
+//!   204 when every line was written; 400 with `{"error": ...}` listing the rejected lines when
+//!   some were not (the good lines are written); 404 for an unknown database; 413 when the
+//!   body (before or after decompression) exceeds [`HttpLimits::body_bytes_max`].
+//! - `GET|HEAD /ping` → 204, `GET /health` → 200 with a JSON status, as InfluxDB answers.
+//!
+//! Invariants: no handler panics on request data (every failure is an HTTP status with a JSON
+//! message); request bodies and the number of writes in progress are bounded, and a write
+//! that cannot start within [`WRITE_QUEUE_WAIT_MS`] gets 503 instead of queueing forever.
+
+use crate::frontend::schemaless::{Schemaless, SchemalessOptions, SchemalessOutcome};
+use crate::frontend::ExecError;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::Arc;
+use std::time::Duration;
+use tidal_client::Client;
+use tidal_lineproto::Precision;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+/// Default largest request body, compressed and decompressed (InfluxDB's default
+/// `max-body-size` is 25 MB; TSBS and Telegraf batches are far smaller).
+pub const BODY_BYTES_MAX: usize = 64 << 20;
+/// Default number of writes processed at once; more wait (see [`WRITE_QUEUE_WAIT_MS`]).
+pub const WRITES_IN_FLIGHT_MAX: usize = 64;
+/// How long a write waits for a slot before it is refused with 503.
+pub const WRITE_QUEUE_WAIT_MS: u64 = 10_000;
+/// How many rejected lines a 400 response lists in its message.
+const ERRORS_LISTED_MAX: usize = 20;
+
+/// Bounds of the HTTP API.
+#[derive(Clone, Copy, Debug)]
+pub struct HttpLimits {
+    pub body_bytes_max: usize,
+    pub writes_in_flight_max: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            body_bytes_max: BODY_BYTES_MAX,
+            writes_in_flight_max: WRITES_IN_FLIGHT_MAX,
+        }
+    }
+}
+
+struct AppState {
+    schemaless: Schemaless,
+    limits: HttpLimits,
+    writes: Semaphore,
+}
+
+/// An HTTP error response: status plus a JSON body `{"error": message}` (with `code` and
+/// `message` too, which the InfluxDB 2.x clients read).
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    message: String,
+    lines: Vec<serde_json::Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            lines: Vec::new(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let code = match self.status {
+            StatusCode::NOT_FOUND => "not found",
+            StatusCode::PAYLOAD_TOO_LARGE => "request too large",
+            StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+            s if s.is_server_error() => "internal error",
+            _ => "invalid",
+        };
+        let mut body = serde_json::json!({
+            "error": self.message,
+            "code": code,
+            "message": self.message,
+        });
+        if !self.lines.is_empty() {
+            body["line_errors"] = serde_json::Value::Array(self.lines);
+        }
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        resp.headers_mut().insert(
+            header::HeaderName::from_static("x-influxdb-error"),
+            HeaderValue::from_str(&self.message.replace(['\n', '\r'], " "))
+                .unwrap_or_else(|_| HeaderValue::from_static("error")),
+        );
+        resp
+    }
+}
+
+impl From<ExecError> for ApiError {
+    fn from(e: ExecError) -> ApiError {
+        use tidal_common::StatusCode as C;
+        let status = match e.code {
+            C::DatabaseNotFound => StatusCode::NOT_FOUND,
+            C::Unavailable | C::Timeout | C::NoDnodes | C::VnodeNotFound | C::WrongVgroup => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            C::InvalidArgument
+            | C::SchemaMismatch
+            | C::TypeMismatch
+            | C::StableNotFound
+            | C::TableNotFound
+            | C::ColumnNotFound => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.message)
+    }
+}
+
+/// The router (exposed for in-process tests).
+pub fn router(client: Client, limits: HttpLimits) -> Router {
+    let state = Arc::new(AppState {
+        schemaless: Schemaless::new(client),
+        limits,
+        writes: Semaphore::new(limits.writes_in_flight_max.max(1)),
+    });
+    Router::new()
+        .route("/write", post(write_v1))
+        .route("/api/v2/write", post(write_v2))
+        .route("/ping", get(ping).head(ping))
+        .route("/health", get(health))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Binds `addr` and returns the listener and the bound address (so `:0` works).
+pub async fn bind(addr: &str) -> Result<(TcpListener, String), crate::server::BoxError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen for HTTP on {addr}: {e}"))?;
+    let bound = listener.local_addr()?.to_string();
+    Ok((listener, bound))
+}
+
+/// Serves the API on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    client: Client,
+    limits: HttpLimits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(client, limits))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Binds `addr`, prints `ready http <addr>`, and serves in a background task until the
+/// process receives SIGINT/SIGTERM.
+pub async fn start(addr: &str, client: Client) -> Result<String, crate::server::BoxError> {
+    let (listener, bound) = bind(addr).await?;
+    crate::server::announce("http", &bound);
+    tokio::spawn(async move {
+        if let Err(e) = serve(
+            listener,
+            client,
+            HttpLimits::default(),
+            crate::server::shutdown_signal(),
+        )
+        .await
+        {
+            tracing::error!(%e, "HTTP server failed");
+        }
+    });
+    Ok(bound)
+}
+
+async fn ping() -> Response {
+    let mut resp = StatusCode::NO_CONTENT.into_response();
+    let h = resp.headers_mut();
+    h.insert("x-influxdb-version", HeaderValue::from_static("1.8.10"));
+    h.insert("x-influxdb-build", HeaderValue::from_static("OSS"));
+    h.insert(
+        "x-tidal-version",
+        HeaderValue::from_static(env!("CARGO_PKG_VERSION")),
+    );
+    resp
+}
+
+async fn health() -> Response {
+    axum::Json(serde_json::json!({
+        "name": "tidal",
+        "message": "ready for queries and writes",
+        "status": "pass",
+        "checks": [],
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not found: the API has POST /write, POST /api/v2/write, GET /ping and GET /health",
+    )
+}
+
+async fn write_v1(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let db = q
+        .get("db")
+        .filter(|d| !d.is_empty())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "database is required: add ?db=NAME",
+            )
+        })?
+        .clone();
+    write(st, &db, &q, &headers, body).await
+}
+
+async fn write_v2(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bucket = q.get("bucket").filter(|d| !d.is_empty()).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bucket is required: add ?bucket=NAME",
+        )
+    })?;
+    // `db/rp` (the 1.x compatibility form): the retention policy is not a Tidal concept.
+    let db = bucket.split('/').next().unwrap_or(bucket).to_string();
+    write(st, &db, &q, &headers, body).await
+}
+
+async fn write(
+    st: Arc<AppState>,
+    db: &str,
+    q: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let precision = match q.get("precision").map(String::as_str) {
+        None | Some("") => Precision::Nanos,
+        Some(p) => Precision::parse(p).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("invalid precision '{p}': use ns, u, us, ms or s"),
+            )
+        })?,
+    };
+    let limit = st.limits.body_bytes_max;
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if len > limit as u64 {
+            return Err(too_large(limit));
+        }
+    }
+    let _permit = tokio::time::timeout(
+        Duration::from_millis(WRITE_QUEUE_WAIT_MS),
+        st.writes.acquire(),
+    )
+    .await
+    .map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many writes in progress ({}); retry later",
+                st.limits.writes_in_flight_max
+            ),
+        )
+    })?
+    .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down"))?;
+    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let is_limit = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if is_limit {
+            too_large(limit)
+        } else {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the request body: {e}"),
+            )
+        }
+    })?;
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+    let body: Vec<u8> = match encoding.as_deref() {
+        None | Some("") | Some("identity") => raw.to_vec(),
+        Some("gzip") => tokio::task::spawn_blocking(move || gunzip(&raw, limit))
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??,
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Content-Encoding '{other}' is not supported: send gzip or identity"),
+            ))
+        }
+    };
+    let opts = SchemalessOptions {
+        precision,
+        child_table_tag: q.get("child_table_tag").cloned().filter(|s| !s.is_empty()),
+    };
+    let outcome = st.schemaless.write(db, &body, &opts).await?;
+    if outcome.rejected == 0 {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    Err(partial(outcome))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than the limit of {limit} bytes: split the write"),
+    )
+}
+
+/// Decompresses a gzip body, refusing to produce more than `limit` bytes (a small body can
+/// expand enormously).
+fn gunzip(raw: &[u8], limit: usize) -> Result<Vec<u8>, ApiError> {
+    let mut out = Vec::with_capacity(raw.len().saturating_mul(4).min(limit));
+    let mut dec = flate2::read::MultiGzDecoder::new(raw).take(limit as u64 + 1);
+    dec.read_to_end(&mut out).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("cannot decompress the gzip body: {e}"),
+        )
+    })?;
+    if out.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the decompressed body is larger than the limit of {limit} bytes: split the write"
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// The 400 answer to a partly written body, in InfluxDB's words ("partial write").
+fn partial(o: SchemalessOutcome) -> ApiError {
+    let mut msg = format!(
+        "partial write: {} line(s) rejected, {} row(s) written",
+        o.rejected, o.rows
+    );
+    for e in o.errors.iter().take(ERRORS_LISTED_MAX) {
+        msg.push_str(&format!("\n{e}"));
+    }
+    if o.rejected > ERRORS_LISTED_MAX {
+        msg.push_str(&format!(
+            "\n... and {} more",
+            o.rejected - ERRORS_LISTED_MAX
+        ));
+    }
+    ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: msg,
+        lines: o
+            .errors
+            .iter()
+            .map(|e| serde_json::json!({"line": e.line, "error": e.message}))
+            .collect(),
+    }
+}

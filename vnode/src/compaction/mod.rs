@@ -1,0 +1,148 @@
+//! Merging a window's STT staging files into its data files (when the window holds
+//! `STT_TRIGGER` of them, or on `COMPACT DATABASE`).
+//!
+//! Owns: building the next version of one window's data files. Invariants: per subtable, the
+//! result holds exactly the merged rows of the window's data blocks and STT files (newest copy of
+//! each ts), in non-overlapping blocks of at most `MAXROWS` rows sorted by ts; subtables that no
+//! longer exist are left out. An incremental merge appends to the window's `.data`/`.sma` and
+//! keeps the blocks that end before the subtable's first new row (so in-order ingest rewrites at
+//! most the subtable's last, small block); a full rewrite (`COMPACT`, or when garbage passes half
+//! the file) writes new files and leaves no garbage. Nothing here is visible until the caller
+//! commits the manifest naming the new head.
+
+use crate::block::ColumnCodec;
+use crate::data_file::{BlockEntry, DataAppender, DataSet};
+use crate::error::Result;
+use crate::merge::{merge_runs, Run};
+use crate::tsdb::Window;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use tidal_common::{Column, DataType, TableUid};
+
+/// The column layout of a live subtable; `None` for a dropped one.
+pub type LayoutOf<'a> = dyn Fn(TableUid) -> Option<(Vec<DataType>, Vec<ColumnCodec>)> + 'a;
+
+pub struct MergeParams<'a> {
+    pub dir: &'a Path,
+    pub fid: i64,
+    pub full_rewrite: bool,
+    pub maxrows: usize,
+    pub minrows: usize,
+    pub layout_of: &'a LayoutOf<'a>,
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+pub struct MergeStats {
+    pub rows_written: u64,
+    pub blocks_written: u64,
+}
+
+/// Builds the window's next data version from `window` (its data and all its STT files).
+/// Returns `None` when nothing live is left in the window.
+pub fn merge_window(
+    p: &MergeParams<'_>,
+    window: &Window,
+    next_id: &mut u64,
+) -> Result<(Option<DataSet>, MergeStats)> {
+    let old = window.data.as_deref();
+    let base = if p.full_rewrite { None } else { old };
+    let new_data_id = *next_id;
+    if base.is_none() {
+        *next_id += 1;
+    }
+    let mut app = DataAppender::start(p.dir, p.fid, base, new_data_id)?;
+    let mut garbage = base.map(|b| b.garbage_bytes).unwrap_or(0);
+    let mut uids: BTreeSet<TableUid> = BTreeSet::new();
+    if let Some(d) = old {
+        uids.extend(d.index().keys().copied());
+    }
+    for s in &window.stts {
+        uids.extend(s.uids());
+    }
+    let mut index: BTreeMap<TableUid, Vec<BlockEntry>> = BTreeMap::new();
+    let mut stats = MergeStats::default();
+    let maxrows = p.maxrows.max(1);
+    for uid in uids {
+        let old_blocks: &[BlockEntry] = old.map(|d| d.blocks(uid)).unwrap_or(&[]);
+        let Some((types, codecs)) = (p.layout_of)(uid) else {
+            if base.is_some() {
+                garbage += old_blocks.iter().map(|e| e.loc.len as u64).sum::<u64>();
+            }
+            continue;
+        };
+        let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        let mut runs = Vec::new();
+        let mut new_min = i64::MAX;
+        for (i, s) in window.stts.iter().enumerate() {
+            for b in s.blocks(uid) {
+                new_min = new_min.min(b.ts_min);
+                runs.push(Run {
+                    prio: 1 + i as u64,
+                    cols: s.read(b, &wanted)?,
+                });
+            }
+        }
+        if runs.is_empty() && !p.full_rewrite {
+            if !old_blocks.is_empty() {
+                index.insert(uid, old_blocks.to_vec());
+            }
+            continue;
+        }
+        let mut keep = if p.full_rewrite {
+            0
+        } else {
+            old_blocks.partition_point(|e| e.loc.ts_max < new_min)
+        };
+        // Fold a small last block into the rewrite so in-order ingest grows full blocks.
+        if keep > 0
+            && old_blocks
+                .get(keep - 1)
+                .is_some_and(|e| (e.loc.rows as usize) < p.minrows)
+        {
+            keep -= 1;
+        }
+        if let Some(d) = old {
+            for e in old_blocks.get(keep..).unwrap_or(&[]) {
+                runs.push(Run {
+                    prio: 0,
+                    cols: d.read(e, &wanted)?,
+                });
+                if base.is_some() {
+                    garbage += e.loc.len as u64;
+                }
+            }
+        }
+        let merged = merge_runs(runs, || {
+            types.iter().map(|t| Column::empty(*t, 0)).collect()
+        });
+        let n = merged.first().map(Column::len).unwrap_or(0);
+        let mut entries: Vec<BlockEntry> = old_blocks.get(..keep).unwrap_or(&[]).to_vec();
+        if n > 0 {
+            let chunks = n.div_ceil(maxrows);
+            let per = n.div_ceil(chunks);
+            let mut s = 0;
+            while s < n {
+                let e = (s + per).min(n);
+                let part: Vec<Column> = if s == 0 && e == n {
+                    merged.clone()
+                } else {
+                    merged.iter().map(|c| c.slice(s, e)).collect()
+                };
+                entries.push(app.add_block(&part, &types, &codecs)?);
+                stats.rows_written += (e - s) as u64;
+                s = e;
+            }
+        }
+        if !entries.is_empty() {
+            index.insert(uid, entries);
+        }
+    }
+    stats.blocks_written = app.blocks_written;
+    if index.is_empty() {
+        // Nothing live: the appended bytes (if any) are garbage the manifest never references.
+        return Ok((None, stats));
+    }
+    let head_id = *next_id;
+    *next_id += 1;
+    Ok((Some(app.finish(index, head_id, garbage)?), stats))
+}

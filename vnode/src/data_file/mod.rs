@@ -1,0 +1,482 @@
+//! The data files of one time window (`DURATION`): `f<fid>.<data_id>.data` (column blocks of one
+//! subtable each, up to `MAXROWS` rows), `f<fid>.<data_id>.sma` (per block, per column: min, max,
+//! sum, count, NULL count) and `f<fid>.<head_id>.head` (per subtable, its blocks in ts order with
+//! their time range, row count and offsets). Layout in `../tsdb/FORMAT.md`.
+//!
+//! Owns: appending merged blocks to a window and publishing a new head. Invariants: `.data` and
+//! `.sma` only grow (append-only); bytes past the lengths the committed manifest records are
+//! garbage from an interrupted merge and are cut off before the next append, so a reader of an
+//! older snapshot never sees a byte it relies on change. A head file is written once (temp file,
+//! fsync, rename) and lists, per subtable, non-overlapping blocks sorted by ts; every entry lies
+//! inside the committed lengths (checked at open). Blocks a merge replaced stay in `.data` as
+//! garbage until `COMPACT` rewrites the window into a new `data_id`.
+
+use crate::block::{self, BlockLoc, ColStats, ColumnCodec};
+use crate::error::{Result, VnodeError};
+use crate::fsutil::{self, FileRef};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tidal_common::{Column, DataType, TableUid};
+
+pub const HEAD_MAGIC: &[u8; 8] = b"TIDALHED";
+pub const FOOTER_MAGIC: &[u8; 8] = b"TIDALEND";
+pub const HEAD_VERSION: u32 = 1;
+const HEADER_BYTES: usize = 16;
+const FOOTER_BYTES: usize = 12;
+const ENTRY_BYTES: usize = 48;
+
+pub fn data_name(fid: i64, data_id: u64) -> String {
+    format!("f{fid}.{data_id}.data")
+}
+pub fn sma_name(fid: i64, data_id: u64) -> String {
+    format!("f{fid}.{data_id}.sma")
+}
+pub fn head_name(fid: i64, head_id: u64) -> String {
+    format!("f{fid}.{head_id}.head")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockEntry {
+    pub loc: BlockLoc,
+    pub sma_off: u64,
+    pub sma_len: u32,
+}
+
+/// One committed version of a window's data files.
+pub struct DataSet {
+    pub data_id: u64,
+    pub head_id: u64,
+    pub data_len: u64,
+    pub sma_len: u64,
+    /// Bytes of `.data` no head entry refers to any more.
+    pub garbage_bytes: u64,
+    data: Arc<FileRef>,
+    sma: Arc<FileRef>,
+    head: FileRef,
+    pub head_bytes: u64,
+    index: BTreeMap<TableUid, Vec<BlockEntry>>,
+}
+
+fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
+    VnodeError::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    }
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(o..o + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(o..o + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+/// Encodes a head file.
+pub fn encode_head(index: &BTreeMap<TableUid, Vec<BlockEntry>>) -> Vec<u8> {
+    let blocks: usize = index.values().map(Vec::len).sum();
+    let mut b = Vec::with_capacity(HEADER_BYTES + 4 + index.len() * 12 + blocks * ENTRY_BYTES + 12);
+    b.extend_from_slice(HEAD_MAGIC);
+    b.extend_from_slice(&HEAD_VERSION.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&(index.len() as u32).to_le_bytes());
+    for (uid, es) in index {
+        b.extend_from_slice(&uid.0.to_le_bytes());
+        b.extend_from_slice(&(es.len() as u32).to_le_bytes());
+        for e in es {
+            b.extend_from_slice(&e.loc.ts_min.to_le_bytes());
+            b.extend_from_slice(&e.loc.ts_max.to_le_bytes());
+            b.extend_from_slice(&e.loc.rows.to_le_bytes());
+            b.extend_from_slice(&e.loc.ncols.to_le_bytes());
+            b.extend_from_slice(&e.loc.offset.to_le_bytes());
+            b.extend_from_slice(&e.loc.len.to_le_bytes());
+            b.extend_from_slice(&e.sma_off.to_le_bytes());
+            b.extend_from_slice(&e.sma_len.to_le_bytes());
+        }
+    }
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b.extend_from_slice(FOOTER_MAGIC);
+    b
+}
+
+/// Decodes and checks a head file against the committed data/sma lengths.
+pub fn decode_head(
+    b: &[u8],
+    path: &Path,
+    data_len: u64,
+    sma_len: u64,
+) -> Result<BTreeMap<TableUid, Vec<BlockEntry>>> {
+    if b.len() < HEADER_BYTES + 4 + FOOTER_BYTES {
+        return Err(corrupt(
+            path,
+            0,
+            format!("head file of {} bytes is too short", b.len()),
+        ));
+    }
+    if b.get(0..8) != Some(&HEAD_MAGIC[..]) {
+        return Err(corrupt(path, 0, "bad magic, not a Tidal head file".into()));
+    }
+    let version = u32_at(b, 8);
+    if version != HEAD_VERSION {
+        return Err(corrupt(
+            path,
+            8,
+            format!("unsupported head version {version}"),
+        ));
+    }
+    let body_end = b.len() - FOOTER_BYTES;
+    if b.get(body_end + 4..) != Some(&FOOTER_MAGIC[..]) {
+        return Err(corrupt(
+            path,
+            body_end as u64,
+            "bad footer magic (truncated file?)".into(),
+        ));
+    }
+    let stored = u32_at(b, body_end);
+    let actual = crc32c::crc32c(b.get(..body_end).unwrap_or(&[]));
+    if stored != actual {
+        return Err(corrupt(
+            path,
+            body_end as u64,
+            format!("head checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"),
+        ));
+    }
+    let ntables = u32_at(b, HEADER_BYTES) as usize;
+    let mut o = HEADER_BYTES + 4;
+    let mut index = BTreeMap::new();
+    for _ in 0..ntables {
+        if o + 12 > body_end {
+            return Err(corrupt(
+                path,
+                o as u64,
+                "head ends inside a table entry".into(),
+            ));
+        }
+        let uid = TableUid(u64_at(b, o));
+        let n = u32_at(b, o + 8) as usize;
+        o += 12;
+        if n.saturating_mul(ENTRY_BYTES) > body_end - o {
+            return Err(corrupt(
+                path,
+                o as u64,
+                format!("table uid {uid} claims {n} blocks, more than the file holds"),
+            ));
+        }
+        let mut es = Vec::with_capacity(n);
+        let mut prev_max: Option<i64> = None;
+        for _ in 0..n {
+            let e = BlockEntry {
+                loc: BlockLoc {
+                    ts_min: u64_at(b, o) as i64,
+                    ts_max: u64_at(b, o + 8) as i64,
+                    rows: u32_at(b, o + 16),
+                    ncols: u32_at(b, o + 20),
+                    offset: u64_at(b, o + 24),
+                    len: u32_at(b, o + 32),
+                },
+                sma_off: u64_at(b, o + 36),
+                sma_len: u32_at(b, o + 44),
+            };
+            let bad = e.loc.offset.saturating_add(e.loc.len as u64) > data_len
+                || e.sma_off.saturating_add(e.sma_len as u64) > sma_len
+                || e.loc.ts_min > e.loc.ts_max
+                || prev_max.is_some_and(|p| p >= e.loc.ts_min);
+            if bad {
+                return Err(corrupt(
+                    path,
+                    o as u64,
+                    format!("block entry of table uid {uid} is out of bounds or out of order"),
+                ));
+            }
+            prev_max = Some(e.loc.ts_max);
+            es.push(e);
+            o += ENTRY_BYTES;
+        }
+        index.insert(uid, es);
+    }
+    if o != body_end {
+        return Err(corrupt(
+            path,
+            o as u64,
+            "trailing bytes after the last table entry".into(),
+        ));
+    }
+    Ok(index)
+}
+
+impl DataSet {
+    /// Opens a committed window version.
+    pub fn open(
+        dir: &Path,
+        fid: i64,
+        data_id: u64,
+        head_id: u64,
+        data_len: u64,
+        sma_len: u64,
+        garbage_bytes: u64,
+    ) -> Result<DataSet> {
+        let data = FileRef::open(&dir.join(data_name(fid, data_id)))?;
+        let sma = FileRef::open(&dir.join(sma_name(fid, data_id)))?;
+        let head = FileRef::open(&dir.join(head_name(fid, head_id)))?;
+        for (f, need) in [(&data, data_len), (&sma, sma_len)] {
+            let have = f.len()?;
+            if have < need {
+                return Err(corrupt(
+                    &f.path,
+                    have,
+                    format!("file holds {have} bytes but the manifest committed {need}"),
+                ));
+            }
+        }
+        Self::with_files(
+            data_id,
+            head_id,
+            (data_len, sma_len, garbage_bytes),
+            Arc::new(data),
+            Arc::new(sma),
+            head,
+        )
+    }
+
+    fn with_files(
+        data_id: u64,
+        head_id: u64,
+        (data_len, sma_len, garbage_bytes): (u64, u64, u64),
+        data: Arc<FileRef>,
+        sma: Arc<FileRef>,
+        head: FileRef,
+    ) -> Result<DataSet> {
+        let head_bytes = head.len()?;
+        let hb = block::read_at(&head.file, &head.path, 0, head_bytes as usize)?;
+        let index = decode_head(&hb, &head.path, data_len, sma_len)?;
+        Ok(DataSet {
+            data_id,
+            head_id,
+            data_len,
+            sma_len,
+            garbage_bytes,
+            data,
+            sma,
+            head,
+            head_bytes,
+            index,
+        })
+    }
+
+    pub fn blocks(&self, uid: TableUid) -> &[BlockEntry] {
+        self.index.get(&uid).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn index(&self) -> &BTreeMap<TableUid, Vec<BlockEntry>> {
+        &self.index
+    }
+
+    pub fn read(&self, e: &BlockEntry, wanted: &[(usize, DataType)]) -> Result<Vec<Column>> {
+        block::read_columns(&self.data.file, &self.data.path, &e.loc, wanted)
+    }
+
+    pub fn read_sma(&self, e: &BlockEntry) -> Result<Vec<ColStats>> {
+        let b = block::read_at(
+            &self.sma.file,
+            &self.sma.path,
+            e.sma_off,
+            e.sma_len as usize,
+        )?;
+        block::decode_sma(&b, &self.sma.path, e.sma_off)
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.data_len + self.sma_len + self.head_bytes
+    }
+
+    /// This version is replaced: its head goes when unused; with `with_data` (the window was
+    /// rewritten into a new data_id, or dropped) its data and sma files go too.
+    pub fn mark_obsolete(&self, with_data: bool) {
+        self.head.mark_obsolete();
+        if with_data {
+            self.data.mark_obsolete();
+            self.sma.mark_obsolete();
+        }
+    }
+}
+
+/// Appends blocks to a window's data and sma files and publishes a new head.
+pub struct DataAppender {
+    dir: PathBuf,
+    fid: i64,
+    data_id: u64,
+    data_path: PathBuf,
+    sma_path: PathBuf,
+    data: std::io::BufWriter<File>,
+    sma: std::io::BufWriter<File>,
+    data_at: u64,
+    sma_at: u64,
+    refs: Option<(Arc<FileRef>, Arc<FileRef>)>,
+    buf: Vec<u8>,
+    smabuf: Vec<u8>,
+    pub blocks_written: u64,
+}
+
+fn open_append(path: &Path, valid: u64, create: bool) -> Result<File> {
+    let f = OpenOptions::new()
+        .create(create)
+        .truncate(create)
+        .append(!create)
+        .write(true)
+        .open(path)
+        .map_err(|e| VnodeError::io(path, "open for append", e))?;
+    if !create {
+        // Cut the garbage an interrupted merge left after the committed length.
+        f.set_len(valid)
+            .map_err(|e| VnodeError::io(path, "truncate to the committed length", e))?;
+    }
+    Ok(f)
+}
+
+impl DataAppender {
+    /// Appends to `base`'s files, or starts new files `data_id` when `base` is None.
+    pub fn start(
+        dir: &Path,
+        fid: i64,
+        base: Option<&DataSet>,
+        data_id: u64,
+    ) -> Result<DataAppender> {
+        let (data_id, data_at, sma_at, refs) = match base {
+            Some(b) => (
+                b.data_id,
+                b.data_len,
+                b.sma_len,
+                Some((b.data.clone(), b.sma.clone())),
+            ),
+            None => (data_id, 0, 0, None),
+        };
+        let data_path = dir.join(data_name(fid, data_id));
+        let sma_path = dir.join(sma_name(fid, data_id));
+        let create = base.is_none();
+        let data = open_append(&data_path, data_at, create)?;
+        let sma = open_append(&sma_path, sma_at, create)?;
+        Ok(DataAppender {
+            dir: dir.to_path_buf(),
+            fid,
+            data_id,
+            data_path,
+            sma_path,
+            data: std::io::BufWriter::with_capacity(1 << 20, data),
+            sma: std::io::BufWriter::with_capacity(1 << 16, sma),
+            data_at,
+            sma_at,
+            refs,
+            buf: Vec::new(),
+            smabuf: Vec::new(),
+            blocks_written: 0,
+        })
+    }
+
+    /// Appends one block (all columns the same length, ts sorted and unique) and its SMA.
+    pub fn add_block(
+        &mut self,
+        cols: &[Column],
+        types: &[DataType],
+        codecs: &[ColumnCodec],
+    ) -> Result<BlockEntry> {
+        let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
+        let (ts_min, ts_max) = (
+            ts.first().copied().unwrap_or(0),
+            ts.last().copied().unwrap_or(0),
+        );
+        let rows = ts.len() as u32;
+        self.buf.clear();
+        block::encode_block(cols, types, codecs, &mut self.buf)?;
+        self.smabuf.clear();
+        block::encode_sma(&block::compute_sma(cols), &mut self.smabuf);
+        self.data
+            .write_all(&self.buf)
+            .map_err(|e| VnodeError::io(&self.data_path, "write", e))?;
+        self.sma
+            .write_all(&self.smabuf)
+            .map_err(|e| VnodeError::io(&self.sma_path, "write", e))?;
+        let e = BlockEntry {
+            loc: BlockLoc {
+                offset: self.data_at,
+                len: self.buf.len() as u32,
+                ncols: cols.len() as u32,
+                rows,
+                ts_min,
+                ts_max,
+            },
+            sma_off: self.sma_at,
+            sma_len: self.smabuf.len() as u32,
+        };
+        self.data_at += self.buf.len() as u64;
+        self.sma_at += self.smabuf.len() as u64;
+        self.blocks_written += 1;
+        Ok(e)
+    }
+
+    /// Makes the appended bytes durable, publishes the head `head_id` for `index`, and returns
+    /// the new (not yet committed) version. `garbage_bytes` carries over the window's garbage.
+    pub fn finish(
+        self,
+        index: BTreeMap<TableUid, Vec<BlockEntry>>,
+        head_id: u64,
+        garbage_bytes: u64,
+    ) -> Result<DataSet> {
+        let DataAppender {
+            dir,
+            fid,
+            data_id,
+            data_path,
+            sma_path,
+            data,
+            sma,
+            data_at,
+            sma_at,
+            refs,
+            ..
+        } = self;
+        for (w, p) in [(data, &data_path), (sma, &sma_path)] {
+            let f = w
+                .into_inner()
+                .map_err(|e| VnodeError::io(p, "write", e.into_error()))?;
+            f.sync_all().map_err(|e| VnodeError::io(p, "fsync", e))?;
+        }
+        let (data_ref, sma_ref) = match refs {
+            Some(r) => r,
+            None => {
+                fsutil::sync_dir(&dir)?;
+                (
+                    Arc::new(FileRef::open(&data_path)?),
+                    Arc::new(FileRef::open(&sma_path)?),
+                )
+            }
+        };
+        let head_path = dir.join(head_name(fid, head_id));
+        let tmp = head_path.with_extension("head.tmp");
+        let mut f = fsutil::create(&tmp)?;
+        f.write_all(&encode_head(&index))
+            .map_err(|e| VnodeError::io(&tmp, "write", e))?;
+        fsutil::publish(f, &tmp, &head_path)?;
+        let head = FileRef::open(&head_path)?;
+        DataSet::with_files(
+            data_id,
+            head_id,
+            (data_at, sma_at, garbage_bytes),
+            data_ref,
+            sma_ref,
+            head,
+        )
+    }
+}

@@ -1,0 +1,410 @@
+//! Storage-engine tests: a randomized model test across flushes, merges, compactions and
+//! restarts; corruption of every file type; SMA answers; retention; back-pressure.
+
+use super::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tidal_common::{ColumnDef, SchemaVersion, TableWrite};
+
+const DB: &str = "db";
+const MINUTE_MS: i64 = 60_000;
+
+fn schema() -> StableSchema {
+    StableSchema {
+        db: DB.into(),
+        name: "m".into(),
+        version: SchemaVersion(1),
+        columns: vec![
+            ColumnDef::new("ts", DataType::Timestamp),
+            ColumnDef::new("v", DataType::Double),
+            ColumnDef::new("s", DataType::VarChar(16)),
+            ColumnDef::new("n", DataType::BigInt),
+        ],
+        tags: vec![ColumnDef::new("loc", DataType::VarChar(16))],
+    }
+}
+
+/// Small windows (1 minute), small blocks and an STT trigger of 2 so that a few hundred rows
+/// exercise every layer.
+fn cfg(buffer_mb: u32) -> VnodeConfig {
+    VnodeConfig {
+        vgroup: VgroupId(1),
+        db: DB.into(),
+        range: HashRange {
+            begin: 0,
+            end: u32::MAX,
+        },
+        options: DbOptions {
+            buffer_mb,
+            duration_minutes: 1,
+            stt_trigger: 2,
+            minrows: 10,
+            maxrows: 50,
+            ..DbOptions::default()
+        },
+    }
+}
+
+type Row = (Option<f64>, Option<String>, Option<i64>);
+
+fn write(v: &Vnode, table: &str, rows: &[(i64, Row)]) {
+    let s = schema();
+    let mut cols: Vec<Column> = s
+        .columns
+        .iter()
+        .map(|c| Column::empty(c.data_type, 0))
+        .collect();
+    for (ts, (a, b, c)) in rows {
+        cols[0].push(&Value::Timestamp(*ts));
+        cols[1].push(&a.map(Value::Float).unwrap_or(Value::Null));
+        cols[2].push(&b.clone().map(Value::Str).unwrap_or(Value::Null));
+        cols[3].push(&c.map(Value::Int).unwrap_or(Value::Null));
+    }
+    v.write(&WriteBatch {
+        db: DB.into(),
+        vgroup: VgroupId(1),
+        schemas: vec![s],
+        tables: vec![TableWrite {
+            table: table.into(),
+            stable: "m".into(),
+            tags: Some(vec![Value::Str("x".into())]),
+            columns: cols,
+        }],
+    })
+    .unwrap();
+}
+
+fn value_row(cols: &[Column], i: usize) -> Row {
+    let a = match cols[1].get(i) {
+        Value::Float(x) => Some(x),
+        _ => None,
+    };
+    let b = match cols[2].get(i) {
+        Value::Str(x) => Some(x),
+        _ => None,
+    };
+    let c = match cols[3].get(i) {
+        Value::Int(x) => Some(x),
+        _ => None,
+    };
+    (a, b, c)
+}
+
+fn scan_all(v: &Vnode, table: &str, lo: i64, hi: i64) -> Vec<(i64, Row)> {
+    let Some(t) = v.table(table) else {
+        return Vec::new();
+    };
+    let cols = v.scan(t.uid, lo, hi, &[0, 1, 2, 3]).unwrap();
+    (0..cols[0].len())
+        .map(|i| {
+            let Value::Timestamp(ts) = cols[0].get(i) else {
+                panic!("ts column")
+            };
+            (ts, value_row(&cols, i))
+        })
+        .collect()
+}
+
+type Model = BTreeMap<String, BTreeMap<i64, Row>>;
+
+fn check(v: &Vnode, model: &Model, rng: &mut StdRng, step: usize) {
+    for (t, rows) in model {
+        let got = scan_all(v, t, i64::MIN, i64::MAX);
+        let want: Vec<(i64, Row)> = rows.iter().map(|(k, r)| (*k, r.clone())).collect();
+        assert_eq!(got, want, "table {t} after step {step}");
+        let lo = rng.random_range(0..6 * MINUTE_MS);
+        let hi = lo + rng.random_range(0..3 * MINUTE_MS);
+        let got = scan_all(v, t, lo, hi);
+        let want: Vec<(i64, Row)> = rows.range(lo..=hi).map(|(k, r)| (*k, r.clone())).collect();
+        assert_eq!(got, want, "table {t} range {lo}..={hi} after step {step}");
+        // Aggregates from SMA pieces agree with the rows.
+        let uid = v.table(t).unwrap().uid;
+        let pieces = v.scan_pieces(uid, lo, hi, &[1, 3]).unwrap();
+        let (mut count, mut sum) = (0u64, 0i64);
+        for p in pieces {
+            match p {
+                ScanPiece::Rows(c) => {
+                    for i in 0..c[1].len() {
+                        if let Value::Int(x) = c[1].get(i) {
+                            count += 1;
+                            sum += x;
+                        }
+                    }
+                }
+                ScanPiece::Sma { stats, .. } => {
+                    count += stats[1].count as u64;
+                    if let SmaVal::Int(x) = stats[1].sum {
+                        sum += x;
+                    } else {
+                        assert_eq!(stats[1].count, 0, "int sum missing");
+                    }
+                }
+            }
+        }
+        let want_n: Vec<i64> = rows.range(lo..=hi).filter_map(|(_, r)| r.2).collect();
+        assert_eq!(
+            count,
+            want_n.len() as u64,
+            "count(n) {t} {lo}..={hi} step {step}"
+        );
+        assert_eq!(sum, want_n.iter().sum::<i64>(), "sum(n) {t} step {step}");
+    }
+}
+
+fn random_rows(rng: &mut StdRng) -> Vec<(i64, Row)> {
+    let n = rng.random_range(1..80);
+    let base = rng.random_range(0..6 * MINUTE_MS);
+    let mut out = Vec::new();
+    for i in 0..n {
+        // Mostly ascending near `base`, sometimes anywhere (out of order), with repeats.
+        let ts = if rng.random_bool(0.8) {
+            base + i * rng.random_range(1..2000)
+        } else {
+            rng.random_range(0..6 * MINUTE_MS)
+        };
+        let a = rng
+            .random_bool(0.85)
+            .then(|| rng.random_range(-100.0..100.0f64));
+        let b = rng
+            .random_bool(0.8)
+            .then(|| format!("s{}", rng.random_range(0..5)));
+        let c = rng
+            .random_bool(0.9)
+            .then(|| rng.random_range(-1000..1000i64));
+        out.push((ts, (a, b, c)));
+    }
+    out
+}
+
+#[test]
+fn random_writes_flushes_merges_and_restarts_match_a_model() {
+    for seed in 0..4u64 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let d = tempfile::tempdir().unwrap();
+        let mut v = Vnode::open(d.path(), cfg(1)).unwrap();
+        let mut model: Model = BTreeMap::new();
+        let mut flushes = 0;
+        for step in 0..120 {
+            match rng.random_range(0..100) {
+                0..=69 => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    let rows = random_rows(&mut rng);
+                    // Within one batch the later copy of a ts wins, as across batches.
+                    write(&v, &t, &rows);
+                    let m = model.entry(t).or_default();
+                    for (ts, r) in rows {
+                        m.insert(ts, r);
+                    }
+                }
+                70..=81 => v.flush().unwrap(),
+                82..=87 => v.compact().unwrap(),
+                88..=93 => {
+                    flushes += v.stats().flushes;
+                    drop(v);
+                    v = Vnode::open(d.path(), cfg(1)).unwrap();
+                }
+                _ => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    v.drop_table(&t).unwrap();
+                    model.remove(&t);
+                }
+            }
+            check(&v, &model, &mut rng, step);
+        }
+        flushes += v.stats().flushes;
+        assert!(flushes > 0);
+        drop(v);
+        let v = Vnode::open(d.path(), cfg(1)).unwrap();
+        check(&v, &model, &mut rng, usize::MAX);
+    }
+}
+
+#[test]
+fn background_flush_and_merge_keep_every_row_under_a_small_buffer() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    let mut model: Model = BTreeMap::new();
+    let big = "x".repeat(200);
+    for b in 0..300i64 {
+        let rows: Vec<(i64, Row)> = (0..50)
+            .map(|i| {
+                let ts = (b * 50 + i) * 100;
+                (ts, (Some(ts as f64), Some(big.clone()), Some(ts)))
+            })
+            .collect();
+        let t = format!("t{}", b % 3);
+        write(&v, &t, &rows);
+        model.entry(t).or_default().extend(rows);
+    }
+    // Let the worker finish what it was handed.
+    v.flush().unwrap();
+    let st = v.stats();
+    assert!(st.flushes >= 2, "{st:?}");
+    assert!(st.merges >= 1, "{st:?}");
+    let mut rng = StdRng::seed_from_u64(1);
+    check(&v, &model, &mut rng, 0);
+}
+
+/// Writes data in three windows and returns the directory.
+fn three_windows() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    for w in 0..3i64 {
+        let rows: Vec<(i64, Row)> = (0..30)
+            .map(|i| {
+                (
+                    w * MINUTE_MS + i,
+                    (Some(i as f64), Some("a".into()), Some(i)),
+                )
+            })
+            .collect();
+        write(&v, "t", &rows);
+        v.flush().unwrap();
+    }
+    v.compact().unwrap(); // windows 0..3 now have data/sma/head files
+    let rows: Vec<(i64, Row)> = (0..30)
+        .map(|i| (3 * MINUTE_MS + i, (None, None, Some(i))))
+        .collect();
+    write(&v, "t", &rows);
+    v.flush().unwrap(); // window 3 has an STT file
+    d
+}
+
+fn files_named(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("tsdb"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    v.sort();
+    v
+}
+
+fn fid_of_path(p: &Path) -> i64 {
+    let name = p.file_name().unwrap().to_string_lossy().to_string();
+    name[1..name.find('.').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn damage_to_any_file_type_is_a_typed_error_and_other_windows_keep_serving() {
+    for suffix in [".data", ".sma", ".head", ".stt"] {
+        for mode in ["flip", "truncate"] {
+            let d = three_windows();
+            let victim = files_named(d.path(), suffix).into_iter().next().unwrap();
+            let fid = fid_of_path(&victim);
+            let mut bytes = std::fs::read(&victim).unwrap();
+            match mode {
+                "flip" => {
+                    // Flip a bit in every 7th byte: some land in checksummed regions.
+                    let n = bytes.len();
+                    for i in (n / 3..n).step_by(7) {
+                        bytes[i] ^= 0x10;
+                    }
+                }
+                _ => bytes.truncate(bytes.len() / 2),
+            }
+            std::fs::write(&victim, &bytes).unwrap();
+            let v = Vnode::open(d.path(), cfg(1)).unwrap();
+            let uid = v.table("t").unwrap().uid;
+            let (lo, hi) = (fid * MINUTE_MS, fid * MINUTE_MS + MINUTE_MS - 1);
+            let hit = if suffix == ".sma" {
+                v.scan_pieces(uid, lo, hi, &[1, 3]).map(|_| ())
+            } else {
+                v.scan(uid, lo, hi, &[0, 1, 2, 3]).map(|_| ())
+            };
+            match hit {
+                Err(VnodeError::Corruption { .. }) => {}
+                other => panic!("{suffix} {mode}: expected a corruption error, got {other:?}"),
+            }
+            // Every other window still answers.
+            for w in (0..4).filter(|w| *w != fid) {
+                let rows = scan_all(&v, "t", w * MINUTE_MS, w * MINUTE_MS + MINUTE_MS - 1);
+                assert_eq!(rows.len(), 30, "{suffix} {mode}: window {w}");
+            }
+        }
+    }
+}
+
+#[test]
+fn sma_answers_whole_blocks_and_rows_answer_the_rest() {
+    let d = three_windows();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    let uid = v.table("t").unwrap().uid;
+    let pieces = v.scan_pieces(uid, 0, 4 * MINUTE_MS, &[1, 3]).unwrap();
+    let sma: Vec<_> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            ScanPiece::Sma { rows, stats, .. } => Some((*rows, stats.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sma.len(), 3, "three compacted windows answer from SMA");
+    for (rows, stats) in &sma {
+        assert_eq!(*rows, 30);
+        assert_eq!(stats[0].count, 30);
+        assert_eq!(stats[0].min, SmaVal::Float(0.0));
+        assert_eq!(stats[0].max, SmaVal::Float(29.0));
+        assert_eq!(stats[1].sum, SmaVal::Int((0..30).sum()));
+    }
+    // A range that cuts a block falls back to rows for it.
+    let pieces = v.scan_pieces(uid, 5, MINUTE_MS - 1, &[3]).unwrap();
+    assert!(matches!(pieces.as_slice(), [ScanPiece::Rows(c)] if c[0].len() == 25));
+    // A newer row overlapping a block turns the block into rows too.
+    write(&v, "t", &[(10, (Some(1000.0), None, Some(1000)))]);
+    let pieces = v.scan_pieces(uid, 0, MINUTE_MS - 1, &[3]).unwrap();
+    let total: i64 = pieces
+        .iter()
+        .map(|p| match p {
+            ScanPiece::Rows(c) => (0..c[0].len())
+                .map(|i| match c[0].get(i) {
+                    Value::Int(x) => x,
+                    _ => 0,
+                })
+                .sum(),
+            ScanPiece::Sma { stats, .. } => match stats[0].sum {
+                SmaVal::Int(x) => x,
+                _ => 0,
+            },
+        })
+        .sum();
+    assert_eq!(total, (0..30).sum::<i64>() - 10 + 1000);
+}
+
+#[test]
+fn keep_drops_whole_windows_and_refuses_older_writes() {
+    let d = three_windows();
+    // Shorten KEEP as ALTER DATABASE would: every window (1970) is now past retention.
+    let path = d.path().join(CONFIG_FILE);
+    let mut c: VnodeConfig = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    c.options.keep_minutes = 24 * 60;
+    std::fs::write(&path, serde_json::to_vec(&c).unwrap()).unwrap();
+    let v = Vnode::open(d.path(), c).unwrap();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX).len(), 120);
+    v.compact().unwrap();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX).len(), 0);
+    assert_eq!(v.stats().windows, 0);
+    assert!(files_named(d.path(), "").is_empty());
+    let s = schema();
+    let cols = vec![
+        Column::new(ColumnData::Timestamp(vec![5])),
+        Column::new(ColumnData::Float(vec![1.0])),
+        Column::new(ColumnData::Str(vec!["a".into()])),
+        Column::new(ColumnData::Int(vec![1])),
+    ];
+    let e = v
+        .write(&WriteBatch {
+            db: DB.into(),
+            vgroup: VgroupId(1),
+            schemas: vec![s],
+            tables: vec![TableWrite {
+                table: "t".into(),
+                stable: "m".into(),
+                tags: None,
+                columns: cols,
+            }],
+        })
+        .unwrap_err();
+    assert!(matches!(e, VnodeError::TimestampOutOfRange { .. }), "{e}");
+}

@@ -1,0 +1,199 @@
+//! Merging sorted runs of one subtable's rows into one ordered, de-duplicated stream.
+//!
+//! Owns: the rule that decides which copy of a timestamp wins. Sources are runs (column sets
+//! whose column 0 is the ts, sorted with unique ts) tagged with a priority: data-file blocks <
+//! older STT files < newer STT files < the frozen memtable < the active memtable, i.e. the order
+//! in which the rows were written. For equal ts the highest priority wins, so "the later write
+//! wins" holds across every layer. Runs that do not overlap in time are concatenated without a
+//! per-row comparison (the common case for in-order IoT data).
+
+use crate::block::ts_slice;
+use tidal_common::{Column, ColumnData};
+
+pub struct Run {
+    pub prio: u64,
+    /// Same column layout in every run; column 0 = ts.
+    pub cols: Vec<Column>,
+}
+
+impl Run {
+    fn ts(&self) -> &[i64] {
+        self.cols.first().map(ts_slice).unwrap_or(&[])
+    }
+}
+
+/// Keeps the rows of `cols` with `lo <= ts <= hi` (ts sorted).
+pub fn trim(cols: Vec<Column>, lo: i64, hi: i64) -> Vec<Column> {
+    let ts = cols.first().map(ts_slice).unwrap_or(&[]);
+    let s = ts.partition_point(|t| *t < lo);
+    let e = ts.partition_point(|t| *t <= hi);
+    if s == 0 && e == ts.len() {
+        return cols;
+    }
+    cols.iter().map(|c| c.slice(s, e)).collect()
+}
+
+/// Merges the runs; `ncols` is the column count of every run (used when there is none).
+pub fn merge_runs(runs: Vec<Run>, empty: impl Fn() -> Vec<Column>) -> Vec<Column> {
+    let mut runs: Vec<Run> = runs.into_iter().filter(|r| !r.ts().is_empty()).collect();
+    if runs.is_empty() {
+        return empty();
+    }
+    if runs.len() == 1 {
+        return runs.pop().map(|r| r.cols).unwrap_or_default();
+    }
+    runs.sort_by_key(|r| (r.ts().first().copied().unwrap_or(0), r.prio));
+    let disjoint = runs.windows(2).all(|w| {
+        let a = w[0].ts().last().copied().unwrap_or(i64::MIN);
+        let b = w[1].ts().first().copied().unwrap_or(i64::MAX);
+        a < b
+    });
+    if disjoint {
+        let mut it = runs.into_iter();
+        let mut out = it.next().map(|r| r.cols).unwrap_or_default();
+        for r in it {
+            for (o, c) in out.iter_mut().zip(&r.cols) {
+                o.extend(c);
+            }
+        }
+        return out;
+    }
+    // (ts, -prio, run, row): sorting puts the winning copy of each ts first.
+    let mut picks: Vec<(i64, std::cmp::Reverse<u64>, u32, u32)> = Vec::new();
+    for (ri, r) in runs.iter().enumerate() {
+        for (i, t) in r.ts().iter().enumerate() {
+            picks.push((*t, std::cmp::Reverse(r.prio), ri as u32, i as u32));
+        }
+    }
+    picks.sort_unstable();
+    picks.dedup_by_key(|p| p.0);
+    let ncols = runs.first().map(|r| r.cols.len()).unwrap_or(0);
+    (0..ncols)
+        .map(|j| {
+            let srcs: Vec<&Column> = runs.iter().filter_map(|r| r.cols.get(j)).collect();
+            gather(
+                &srcs,
+                picks.iter().map(|p| (p.2 as usize, p.3 as usize)),
+                picks.len(),
+            )
+        })
+        .collect()
+}
+
+/// Builds a column from (source, row) picks; all sources share one physical type.
+fn gather(
+    srcs: &[&Column],
+    picks: impl Iterator<Item = (usize, usize)> + Clone,
+    n: usize,
+) -> Column {
+    fn pick<T: Clone + Default>(
+        srcs: &[&Column],
+        picks: impl Iterator<Item = (usize, usize)>,
+        n: usize,
+        get: impl Fn(&ColumnData) -> Option<&Vec<T>>,
+    ) -> Vec<T> {
+        let mut v = Vec::with_capacity(n);
+        for (s, i) in picks {
+            v.push(
+                srcs.get(s)
+                    .and_then(|c| get(&c.data))
+                    .and_then(|d| d.get(i).cloned())
+                    .unwrap_or_default(),
+            );
+        }
+        v
+    }
+    let Some(first) = srcs.first() else {
+        return Column::new(ColumnData::Int(Vec::new()));
+    };
+    let data = match &first.data {
+        ColumnData::Bool(_) => ColumnData::Bool(pick(srcs, picks.clone(), n, |d| match d {
+            ColumnData::Bool(v) => Some(v),
+            _ => None,
+        })),
+        ColumnData::Int(_) => ColumnData::Int(pick(srcs, picks.clone(), n, |d| match d {
+            ColumnData::Int(v) => Some(v),
+            _ => None,
+        })),
+        ColumnData::UInt(_) => ColumnData::UInt(pick(srcs, picks.clone(), n, |d| match d {
+            ColumnData::UInt(v) => Some(v),
+            _ => None,
+        })),
+        ColumnData::Float(_) => ColumnData::Float(pick(srcs, picks.clone(), n, |d| match d {
+            ColumnData::Float(v) => Some(v),
+            _ => None,
+        })),
+        ColumnData::Str(_) => ColumnData::Str(pick(srcs, picks.clone(), n, |d| match d {
+            ColumnData::Str(v) => Some(v),
+            _ => None,
+        })),
+        ColumnData::Timestamp(_) => {
+            ColumnData::Timestamp(pick(srcs, picks.clone(), n, |d| match d {
+                ColumnData::Timestamp(v) => Some(v),
+                _ => None,
+            }))
+        }
+    };
+    let any_nulls = srcs.iter().any(|c| !c.nulls.is_empty());
+    let nulls = if any_nulls {
+        let v: Vec<bool> = picks
+            .map(|(s, i)| srcs.get(s).is_some_and(|c| c.is_null(i)))
+            .collect();
+        if v.iter().any(|b| *b) {
+            v
+        } else {
+            Vec::new()
+        }
+    } else {
+        Vec::new()
+    };
+    Column { data, nulls }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidal_common::Value;
+
+    fn run(prio: u64, rows: &[(i64, i64)]) -> Run {
+        Run {
+            prio,
+            cols: vec![
+                Column::new(ColumnData::Timestamp(rows.iter().map(|r| r.0).collect())),
+                Column::new(ColumnData::Int(rows.iter().map(|r| r.1).collect())),
+            ],
+        }
+    }
+
+    #[test]
+    fn newest_copy_of_a_timestamp_wins_and_output_is_sorted() {
+        let out = merge_runs(
+            vec![
+                run(0, &[(1, 10), (3, 30), (5, 50)]),
+                run(2, &[(3, 33), (6, 66)]),
+                run(1, &[(0, 0), (3, 31), (5, 55)]),
+            ],
+            Vec::new,
+        );
+        let ts: Vec<Value> = (0..out[0].len()).map(|i| out[0].get(i)).collect();
+        let v: Vec<Value> = (0..out[1].len()).map(|i| out[1].get(i)).collect();
+        assert_eq!(ts, [0, 1, 3, 5, 6].map(Value::Timestamp).to_vec());
+        assert_eq!(v, [0, 10, 33, 55, 66].map(Value::Int).to_vec());
+    }
+
+    #[test]
+    fn disjoint_runs_are_concatenated_in_time_order() {
+        let out = merge_runs(
+            vec![run(5, &[(10, 1)]), run(0, &[(1, 2), (2, 3)])],
+            Vec::new,
+        );
+        assert_eq!(ts_slice(&out[0]), &[1, 2, 10]);
+    }
+
+    #[test]
+    fn trim_keeps_the_inclusive_range() {
+        let r = run(0, &[(1, 1), (2, 2), (3, 3), (4, 4)]);
+        let t = trim(r.cols, 2, 3);
+        assert_eq!(ts_slice(&t[0]), &[2, 3]);
+    }
+}

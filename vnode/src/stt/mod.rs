@@ -1,0 +1,277 @@
+//! STT staging files `tsdb/f<fid>.<id>.stt`: what one flush wrote for one time window
+//! (layout in `../tsdb/FORMAT.md`).
+//!
+//! Owns: writing a flush's rows of one window as column blocks sorted by (uid, ts), durably, and
+//! reading them back. Invariants: a file is written under a temp name, fsynced and renamed
+//! before any manifest lists it, and never modified afterwards; per subtable its blocks are
+//! sorted by ts, do not overlap and hold unique ts; the footer's index is checksummed and every
+//! block it lists lies inside the block area (checked at open, so a damaged file is refused
+//! before a reader relies on it).
+
+use crate::block::{self, BlockLoc, ColumnCodec};
+use crate::error::{Result, VnodeError};
+use crate::fsutil::{self, FileRef};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use tidal_common::{Column, DataType, TableUid};
+
+pub const STT_MAGIC: &[u8; 8] = b"TIDALSTT";
+pub const FOOTER_MAGIC: &[u8; 8] = b"TIDALEND";
+pub const STT_VERSION: u32 = 1;
+const HEADER_BYTES: u64 = 16;
+const FOOTER_BYTES: u64 = 24;
+const ENTRY_BYTES: usize = 44;
+
+pub fn file_name(fid: i64, id: u64) -> String {
+    format!("f{fid}.{id}.stt")
+}
+
+pub struct SttFile {
+    pub id: u64,
+    pub bytes: u64,
+    file: FileRef,
+    index: HashMap<TableUid, Vec<BlockLoc>>,
+}
+
+/// Writes one STT file: `tables` yields, per subtable (ascending uid), its rows in this window
+/// sorted by ts with unique ts, plus the column types and codecs.
+pub struct SttWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: std::io::BufWriter<std::fs::File>,
+    at: u64,
+    index: Vec<(TableUid, BlockLoc)>,
+    buf: Vec<u8>,
+    id: u64,
+}
+
+impl SttWriter {
+    pub fn create(dir: &Path, fid: i64, id: u64) -> Result<SttWriter> {
+        let path = dir.join(file_name(fid, id));
+        let tmp = path.with_extension("stt.tmp");
+        let f = fsutil::create(&tmp)?;
+        let mut file = std::io::BufWriter::with_capacity(1 << 20, f);
+        let mut head = Vec::with_capacity(HEADER_BYTES as usize);
+        head.extend_from_slice(STT_MAGIC);
+        head.extend_from_slice(&STT_VERSION.to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
+        file.write_all(&head)
+            .map_err(|e| VnodeError::io(&tmp, "write", e))?;
+        Ok(SttWriter {
+            path,
+            tmp,
+            file,
+            at: HEADER_BYTES,
+            index: Vec::new(),
+            buf: Vec::new(),
+            id,
+        })
+    }
+
+    /// Adds the rows of one subtable, split into blocks of at most `maxrows` rows.
+    pub fn add_table(
+        &mut self,
+        uid: TableUid,
+        cols: &[Column],
+        types: &[DataType],
+        codecs: &[ColumnCodec],
+        maxrows: usize,
+    ) -> Result<()> {
+        let n = cols.first().map(Column::len).unwrap_or(0);
+        let maxrows = maxrows.max(1);
+        let mut s = 0;
+        while s < n {
+            let e = (s + maxrows).min(n);
+            let part: Vec<Column> = if s == 0 && e == n {
+                cols.to_vec()
+            } else {
+                cols.iter().map(|c| c.slice(s, e)).collect()
+            };
+            let ts = part.first().map(block::ts_slice).unwrap_or(&[]);
+            let (ts_min, ts_max) = (
+                ts.first().copied().unwrap_or(0),
+                ts.last().copied().unwrap_or(0),
+            );
+            self.buf.clear();
+            block::encode_block(&part, types, codecs, &mut self.buf)?;
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| VnodeError::io(&self.tmp, "write", e))?;
+            self.index.push((
+                uid,
+                BlockLoc {
+                    offset: self.at,
+                    len: self.buf.len() as u32,
+                    ncols: part.len() as u32,
+                    rows: (e - s) as u32,
+                    ts_min,
+                    ts_max,
+                },
+            ));
+            self.at += self.buf.len() as u64;
+            s = e;
+        }
+        Ok(())
+    }
+
+    /// Writes the index and footer, fsyncs, renames into place and opens the result.
+    pub fn finish(mut self) -> Result<SttFile> {
+        let mut ib = Vec::with_capacity(4 + self.index.len() * ENTRY_BYTES);
+        ib.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
+        for (uid, b) in &self.index {
+            ib.extend_from_slice(&uid.0.to_le_bytes());
+            ib.extend_from_slice(&b.ts_min.to_le_bytes());
+            ib.extend_from_slice(&b.ts_max.to_le_bytes());
+            ib.extend_from_slice(&b.rows.to_le_bytes());
+            ib.extend_from_slice(&b.ncols.to_le_bytes());
+            ib.extend_from_slice(&b.offset.to_le_bytes());
+            ib.extend_from_slice(&b.len.to_le_bytes());
+        }
+        let mut foot = Vec::with_capacity(FOOTER_BYTES as usize);
+        foot.extend_from_slice(&self.at.to_le_bytes());
+        foot.extend_from_slice(&(ib.len() as u32).to_le_bytes());
+        foot.extend_from_slice(&crc32c::crc32c(&ib).to_le_bytes());
+        foot.extend_from_slice(FOOTER_MAGIC);
+        self.file
+            .write_all(&ib)
+            .and_then(|_| self.file.write_all(&foot))
+            .map_err(|e| VnodeError::io(&self.tmp, "write", e))?;
+        let f = self
+            .file
+            .into_inner()
+            .map_err(|e| VnodeError::io(&self.tmp, "write", e.into_error()))?;
+        fsutil::publish(f, &self.tmp, &self.path)?;
+        open(&self.path, self.id)
+    }
+}
+
+fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
+    VnodeError::Corruption {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    }
+}
+
+fn u32_at(b: &[u8], o: usize) -> u32 {
+    let mut a = [0u8; 4];
+    if let Some(s) = b.get(o..o + 4) {
+        a.copy_from_slice(s);
+    }
+    u32::from_le_bytes(a)
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(o..o + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
+}
+
+/// Opens an STT file and verifies its header, footer and index.
+pub fn open(path: &Path, id: u64) -> Result<SttFile> {
+    let file = FileRef::open(path)?;
+    let bytes = file.len()?;
+    if bytes < HEADER_BYTES + FOOTER_BYTES {
+        return Err(corrupt(
+            path,
+            0,
+            format!("STT file of {bytes} bytes is too short"),
+        ));
+    }
+    let head = block::read_at(&file.file, path, 0, HEADER_BYTES as usize)?;
+    if head.get(0..8) != Some(&STT_MAGIC[..]) {
+        return Err(corrupt(path, 0, "bad magic, not a Tidal STT file".into()));
+    }
+    let version = u32_at(&head, 8);
+    if version != STT_VERSION {
+        return Err(corrupt(
+            path,
+            8,
+            format!("unsupported STT version {version}"),
+        ));
+    }
+    let footer_at = bytes - FOOTER_BYTES;
+    let foot = block::read_at(&file.file, path, footer_at, FOOTER_BYTES as usize)?;
+    if foot.get(16..24) != Some(&FOOTER_MAGIC[..]) {
+        return Err(corrupt(
+            path,
+            footer_at + 16,
+            "bad footer magic (truncated file?)".into(),
+        ));
+    }
+    let index_at = u64_at(&foot, 0);
+    let index_len = u32_at(&foot, 8) as u64;
+    let index_crc = u32_at(&foot, 12);
+    if index_at < HEADER_BYTES || index_at.saturating_add(index_len) != footer_at {
+        return Err(corrupt(
+            path,
+            footer_at,
+            format!("index at {index_at} of {index_len} bytes does not end at the footer"),
+        ));
+    }
+    let ib = block::read_at(&file.file, path, index_at, index_len as usize)?;
+    let actual = crc32c::crc32c(&ib);
+    if actual != index_crc {
+        return Err(corrupt(
+            path,
+            index_at,
+            format!("index checksum mismatch (stored {index_crc:#010x}, computed {actual:#010x})"),
+        ));
+    }
+    let n = u32_at(&ib, 0) as usize;
+    if 4 + n.saturating_mul(ENTRY_BYTES) != ib.len() {
+        return Err(corrupt(
+            path,
+            index_at,
+            format!("index of {} bytes cannot hold {n} entries", ib.len()),
+        ));
+    }
+    let mut index: HashMap<TableUid, Vec<BlockLoc>> = HashMap::new();
+    for i in 0..n {
+        let o = 4 + i * ENTRY_BYTES;
+        let uid = TableUid(u64_at(&ib, o));
+        let b = BlockLoc {
+            ts_min: u64_at(&ib, o + 8) as i64,
+            ts_max: u64_at(&ib, o + 16) as i64,
+            rows: u32_at(&ib, o + 24),
+            ncols: u32_at(&ib, o + 28),
+            offset: u64_at(&ib, o + 32),
+            len: u32_at(&ib, o + 40),
+        };
+        if b.offset < HEADER_BYTES || b.offset.saturating_add(b.len as u64) > index_at {
+            return Err(corrupt(
+                path,
+                index_at + o as u64,
+                format!("block of table uid {uid} lies outside the block area"),
+            ));
+        }
+        index.entry(uid).or_default().push(b);
+    }
+    Ok(SttFile {
+        id,
+        bytes,
+        file,
+        index,
+    })
+}
+
+impl SttFile {
+    pub fn blocks(&self, uid: TableUid) -> &[BlockLoc] {
+        self.index.get(&uid).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn uids(&self) -> impl Iterator<Item = TableUid> + '_ {
+        self.index.keys().copied()
+    }
+
+    pub fn read(&self, loc: &BlockLoc, wanted: &[(usize, DataType)]) -> Result<Vec<Column>> {
+        block::read_columns(&self.file.file, &self.file.path, loc, wanted)
+    }
+
+    pub fn mark_obsolete(&self) {
+        self.file.mark_obsolete();
+    }
+}

@@ -1,0 +1,198 @@
+//! The committed file set of a vnode: per time window (`DURATION`), its STT staging files and
+//! the current version of its data files (formats in `FORMAT.md` beside this file).
+//!
+//! Owns: the in-memory view of what the manifest lists, opening it at start, and collecting the
+//! sorted runs a scan of one subtable needs from it. Invariants: a `FileSet` is immutable once
+//! published (readers hold an `Arc` to it: their snapshot); a change builds a new one, commits
+//! it through the manifest and only then swaps it in; windows are disjoint in time, so rows of a
+//! window's files never compete with another window's; within a window, data blocks are older
+//! than every STT file and a later STT file is newer than an earlier one.
+
+use crate::block::BlockLoc;
+use crate::data_file::DataSet;
+use crate::error::{Result, VnodeError};
+use crate::manifest::{DataRec, WindowRec};
+use crate::merge::{trim, Run};
+use crate::stt::{self, SttFile};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use tidal_common::{DataType, TableUid};
+
+#[derive(Clone, Default)]
+pub struct Window {
+    /// Oldest first.
+    pub stts: Vec<Arc<SttFile>>,
+    pub data: Option<Arc<DataSet>>,
+    /// Set when the window's files could not be opened: its data is unreadable (every read of
+    /// it returns this error) while the rest of the vnode keeps serving.
+    pub damaged: Option<Arc<String>>,
+    /// The manifest record (kept so a damaged window is carried over unchanged).
+    pub rec: Option<WindowRec>,
+}
+
+#[derive(Clone, Default)]
+pub struct FileSet {
+    pub windows: BTreeMap<i64, Window>,
+}
+
+/// The window holding `ts`, for windows `window_units` long.
+pub fn fid_of(ts: i64, window_units: i64) -> i64 {
+    ts.div_euclid(window_units.max(1))
+}
+
+/// First and last ts of window `fid`.
+pub fn window_bounds(fid: i64, window_units: i64) -> (i64, i64) {
+    let w = window_units.max(1);
+    let lo = fid.saturating_mul(w);
+    (lo, lo.saturating_add(w - 1))
+}
+
+impl FileSet {
+    /// Opens every file the manifest lists. A window whose files fail to open is kept as
+    /// damaged (logged, reads of it fail with the error) instead of failing the whole vnode.
+    pub fn open(dir: &Path, recs: &[WindowRec]) -> FileSet {
+        let mut windows = BTreeMap::new();
+        for rec in recs {
+            let opened = (|| -> Result<Window> {
+                let mut stts = Vec::with_capacity(rec.stts.len());
+                for id in &rec.stts {
+                    stts.push(Arc::new(stt::open(
+                        &dir.join(stt::file_name(rec.fid, *id)),
+                        *id,
+                    )?));
+                }
+                let data = match &rec.data {
+                    None => None,
+                    Some(d) => Some(Arc::new(DataSet::open(
+                        dir,
+                        rec.fid,
+                        d.data_id,
+                        d.head_id,
+                        d.data_len,
+                        d.sma_len,
+                        d.garbage_bytes,
+                    )?)),
+                };
+                Ok(Window {
+                    stts,
+                    data,
+                    damaged: None,
+                    rec: None,
+                })
+            })();
+            let w = match opened {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::error!(window = rec.fid, error = %e, "time window is damaged; its rows are unreadable until it is repaired");
+                    Window {
+                        damaged: Some(Arc::new(e.to_string())),
+                        rec: Some(rec.clone()),
+                        ..Window::default()
+                    }
+                }
+            };
+            windows.insert(rec.fid, w);
+        }
+        FileSet { windows }
+    }
+
+    /// The manifest records of this file set.
+    pub fn recs(&self) -> Vec<WindowRec> {
+        self.windows
+            .iter()
+            .map(|(fid, w)| match (&w.damaged, &w.rec) {
+                (Some(_), Some(r)) => {
+                    // Flushes after the damage still add STT files to the window.
+                    let mut r = r.clone();
+                    r.stts.extend(w.stts.iter().map(|s| s.id));
+                    r
+                }
+                _ => WindowRec {
+                    fid: *fid,
+                    stts: w.stts.iter().map(|s| s.id).collect(),
+                    data: w.data.as_ref().map(|d| DataRec {
+                        data_id: d.data_id,
+                        head_id: d.head_id,
+                        data_len: d.data_len,
+                        sma_len: d.sma_len,
+                        garbage_bytes: d.garbage_bytes,
+                    }),
+                },
+            })
+            .collect()
+    }
+
+    /// File names the manifest refers to (everything else in tsdb/ is an orphan).
+    pub fn live_names(recs: &[WindowRec]) -> HashSet<String> {
+        let mut s = HashSet::new();
+        for r in recs {
+            for id in &r.stts {
+                s.insert(stt::file_name(r.fid, *id));
+            }
+            if let Some(d) = &r.data {
+                s.insert(crate::data_file::data_name(r.fid, d.data_id));
+                s.insert(crate::data_file::sma_name(r.fid, d.data_id));
+                s.insert(crate::data_file::head_name(r.fid, d.head_id));
+            }
+        }
+        s
+    }
+
+    pub fn disk_bytes(&self) -> u64 {
+        self.windows
+            .values()
+            .map(|w| {
+                w.stts.iter().map(|s| s.bytes).sum::<u64>()
+                    + w.data.as_ref().map(|d| d.disk_bytes()).unwrap_or(0)
+            })
+            .sum()
+    }
+
+    /// The runs of subtable `uid` with rows in `lo..=hi`, reading the columns `wanted`
+    /// (`wanted[0]` must be the ts column). Data blocks get priority 0, the i-th STT file of a
+    /// window priority 1 + i.
+    pub fn runs(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        window_units: i64,
+        wanted: &[(usize, DataType)],
+    ) -> Result<Vec<Run>> {
+        let mut runs = Vec::new();
+        if lo > hi {
+            return Ok(runs);
+        }
+        let (flo, fhi) = (fid_of(lo, window_units), fid_of(hi, window_units));
+        let overlaps = |b: &BlockLoc| b.ts_max >= lo && b.ts_min <= hi;
+        for (_, w) in self.windows.range(flo..=fhi) {
+            if let Some(e) = &w.damaged {
+                return Err(VnodeError::Corruption {
+                    file: Path::new("tsdb").to_path_buf(),
+                    offset: 0,
+                    reason: format!("a time window this query reads is damaged: {e}"),
+                });
+            }
+            if let Some(d) = &w.data {
+                for e in d.blocks(uid).iter().filter(|e| overlaps(&e.loc)) {
+                    let cols = d.read(e, wanted)?;
+                    runs.push(Run {
+                        prio: 0,
+                        cols: trim(cols, lo, hi),
+                    });
+                }
+            }
+            for (i, s) in w.stts.iter().enumerate() {
+                for b in s.blocks(uid).iter().filter(|b| overlaps(b)) {
+                    let cols = s.read(b, wanted)?;
+                    runs.push(Run {
+                        prio: 1 + i as u64,
+                        cols: trim(cols, lo, hi),
+                    });
+                }
+            }
+        }
+        Ok(runs)
+    }
+}
