@@ -1,9 +1,12 @@
-//! Concurrent writers keep writing while a data node is killed with SIGKILL and restarted,
-//! several times. Afterwards every acknowledged row is present exactly once.
+//! Crash loop: concurrent writers keep writing while the data nodes are killed with SIGKILL at
+//! random moments and restarted, 20 times. The database has a 1 MiB write buffer and an STT
+//! trigger of 2, so kills land during background flushes and merges too. Afterwards every
+//! acknowledged row is present exactly once, before and after a COMPACT.
 
 mod common;
 
 use common::{rows, Cluster, READINGS};
+use rand::Rng;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use tidal_common::{Column, DataType, Precision, TableWrite, Value};
 
 const WRITERS: usize = 4;
 const TABLES_PER_WRITER: usize = 5;
-const KILLS: usize = 5;
+const KILLS: usize = 20;
 
 fn row_batch(table: &str, ts: &[i64]) -> TableWrite {
     let mut cols = vec![Column::empty(DataType::Timestamp, ts.len())];
@@ -46,7 +49,10 @@ fn row_batch(table: &str, ts: &[i64]) -> TableWrite {
 #[test]
 fn acknowledged_rows_survive_dnode_kill9() {
     let mut c = Cluster::start(2);
-    c.ok("", "CREATE DATABASE iot VGROUPS 4 WAL_LEVEL 2");
+    c.ok(
+        "",
+        "CREATE DATABASE iot VGROUPS 4 WAL_LEVEL 2 BUFFER 1 STT_TRIGGER 2 MAXROWS 500 DURATION 1d",
+    );
     c.ok("iot", READINGS);
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let stop = Arc::new(AtomicBool::new(false));
@@ -82,11 +88,13 @@ fn acknowledged_rows_survive_dnode_kill9() {
             acked
         }));
     }
-    for _ in 0..KILLS {
-        std::thread::sleep(Duration::from_millis(400));
-        c.kill_dnode(0);
-        std::thread::sleep(Duration::from_millis(150));
-        c.restart_dnode(0);
+    let mut rng = rand::rng();
+    for k in 0..KILLS {
+        std::thread::sleep(Duration::from_millis(rng.random_range(50..600)));
+        let victim = k % 2;
+        c.kill_dnode(victim);
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..200)));
+        c.restart_dnode(victim);
     }
     std::thread::sleep(Duration::from_millis(400));
     stop.store(true, Ordering::Relaxed);
@@ -98,7 +106,14 @@ fn acknowledged_rows_survive_dnode_kill9() {
     }
     let total: usize = acked.values().map(BTreeSet::len).sum();
     assert!(total > 0, "no write was acknowledged");
-    for (table, want) in &acked {
+    verify(&c, &acked);
+    c.ok("", "COMPACT DATABASE iot");
+    verify(&c, &acked);
+    eprintln!("{total} acknowledged rows verified across {KILLS} kill -9 of a data node");
+}
+
+fn verify(c: &Cluster, acked: &HashMap<String, BTreeSet<i64>>) {
+    for (table, want) in acked {
         let got: Vec<i64> = rows(&c.ok("iot", &format!("SELECT ts FROM {table}")))
             .iter()
             .map(|l| {
@@ -117,5 +132,4 @@ fn acknowledged_rows_survive_dnode_kill9() {
             &missing[..missing.len().min(5)]
         );
     }
-    eprintln!("{total} acknowledged rows verified across {KILLS} kill -9 of a data node");
 }

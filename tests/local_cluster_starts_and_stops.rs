@@ -20,8 +20,11 @@ fn local_cluster_serves_and_stops_on_sigterm() {
             "3".into(),
             "--listen".into(),
             "127.0.0.1:0".into(),
+            "--http".into(),
+            "127.0.0.1:0".into(),
         ],
     );
+    assert!(p.http.is_some(), "tidal local printed no `ready http` line");
     let dnodes = rows(&shell(&p.addr, "", "SHOW DNODES", "csv").expect("show dnodes"));
     assert_eq!(dnodes.len(), 3, "{dnodes:?}");
     shell(&p.addr, "", "CREATE DATABASE iot VGROUPS 3", "csv").expect("create database");

@@ -62,6 +62,8 @@ pub struct StatementResult {
 pub struct WriteOutcome {
     pub rows: u64,
     pub tables_created: u32,
+    /// Rounds of sending this write took (1 if no group had to be retried).
+    pub attempts: u32,
 }
 
 /// A connection to a Tidal cluster. Cheap to clone; share one per process.
@@ -355,6 +357,7 @@ impl Client {
                 }
             }
             if pending.is_empty() {
+                total.attempts = attempt;
                 return Ok(total);
             }
             tracing::debug!(?retry_err, attempt, "retrying write");
@@ -383,6 +386,7 @@ impl Client {
         Ok(WriteOutcome {
             rows: resp.rows,
             tables_created: resp.tables_created,
+            attempts: 1,
         })
     }
 

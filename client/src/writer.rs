@@ -414,11 +414,12 @@ async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     loop {
         attempts += 1;
         let result = match schemas_for(shared, &buf.tables).await {
+            // The client retries internally too; count its extra rounds as this batch's.
             Ok(schemas) => shared
                 .client
                 .write(db, &schemas, buf.tables.clone())
                 .await
-                .map(|_| ()),
+                .map(|o| attempts += o.attempts.saturating_sub(1)),
             Err(e) => Err(e),
         };
         match result {

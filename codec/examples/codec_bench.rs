@@ -87,20 +87,20 @@ fn walk_column(rng: &mut Rng, keep: &[usize], mut w: Walk, d: Option<i32>) -> Co
     }
 }
 
-struct Kind {
-    name: &'static str,
-    t: DataType,
-    col: Column,
+pub struct Kind {
+    pub name: &'static str,
+    pub t: DataType,
+    pub col: Column,
 }
 
-fn kinds() -> Vec<Kind> {
+pub fn kinds() -> Vec<Kind> {
     let mut rng = Rng::new(2016);
     let keep = emitted(&mut rng);
     let t0 = 1_451_606_400_000i64; // 2016-01-01T00:00:00Z
     let ts: Vec<i64> = keep.iter().map(|&k| t0 + k as i64 * 10_000).collect();
     let jitter: Vec<i64> = keep
         .iter()
-        .map(|&k| t0 + k as i64 * 10_000 + (rng.next() % 1000) as i64)
+        .map(|&k| t0 + k as i64 * 10_000 + rng.below(1000) as i64)
         .collect();
     let mut ks = vec![
         Kind {
@@ -129,14 +129,70 @@ fn kinds() -> Vec<Kind> {
         }
     };
     let lat0 = 45.0;
-    ks.push(walk("latitude (5 dec)", -0.005, 0.005, -90.0, 90.0, lat0, Some(5)));
-    ks.push(walk("longitude (5 dec)", -0.005, 0.005, -180.0, 180.0, 120.0, Some(5)));
-    ks.push(walk("elevation (0 dec)", -10.0, 10.0, 0.0, 5000.0, 250.0, Some(0)));
-    ks.push(walk("velocity (0 dec)", -10.0, 10.0, 0.0, 100.0, 0.0, Some(0)));
-    ks.push(walk("heading (0 dec)", -5.0, 5.0, 0.0, 360.0, 180.0, Some(0)));
+    ks.push(walk(
+        "latitude (5 dec)",
+        -0.005,
+        0.005,
+        -90.0,
+        90.0,
+        lat0,
+        Some(5),
+    ));
+    ks.push(walk(
+        "longitude (5 dec)",
+        -0.005,
+        0.005,
+        -180.0,
+        180.0,
+        120.0,
+        Some(5),
+    ));
+    ks.push(walk(
+        "elevation (0 dec)",
+        -10.0,
+        10.0,
+        0.0,
+        5000.0,
+        250.0,
+        Some(0),
+    ));
+    ks.push(walk(
+        "velocity (0 dec)",
+        -10.0,
+        10.0,
+        0.0,
+        100.0,
+        0.0,
+        Some(0),
+    ));
+    ks.push(walk(
+        "heading (0 dec)",
+        -5.0,
+        5.0,
+        0.0,
+        360.0,
+        180.0,
+        Some(0),
+    ));
     ks.push(walk("grade (0 dec)", -5.0, 5.0, 0.0, 100.0, 0.0, Some(0)));
-    ks.push(walk("fuel_consumption (1 dec)", -5.0, 5.0, 0.0, 50.0, 25.0, Some(1)));
-    ks.push(walk("raw walk (full precision)", -0.5, 0.5, -1e9, 1e9, 50.0, None));
+    ks.push(walk(
+        "fuel_consumption (1 dec)",
+        -5.0,
+        5.0,
+        0.0,
+        50.0,
+        25.0,
+        Some(1),
+    ));
+    ks.push(walk(
+        "raw walk (full precision)",
+        -0.5,
+        0.5,
+        -1e9,
+        1e9,
+        50.0,
+        None,
+    ));
 
     // fuel_state: CWD(UD(-0.001, 0), 0, 1, 1), refuels to 1 at 0, 1 decimal.
     let mut fs = 1.0f64;
@@ -185,7 +241,7 @@ fn kinds() -> Vec<Kind> {
     ks
 }
 
-fn blocks(col: &Column, rows: usize) -> Vec<Column> {
+pub fn blocks(col: &Column, rows: usize) -> Vec<Column> {
     let n = col.len();
     let mut out = Vec::new();
     let mut start = 0;

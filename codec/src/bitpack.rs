@@ -211,10 +211,10 @@ mod tests {
     fn random_widths() {
         let mut rng = Rng::new(7);
         for w in 0..=64u32 {
-            let n = (rng.next() % 400) as usize;
+            let n = rng.below(400) as usize;
             let v: Vec<i64> = (0..n)
                 .map(|_| {
-                    let x = rng.next();
+                    let x = rng.next_u64();
                     (if w == 64 { x } else { x & ((1u64 << w) - 1) }) as i64
                 })
                 .collect();

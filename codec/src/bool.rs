@@ -92,7 +92,9 @@ mod tests {
                 r.finish("t").unwrap();
                 assert_eq!(out, v);
                 for cut in 0..b.len() {
-                    assert!(decode(&mut Reader::new(&b[..cut], 0), id, n, &mut Vec::new()).is_err());
+                    assert!(
+                        decode(&mut Reader::new(&b[..cut], 0), id, n, &mut Vec::new()).is_err()
+                    );
                 }
             }
         }

@@ -150,10 +150,7 @@ impl<'a> Reader<'a> {
     /// encoder wrote.
     pub fn finish(&self, what: &str) -> Result<(), CodecError> {
         if self.remaining() != 0 {
-            return Err(self.corrupt(format!(
-                "{} trailing bytes after {what}",
-                self.remaining()
-            )));
+            return Err(self.corrupt(format!("{} trailing bytes after {what}", self.remaining())));
         }
         Ok(())
     }
@@ -165,7 +162,16 @@ mod tests {
 
     #[test]
     fn varint_roundtrip_and_overflow() {
-        for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            u32::MAX as u64,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint(&mut b, v);
             assert_eq!(b.len(), varint_len(v));

@@ -69,7 +69,8 @@ fn decimal_value(m: i64, k: usize, f32_mode: bool) -> f64 {
 #[inline]
 fn scaled(v: f64, k: usize, f32_mode: bool) -> Option<i64> {
     let s = v * POW10.get(k).copied()?;
-    if !(s.abs() <= EXACT_INT_MAX) {
+    // NaN fails this comparison too.
+    if s.abs().partial_cmp(&EXACT_INT_MAX) != Some(std::cmp::Ordering::Less) {
         return None;
     }
     let m = s.round() as i64;
@@ -238,7 +239,10 @@ mod tests {
         assert!(to_decimal(&[-0.0], false).is_none());
         assert!(to_decimal(&[f64::NAN], false).is_none());
         assert!(to_decimal(&[0.1 + 0.2], false).is_none());
-        assert_eq!(to_decimal(&[f64::from(1.1f32)], true).unwrap(), (1, vec![11]));
+        assert_eq!(
+            to_decimal(&[f64::from(1.1f32)], true).unwrap(),
+            (1, vec![11])
+        );
         assert_eq!(to_decimal(&[12.34567], false).unwrap(), (5, vec![1234567]));
     }
 
@@ -246,22 +250,34 @@ mod tests {
     fn edges() {
         rt(&[]);
         rt(&[0.0]);
-        rt(&[-0.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, f64::MIN, f64::MAX]);
+        rt(&[
+            -0.0,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN,
+            f64::MAX,
+        ]);
         rt(&[f64::from_bits(0xfff8_dead_beef_0001), 1.0]);
         rt(&[f64::from(1.1f32), f64::from(-2.5f32), f64::from(f32::MAX)]);
-        rt(&[9_007_199_254_740_992.0, -9_007_199_254_740_992.0, 1e300, 5e-324]);
+        rt(&[
+            9_007_199_254_740_992.0,
+            -9_007_199_254_740_992.0,
+            1e300,
+            5e-324,
+        ]);
     }
 
     #[test]
     fn random_walks() {
         let mut rng = Rng::new(9);
         for decimals in 0..=6 {
-            let n = 1 + (rng.next() % 900) as usize;
+            let n = 1 + rng.below(900) as usize;
             let p = 10f64.powi(decimals);
             let mut x = 45.0f64;
             let v: Vec<f64> = (0..n)
                 .map(|_| {
-                    x += (rng.next() % 1000) as f64 / 100_000.0 - 0.005;
+                    x += rng.below(1000) as f64 / 100_000.0 - 0.005;
                     (x * p).trunc() / p
                 })
                 .collect();
@@ -269,7 +285,7 @@ mod tests {
             let mut b = Vec::new();
             assert_eq!(encode(&v, FloatEnc::Decimal, &mut b), ID_DECIMAL);
         }
-        let v: Vec<f64> = (0..300).map(|_| f64::from_bits(rng.next())).collect();
+        let v: Vec<f64> = (0..300).map(|_| f64::from_bits(rng.next_u64())).collect();
         rt(&v);
     }
 }

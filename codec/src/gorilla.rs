@@ -36,7 +36,11 @@ impl<'a> BitWriter<'a> {
         if bits == 0 {
             return;
         }
-        let v = if bits == 64 { v } else { v & ((1u64 << bits) - 1) };
+        let v = if bits == 64 {
+            v
+        } else {
+            v & ((1u64 << bits) - 1)
+        };
         self.acc |= u128::from(v) << self.nbits;
         self.nbits += bits;
         if self.nbits >= 64 {
@@ -89,7 +93,11 @@ impl<'a> BitReader<'a> {
             return Ok(0);
         }
         while self.nbits < bits {
-            if let Some(c) = self.bytes.get(self.next..).and_then(|s| s.first_chunk::<8>()) {
+            if let Some(c) = self
+                .bytes
+                .get(self.next..)
+                .and_then(|s| s.first_chunk::<8>())
+            {
                 // Load whole words while we can; `nbits < 64` here so 64 more fit in the u128.
                 self.acc |= u128::from(u64::from_le_bytes(*c)) << self.nbits;
                 self.nbits += 64;
@@ -264,13 +272,13 @@ mod tests {
     fn random() {
         let mut rng = Rng::new(5);
         for _ in 0..30 {
-            let n = (rng.next() % 600) as usize;
-            let v: Vec<f64> = (0..n).map(|_| f64::from_bits(rng.next())).collect();
+            let n = rng.below(600) as usize;
+            let v: Vec<f64> = (0..n).map(|_| f64::from_bits(rng.next_u64())).collect();
             rt(&v, false);
             let mut x = 50.0f64;
             let w: Vec<f64> = (0..n)
                 .map(|_| {
-                    x += (rng.next() % 1000) as f64 / 1000.0 - 0.5;
+                    x += rng.below(1000) as f64 / 1000.0 - 0.5;
                     x as f32 as f64
                 })
                 .collect();

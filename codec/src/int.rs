@@ -208,21 +208,23 @@ mod tests {
         rt(&[i64::MIN]);
         rt(&[i64::MIN, i64::MAX, i64::MIN, 0, i64::MAX]);
         rt(&[1, 2]);
-        rt(&(0..5000).map(|i| 1_600_000_000_000 + i * 10_000).collect::<Vec<_>>());
+        rt(&(0..5000)
+            .map(|i| 1_600_000_000_000 + i * 10_000)
+            .collect::<Vec<_>>());
     }
 
     #[test]
     fn random() {
         let mut rng = Rng::new(11);
         for _ in 0..50 {
-            let n = (rng.next() % 700) as usize;
-            let shift = rng.next() % 64;
-            let v: Vec<i64> = (0..n).map(|_| (rng.next() >> shift) as i64).collect();
+            let n = rng.below(700) as usize;
+            let shift = rng.below(64);
+            let v: Vec<i64> = (0..n).map(|_| (rng.next_u64() >> shift) as i64).collect();
             rt(&v);
             let mut acc = 0i64;
             let w: Vec<i64> = (0..n)
                 .map(|_| {
-                    acc = acc.wrapping_add((rng.next() % 21) as i64 - 10);
+                    acc = acc.wrapping_add(rng.below(21) as i64 - 10);
                     acc
                 })
                 .collect();

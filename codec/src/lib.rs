@@ -17,6 +17,8 @@ mod bitpack;
 mod bool;
 mod buf;
 mod float;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gorilla;
 mod int;
 mod nulls;
@@ -24,10 +26,10 @@ mod options;
 mod simple8b;
 mod stage2;
 mod string;
-#[cfg(test)]
-mod tests;
 #[doc(hidden)]
 pub mod test_util;
+#[cfg(test)]
+mod tests;
 
 pub use options::{ColumnCodec, Compression, Encoding, Level, DEFAULT_COMP};
 
@@ -150,7 +152,9 @@ fn encode_values(
         Ok(int::encode_best(&v, plan, out) as u8)
     };
     match &col.data {
-        ColumnData::Int(v) | ColumnData::Timestamp(v) => ints(present(v, mask).copied().collect(), out),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => {
+            ints(present(v, mask).copied().collect(), out)
+        }
         // Unsigned values are bit-cast: all integer codecs wrap, so order-free reinterpretation
         // round-trips.
         ColumnData::UInt(v) => ints(present(v, mask).map(|&x| x as i64).collect(), out),
@@ -263,10 +267,12 @@ pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, C
                 found: format!("{found:?}"),
             })
         }
-        None => return Err(CodecError::Corrupt {
-            offset: 1,
-            reason: format!("unknown physical type code {code}"),
-        }),
+        None => {
+            return Err(CodecError::Corrupt {
+                offset: 1,
+                reason: format!("unknown physical type code {code}"),
+            })
+        }
     }
     let s1 = r.u8("stage-1 encoding")?;
     let s2 = r.u8("stage-2 compression")?;
@@ -291,8 +297,10 @@ pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, C
         decode_payload(&mut pr, t, s1, flags, rows)
     } else {
         let compressed_len = r.remaining();
-        let raw_len =
-            r.varint_max(stage2::stage1_len_max(rows, compressed_len) as u64, "stage-1 length")?;
+        let raw_len = r.varint_max(
+            stage2::stage1_len_max(rows, compressed_len) as u64,
+            "stage-1 length",
+        )?;
         let at = r.offset();
         let raw = stage2::decompress(s2, r.rest(), raw_len as usize, at)?;
         let mut pr = Reader::new(&raw, 0);
@@ -319,7 +327,12 @@ fn decode_payload(
         (Vec::new(), 0)
     };
     let n = rows - null_count;
-    let unknown = |r: &Reader| r.corrupt(format!("unknown stage-1 encoding {s1} for {}", t.sql_name()));
+    let unknown = |r: &Reader| {
+        r.corrupt(format!(
+            "unknown stage-1 encoding {s1} for {}",
+            t.sql_name()
+        ))
+    };
     let data = match t.physical() {
         p @ (PhysicalType::Int | PhysicalType::UInt | PhysicalType::Timestamp) => {
             let id = IntId::from_u8(s1).ok_or_else(|| unknown(r))?;

@@ -56,9 +56,7 @@ pub fn decode(r: &mut Reader, rows: usize) -> Result<(Vec<bool>, usize), CodecEr
                     _ => {
                         return Err(CodecError::Corrupt {
                             offset: at,
-                            reason: format!(
-                                "null position {p} out of order or beyond {rows} rows"
-                            ),
+                            reason: format!("null position {p} out of order or beyond {rows} rows"),
                         })
                     }
                 }

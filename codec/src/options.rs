@@ -160,7 +160,7 @@ impl ColumnCodec {
         }
         let mut level_default = Level::Medium;
         if let Some(s) = compress {
-            let s = clean(&s);
+            let s = clean(s);
             c.compression = match s.as_str() {
                 "disabled" | "none" => Compression::None,
                 "lz4" => Compression::Lz4,
@@ -177,9 +177,9 @@ impl ColumnCodec {
                 }
                 "tsz" => {
                     return Err(format!(
-                        "invalid COMPRESS 'tsz' for {} column: 'tsz' applies to FLOAT and DOUBLE only",
-                        type_name(t)
-                    ))
+                    "invalid COMPRESS 'tsz' for {} column: 'tsz' applies to FLOAT and DOUBLE only",
+                    type_name(t)
+                ))
                 }
                 _ => {
                     return Err(format!(
@@ -258,8 +258,8 @@ mod tests {
             for (name, _) in encodings_for(t.physical()) {
                 for comp in ["disabled", "lz4", "zstd"] {
                     for level in ["low", "medium", "high"] {
-                        let c = ColumnCodec::parse(t, Some(name), Some(comp), Some(level), 2)
-                            .unwrap();
+                        let c =
+                            ColumnCodec::parse(t, Some(name), Some(comp), Some(level), 2).unwrap();
                         let (e, cc, l) = c.names();
                         let back = ColumnCodec::parse(t, Some(e), Some(cc), Some(l), 0).unwrap();
                         assert_eq!(c, back);
@@ -268,7 +268,10 @@ mod tests {
             }
             let d = ColumnCodec::default_for(t, 2);
             let (e, c, l) = d.names();
-            assert_eq!(ColumnCodec::parse(t, Some(e), Some(c), Some(l), 2).unwrap(), d);
+            assert_eq!(
+                ColumnCodec::parse(t, Some(e), Some(c), Some(l), 2).unwrap(),
+                d
+            );
         }
     }
 
@@ -285,7 +288,10 @@ mod tests {
         let c = ColumnCodec::parse(DataType::Double, Some("delta-d"), None, None, 1).unwrap();
         assert_eq!(c.encoding, Encoding::Decimal);
         assert_eq!(c.compression, Compression::Lz4);
-        assert_eq!(ColumnCodec::default_for(DataType::Int, 0).compression, Compression::None);
+        assert_eq!(
+            ColumnCodec::default_for(DataType::Int, 0).compression,
+            Compression::None
+        );
     }
 
     #[test]

@@ -45,7 +45,11 @@ pub fn encode(values: &[u64], out: &mut Vec<u8>) -> bool {
         for (sel, &(count, bits)) in SELECTORS.iter().enumerate() {
             // At the tail a selector may be only partly used: the count is stored elsewhere.
             let take = count.min(rest.len());
-            let limit = if bits == 0 { 0 } else { VALUE_MAX >> (60 - bits) };
+            let limit = if bits == 0 {
+                0
+            } else {
+                VALUE_MAX >> (60 - bits)
+            };
             if rest.iter().take(take).all(|&v| v <= limit) {
                 chosen = Some((sel, take, bits));
                 break;
@@ -115,8 +119,14 @@ mod tests {
         rt(&[0, 0, 0, 1, 0, 0, 5, 1 << 40, 3]);
         let mut rng = Rng::new(3);
         for bits in 0..=60u32 {
-            let v: Vec<u64> = (0..(rng.next() % 500))
-                .map(|_| if bits == 0 { 0 } else { rng.next() >> (64 - bits) })
+            let v: Vec<u64> = (0..rng.below(500))
+                .map(|_| {
+                    if bits == 0 {
+                        0
+                    } else {
+                        rng.next_u64() >> (64 - bits)
+                    }
+                })
                 .collect();
             rt(&v);
         }

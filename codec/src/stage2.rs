@@ -63,7 +63,12 @@ pub fn compress(raw: &[u8], c: Compression, level: Level) -> Option<(u8, Vec<u8>
 
 /// Decompresses stage-2 block `data` (starting at absolute `offset`) of kind `id` into exactly
 /// `raw_len` bytes.
-pub fn decompress(id: u8, data: &[u8], raw_len: usize, offset: usize) -> Result<Vec<u8>, CodecError> {
+pub fn decompress(
+    id: u8,
+    data: &[u8],
+    raw_len: usize,
+    offset: usize,
+) -> Result<Vec<u8>, CodecError> {
     let corrupt = |reason: String| CodecError::Corrupt { offset, reason };
     match id {
         ID_LZ4 => {
@@ -71,7 +76,9 @@ pub fn decompress(id: u8, data: &[u8], raw_len: usize, offset: usize) -> Result<
             let n = lz4_flex::block::decompress_into(data, &mut out)
                 .map_err(|e| corrupt(format!("lz4: {e}")))?;
             if n != raw_len {
-                return Err(corrupt(format!("lz4 produced {n} bytes, header says {raw_len}")));
+                return Err(corrupt(format!(
+                    "lz4 produced {n} bytes, header says {raw_len}"
+                )));
             }
             Ok(out)
         }
@@ -82,8 +89,11 @@ pub fn decompress(id: u8, data: &[u8], raw_len: usize, offset: usize) -> Result<
                     *slot = zstd::bulk::Decompressor::new().ok();
                 }
                 match slot.as_mut() {
-                    Some(d) => d.decompress(data, raw_len).map_err(|e| corrupt(format!("zstd: {e}"))),
-                    None => zstd::bulk::decompress(data, raw_len).map_err(|e| corrupt(format!("zstd: {e}"))),
+                    Some(d) => d
+                        .decompress(data, raw_len)
+                        .map_err(|e| corrupt(format!("zstd: {e}"))),
+                    None => zstd::bulk::decompress(data, raw_len)
+                        .map_err(|e| corrupt(format!("zstd: {e}"))),
                 }
             })?;
             if out.len() != raw_len {

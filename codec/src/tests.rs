@@ -1,6 +1,7 @@
 //! Whole-column round-trip and corruption tests (per-encoding tests live beside each module).
 
 use super::*;
+use crate::fuzzing::same_after_roundtrip;
 use crate::test_util::Rng;
 
 const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Lz4, Compression::Zstd];
@@ -24,42 +25,6 @@ fn encodings(p: PhysicalType) -> Vec<Encoding> {
         ],
         PhysicalType::Bool => vec![Encoding::Auto, Encoding::Disabled, Encoding::BitPacking],
         PhysicalType::Str => vec![Encoding::Auto, Encoding::Disabled],
-    }
-}
-
-/// What decoding must give back: NULL slots hold the placeholder, no mask when no NULL.
-fn normalize(col: &Column) -> Column {
-    let mut c = col.clone();
-    if !c.nulls.iter().any(|&n| n) {
-        c.nulls.clear();
-        return c;
-    }
-    let m = c.nulls.clone();
-    match &mut c.data {
-        ColumnData::Bool(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = false),
-        ColumnData::Int(v) | ColumnData::Timestamp(v) => {
-            v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0)
-        }
-        ColumnData::UInt(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0),
-        ColumnData::Float(v) => v.iter_mut().zip(&m).filter(|p| *p.1).for_each(|p| *p.0 = 0.0),
-        ColumnData::Str(v) => v
-            .iter_mut()
-            .zip(&m)
-            .filter(|p| *p.1)
-            .for_each(|p| p.0.clear()),
-    }
-    c
-}
-
-/// Bitwise equality (PartialEq on f64 would fail on NaN and pass -0.0 == 0.0).
-fn same(a: &Column, b: &Column) -> bool {
-    match (&a.data, &b.data) {
-        (ColumnData::Float(x), ColumnData::Float(y)) => {
-            a.nulls == b.nulls
-                && x.len() == y.len()
-                && x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
-        }
-        _ => a == b,
     }
 }
 
@@ -115,7 +80,11 @@ fn edge_columns(t: DataType) -> Vec<Column> {
                 f64::MAX,
             ]),
             ColumnData::Float((0..1000).map(|i| (i % 97) as f64 / 100.0).collect()),
-            ColumnData::Float(vec![f64::from(1.1f32), f64::from(-7.25f32), f64::from(f32::MIN)]),
+            ColumnData::Float(vec![
+                f64::from(1.1f32),
+                f64::from(-7.25f32),
+                f64::from(f32::MIN),
+            ]),
         ],
         PhysicalType::Bool => vec![
             ColumnData::Bool(vec![]),
@@ -157,21 +126,21 @@ fn edge_columns(t: DataType) -> Vec<Column> {
 }
 
 pub fn random_column(t: DataType, rng: &mut Rng, n: usize) -> Column {
-    let mode = rng.next() % 4;
+    let mode = rng.below(4);
     let data = match t.physical() {
         PhysicalType::Int | PhysicalType::Timestamp | PhysicalType::UInt => {
-            let mut acc = rng.next() as i64;
-            let shift = rng.next() % 64;
+            let mut acc = rng.next_u64() as i64;
+            let shift = rng.below(64);
             let v: Vec<i64> = (0..n)
                 .map(|_| match mode {
-                    0 => (rng.next() >> shift) as i64,
+                    0 => (rng.next_u64() >> shift) as i64,
                     1 => {
-                        acc = acc.wrapping_add((rng.next() >> shift) as i64 - (1 << 20));
+                        acc = acc.wrapping_add((rng.next_u64() >> shift) as i64 - (1 << 20));
                         acc
                     }
-                    2 => (rng.next() % 6) as i64,
+                    2 => rng.below(6) as i64,
                     _ => {
-                        acc = acc.wrapping_add(10_000 * (1 + (rng.next() % 10 == 0) as i64));
+                        acc = acc.wrapping_add(10_000 * (1 + (rng.below(10) == 0) as i64));
                         acc
                     }
                 })
@@ -184,11 +153,11 @@ pub fn random_column(t: DataType, rng: &mut Rng, n: usize) -> Column {
         }
         PhysicalType::Float => {
             let mut x = rng.f64() * 100.0;
-            let p = 10f64.powi((rng.next() % 7) as i32);
+            let p = 10f64.powi(rng.below(7) as i32);
             ColumnData::Float(
                 (0..n)
                     .map(|_| match mode {
-                        0 => f64::from_bits(rng.next()),
+                        0 => f64::from_bits(rng.next_u64()),
                         1 => {
                             x += rng.f64() - 0.5;
                             (x * p).trunc() / p
@@ -202,22 +171,22 @@ pub fn random_column(t: DataType, rng: &mut Rng, n: usize) -> Column {
                     .collect(),
             )
         }
-        PhysicalType::Bool => ColumnData::Bool((0..n).map(|_| rng.next() % 3 == 0).collect()),
+        PhysicalType::Bool => ColumnData::Bool((0..n).map(|_| rng.below(3) == 0).collect()),
         PhysicalType::Str => ColumnData::Str(
             (0..n)
                 .map(|_| {
-                    let len = (rng.next() % if mode == 0 { 3 } else { 20 }) as usize;
+                    let len = rng.below(if mode == 0 { 3 } else { 20 }) as usize;
                     (0..len)
-                        .map(|_| char::from_u32((rng.next() % 0x800) as u32).unwrap_or('x'))
+                        .map(|_| char::from_u32(rng.below(0x800) as u32).unwrap_or('x'))
                         .collect()
                 })
                 .collect(),
         ),
     };
-    let nulls = if rng.next() % 2 == 0 {
+    let nulls = if rng.below(2) == 0 {
         Vec::new()
     } else {
-        (0..n).map(|_| rng.next() % 10 == 0).collect()
+        (0..n).map(|_| rng.below(10) == 0).collect()
     };
     Column { data, nulls }
 }
@@ -227,9 +196,12 @@ fn roundtrip(col: &Column, t: DataType, codec: &ColumnCodec) -> Vec<u8> {
     encode_column(col, t, codec, &mut out).unwrap();
     assert_eq!(out.first(), Some(&0xAA));
     let bytes = out.split_off(1);
-    let back = decode_column(&bytes, t, col.len())
-        .unwrap_or_else(|e| panic!("{t:?} {codec:?}: {e}"));
-    assert!(same(&back, &normalize(col)), "{t:?} {codec:?}\n{col:?}\n{back:?}");
+    let back =
+        decode_column(&bytes, t, col.len()).unwrap_or_else(|e| panic!("{t:?} {codec:?}: {e}"));
+    assert!(
+        same_after_roundtrip(col, &back),
+        "{t:?} {codec:?}\n{col:?}\n{back:?}"
+    );
     bytes
 }
 
@@ -258,10 +230,10 @@ fn random_roundtrip_every_codec() {
     let mut rng = Rng::new(42);
     for t in types() {
         for _ in 0..20 {
-            let n = match rng.next() % 4 {
-                0 => (rng.next() % 10) as usize,
+            let n = match rng.below(4) {
+                0 => rng.below(10) as usize,
                 1 => 4096,
-                _ => (rng.next() % 1500) as usize,
+                _ => rng.below(1500) as usize,
             };
             let col = random_column(t, &mut rng, n);
             for e in encodings(t.physical()) {
@@ -315,9 +287,7 @@ fn type_and_row_mismatches_are_errors() {
     extra.push(0);
     assert!(decode_column(&extra, DataType::BigInt, 3).is_err());
     assert_eq!(
-        decode_column(&out, DataType::BigInt, 3)
-            .unwrap()
-            .data,
+        decode_column(&out, DataType::BigInt, 3).unwrap().data,
         ColumnData::Int(vec![1, 2, 3])
     );
 }
@@ -327,7 +297,11 @@ fn prefixes_and_bit_flips_never_panic() {
     let mut rng = Rng::new(1234);
     for t in types() {
         for round in 0..6 {
-            let n = if round == 0 { 4096 } else { (rng.next() % 600) as usize };
+            let n = if round == 0 {
+                4096
+            } else {
+                rng.below(600) as usize
+            };
             let col = random_column(t, &mut rng, n);
             for e in encodings(t.physical()) {
                 for c in COMPRESSIONS {
@@ -347,9 +321,9 @@ fn prefixes_and_bit_flips_never_panic() {
                     }
                     for _ in 0..40 {
                         let mut b = bytes.clone();
-                        for _ in 0..1 + rng.next() % 3 {
-                            let i = (rng.next() as usize) % b.len();
-                            b[i] ^= 1 << (rng.next() % 8);
+                        for _ in 0..1 + rng.below(3) {
+                            let i = (rng.next_u64() as usize) % b.len();
+                            b[i] ^= 1 << rng.below(8);
                         }
                         if let Ok(back) = decode_column(&b, t, n) {
                             assert_eq!(back.len(), n);
@@ -371,8 +345,8 @@ fn prefixes_and_bit_flips_never_panic() {
 fn garbage_never_panics() {
     let mut rng = Rng::new(99);
     for _ in 0..20_000 {
-        let len = (rng.next() % 64) as usize;
-        let mut b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let len = rng.below(64) as usize;
+        let mut b: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         if let Some(v) = b.first_mut() {
             *v = 1; // get past the version check most of the time
         }
@@ -386,7 +360,7 @@ fn garbage_never_panics() {
             *v %= 2;
         }
         for t in types() {
-            let _ = decode_column(&b, t, (rng.next() % 300) as usize);
+            let _ = decode_column(&b, t, rng.below(300) as usize);
         }
     }
 }
@@ -398,9 +372,17 @@ fn no_nulls_means_empty_mask() {
         nulls: vec![false, false],
     };
     let mut out = Vec::new();
-    encode_column(&col, DataType::Double, &ColumnCodec::default_for(DataType::Double, 2), &mut out)
-        .unwrap();
-    assert!(decode_column(&out, DataType::Double, 2).unwrap().nulls.is_empty());
+    encode_column(
+        &col,
+        DataType::Double,
+        &ColumnCodec::default_for(DataType::Double, 2),
+        &mut out,
+    )
+    .unwrap();
+    assert!(decode_column(&out, DataType::Double, 2)
+        .unwrap()
+        .nulls
+        .is_empty());
 }
 
 #[test]
@@ -412,7 +394,7 @@ fn tsbs_like_columns_compress() {
     let mut t = 1_451_606_400_000i64;
     while ts.len() < 4096 {
         t += 10_000;
-        if rng.next() % 10 != 0 {
+        if rng.below(10) != 0 {
             ts.push(t);
         }
     }

@@ -89,6 +89,21 @@ impl AggSpec {
     }
 }
 
+/// Statistics of one aggregate's argument over a block of rows (from the storage's SMA):
+/// `rows` in the block, `count` non-NULL values, min/max/sum (NULL when unknown), `any` = the
+/// value of a constant argument (a tag), `ts` = the block's first timestamp (the row key MIN
+/// and MAX report; only their values are observable since they carry no columns here).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Summary {
+    pub rows: u64,
+    pub count: u64,
+    pub min: Value,
+    pub max: Value,
+    pub sum: Value,
+    pub any: Value,
+    pub ts: i64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum HKey {
     Null,
@@ -406,6 +421,79 @@ impl Aggregator {
         }
         self.seq += n as i64;
         Ok(())
+    }
+
+    /// Feeds the statistics of a block of rows that all fall into the group of row 0 of
+    /// `key_cols` (one [`Summary`] per aggregate). Returns `false`, changing nothing, when an
+    /// aggregate needs a statistic the summary lacks (the caller then feeds the rows).
+    pub fn update_summary(
+        &mut self,
+        nkeys: usize,
+        key_cols: &[Column],
+        sums: &[Summary],
+    ) -> Result<bool, SqlError> {
+        if sums.len() != self.specs.len() || key_cols.len() != nkeys {
+            return Ok(false);
+        }
+        for (spec, s) in self.specs.iter().zip(sums) {
+            let needs_sum = matches!(spec.func, AggFunc::Sum | AggFunc::Avg);
+            if needs_sum && s.count > 0 && s.sum.is_null() {
+                return Ok(false);
+            }
+        }
+        if sums.iter().all(|s| s.rows == 0) {
+            return Ok(true);
+        }
+        let first: Vec<Column> = key_cols.iter().map(|c| c.slice(0, 1)).collect();
+        let g = self.group_ids(&first, 1).first().copied().unwrap_or(0);
+        let specs = self.specs.clone();
+        for (si, spec) in specs.iter().enumerate() {
+            let Some(s) = sums.get(si) else { continue };
+            match &mut self.states[si] {
+                State::Count(v) => v[g] += s.count as i64,
+                State::SumI(v, h) => {
+                    if s.count > 0 {
+                        v[g] = v[g].wrapping_add(s.sum.as_i64().unwrap_or(0));
+                        h[g] = true;
+                    }
+                }
+                State::SumF(v, h) => {
+                    if s.count > 0 {
+                        v[g] += s.sum.as_f64().unwrap_or(0.0);
+                        h[g] = true;
+                    }
+                }
+                State::Avg(v, c) => {
+                    if s.count > 0 {
+                        v[g] += s.sum.as_f64().unwrap_or(0.0);
+                        c[g] += s.count as i64;
+                    }
+                }
+                State::Sel(st) => {
+                    let value = match spec.func {
+                        AggFunc::Min => s.min.clone(),
+                        AggFunc::Max => s.max.clone(),
+                        _ => s.any.clone(),
+                    };
+                    if value.is_null() && spec.func != AggFunc::Any {
+                        continue;
+                    }
+                    let take = match &st[g] {
+                        None => true,
+                        Some(cur) => better(spec.func, s.ts, &value, &[], cur),
+                    };
+                    if take {
+                        st[g] = Some(Sel {
+                            ts: s.ts,
+                            value,
+                            carry: Vec::new(),
+                        });
+                    }
+                }
+                State::None => {}
+            }
+        }
+        Ok(true)
     }
 
     /// Merges a batch of partial states (key columns first, then each spec's partial columns).

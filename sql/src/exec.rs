@@ -1,7 +1,8 @@
 //! Execution: the vnode side ([`execute_fragment`]) and the coordinator side ([`finish`]).
 
-use crate::agg::Aggregator;
+use crate::agg::{AggFunc, AggSpec, Aggregator, Summary};
 use crate::error::SqlError;
+use crate::expr::PExpr;
 use crate::expr::{broadcast, eval, true_rows};
 use crate::plan::{Fragment, FragmentOp, InputCol, Node, QueryPlan, ScanTarget, TBNAME_TYPE};
 use std::collections::HashMap;
@@ -22,6 +23,128 @@ pub trait ScanSource {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<Column>, String>;
+
+    /// Like `scan`, for aggregation: storage may answer whole blocks with their statistics
+    /// (one [`ColSummary`] per requested column) instead of their rows. Pieces are disjoint in
+    /// time. The default reads rows only.
+    fn scan_pieces(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<ScanPiece>, String> {
+        Ok(vec![ScanPiece::Rows(
+            self.scan(uid, ts_min, ts_max, columns)?,
+        )])
+    }
+}
+
+/// Blocks answered from summaries (tests check the path is taken).
+#[cfg(test)]
+pub(crate) static SUMMARY_HITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Part of one subtable's rows over a time range.
+#[derive(Clone, Debug)]
+pub enum ScanPiece {
+    Rows(Vec<Column>),
+    /// A block of `rows` rows with `ts_min..=ts_max`, summarised per requested column.
+    Summary {
+        rows: u64,
+        ts_min: i64,
+        ts_max: i64,
+        cols: Vec<ColSummary>,
+    },
+}
+
+/// Statistics of one column over a block: non-NULL count, min, max (NULL when none) and sum
+/// (NULL when not available, e.g. an integer sum that overflowed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColSummary {
+    pub count: u64,
+    pub min: Value,
+    pub max: Value,
+    pub sum: Value,
+}
+
+/// What each aggregate of a fragment reads when it is answered from block statistics.
+#[derive(Clone, Copy, Debug)]
+enum SumArg {
+    /// COUNT(*): the row count.
+    Rows,
+    /// A STABLE column (index into the scanned columns).
+    Col(usize),
+    /// A tag or tbname (layout index): constant over the subtable.
+    Const(usize),
+}
+
+fn collect_inputs(e: &PExpr, out: &mut Vec<usize>) {
+    match e {
+        PExpr::Input(i, _) => out.push(*i),
+        PExpr::Lit(..) => {}
+        PExpr::Bin(_, a, b, _) => {
+            collect_inputs(a, out);
+            collect_inputs(b, out);
+        }
+        PExpr::Not(a)
+        | PExpr::Neg(a, _)
+        | PExpr::IsNull(a, _)
+        | PExpr::InList(a, _, _)
+        | PExpr::Like(a, _, _)
+        | PExpr::Func(_, a, _)
+        | PExpr::Cast(a, _)
+        | PExpr::WinStart(a, _, _) => collect_inputs(a, out),
+    }
+}
+
+/// Whether a fragment's partial aggregation can take block statistics, and what each aggregate
+/// reads: no row filter; group keys over tags, tbname or the INTERVAL window of the ts (a block
+/// inside one window is checked per block); aggregates COUNT/SUM/AVG/MIN/MAX over plain columns
+/// (MIN/MAX without carried columns) or tags.
+fn sma_args(f: &Fragment, keys: &[PExpr], aggs: &[AggSpec]) -> Option<Vec<SumArg>> {
+    if f.filter.is_some() {
+        return None;
+    }
+    let is_const = |i: usize| matches!(f.layout.get(i), Some(InputCol::Tag(_) | InputCol::Tbname));
+    for k in keys {
+        let ok = match k {
+            PExpr::WinStart(a, _, _) => {
+                matches!(a.as_ref(), PExpr::Input(i, _) if matches!(f.layout.get(*i), Some(InputCol::Col(0))))
+            }
+            _ => {
+                let mut ins = Vec::new();
+                collect_inputs(k, &mut ins);
+                ins.iter().all(|i| is_const(*i))
+            }
+        };
+        if !ok {
+            return None;
+        }
+    }
+    aggs.iter()
+        .map(|a| {
+            let input = match &a.arg {
+                None => None,
+                Some(PExpr::Input(i, _)) => Some(*i),
+                Some(_) => return None,
+            };
+            match (a.func, input) {
+                (AggFunc::CountStar, _) => Some(SumArg::Rows),
+                (AggFunc::Any, Some(i)) if is_const(i) => Some(SumArg::Const(i)),
+                (AggFunc::Count | AggFunc::Sum | AggFunc::Avg, Some(i))
+                | (AggFunc::Min | AggFunc::Max, Some(i))
+                    if a.carry.is_empty() || !matches!(a.func, AggFunc::Min | AggFunc::Max) =>
+                {
+                    match f.layout.get(i) {
+                        Some(InputCol::Col(c)) => Some(SumArg::Col(*c)),
+                        Some(_) => Some(SumArg::Const(i)),
+                        None => None,
+                    }
+                }
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 fn layout_columns(
@@ -80,6 +203,10 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         )),
         FragmentOp::Project { .. } => None,
     };
+    let sma = match &f.op {
+        FragmentOp::PartialAgg { keys, aggs } => sma_args(f, keys, aggs),
+        FragmentOp::Project { .. } => None,
+    };
     for meta in &metas {
         if f.limit.is_some_and(|l| out.num_rows() as u64 >= l) {
             break;
@@ -106,53 +233,211 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         if f.ts_min > f.ts_max {
             continue;
         }
-        let scanned = src
-            .scan(meta.uid, f.ts_min, f.ts_max, &scan_cols)
-            .map_err(|e| SqlError::Execution(format!("scan of table {}: {e}", meta.name)))?;
-        if scanned.len() != scan_cols.len() {
-            return Err(SqlError::Execution(format!(
-                "scan of table {} returned {} columns, expected {}",
-                meta.name,
-                scanned.len(),
-                scan_cols.len()
-            )));
+        let pieces = match &sma {
+            Some(_) => src.scan_pieces(meta.uid, f.ts_min, f.ts_max, &scan_cols),
+            None => src
+                .scan(meta.uid, f.ts_min, f.ts_max, &scan_cols)
+                .map(|c| vec![ScanPiece::Rows(c)]),
         }
-        let n = scanned.first().map(Column::len).unwrap_or(0);
-        if n == 0 {
-            continue;
-        }
-        let mut by_idx: HashMap<usize, Column> = scan_cols.iter().copied().zip(scanned).collect();
-        let mut cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
-        let mut n = n;
-        if let Some(pred) = &f.filter {
-            let keep = true_rows(&eval(pred, &cols, n)?, n);
-            if keep.len() < n {
-                cols = cols.iter().map(|c| c.take(&keep)).collect();
-                n = keep.len();
-            }
-        }
-        if n == 0 {
-            continue;
-        }
-        match (&f.op, agg.as_mut()) {
-            (FragmentOp::PartialAgg { keys, .. }, Some(a)) => a.update(keys, &cols, n)?,
-            (FragmentOp::Project { exprs }, _) => {
-                let res = exprs
-                    .iter()
-                    .map(|e| eval(e, &cols, n))
-                    .collect::<Result<Vec<_>, _>>()?;
-                out.append(&Batch {
-                    fields: out.fields.clone(),
-                    columns: res,
-                });
-            }
-            _ => {}
+        .map_err(|e| SqlError::Execution(format!("scan of table {}: {e}", meta.name)))?;
+        for piece in pieces {
+            let scanned = match piece {
+                ScanPiece::Rows(c) => c,
+                ScanPiece::Summary {
+                    rows,
+                    ts_min,
+                    ts_max,
+                    cols: sums,
+                } => {
+                    let (Some(args), Some(a), FragmentOp::PartialAgg { keys, .. }) =
+                        (&sma, agg.as_mut(), &f.op)
+                    else {
+                        continue;
+                    };
+                    let used = summary_update(
+                        a, keys, args, &f.layout, meta, schema, &scan_cols, rows, ts_min, ts_max,
+                        &sums,
+                    )?;
+                    if used {
+                        #[cfg(test)]
+                        SUMMARY_HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        continue;
+                    }
+                    // The block straddles a window or lacks a statistic: read its rows (no
+                    // other source overlaps it, so its time range holds exactly them).
+                    src.scan(meta.uid, ts_min, ts_max, &scan_cols)
+                        .map_err(|e| {
+                            SqlError::Execution(format!("scan of table {}: {e}", meta.name))
+                        })?
+                }
+            };
+            process_rows(f, &mut out, agg.as_mut(), meta, schema, &scan_cols, scanned)?;
         }
     }
     if let Some(a) = agg {
         return Ok(a.partial());
     }
     Ok(out)
+}
+
+/// Feeds one scanned run of rows through layout, filter and the fragment's operator.
+fn process_rows(
+    f: &Fragment,
+    out: &mut Batch,
+    agg: Option<&mut Aggregator>,
+    meta: &TableMeta,
+    schema: &StableSchema,
+    scan_cols: &[usize],
+    scanned: Vec<Column>,
+) -> Result<(), SqlError> {
+    {
+        {
+            if scanned.len() != scan_cols.len() {
+                return Err(SqlError::Execution(format!(
+                    "scan of table {} returned {} columns, expected {}",
+                    meta.name,
+                    scanned.len(),
+                    scan_cols.len()
+                )));
+            }
+            let n = scanned.first().map(Column::len).unwrap_or(0);
+            if n == 0 {
+                return Ok(());
+            }
+            let mut by_idx: HashMap<usize, Column> =
+                scan_cols.iter().copied().zip(scanned).collect();
+            let mut cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
+            let mut n = n;
+            if let Some(pred) = &f.filter {
+                let keep = true_rows(&eval(pred, &cols, n)?, n);
+                if keep.len() < n {
+                    cols = cols.iter().map(|c| c.take(&keep)).collect();
+                    n = keep.len();
+                }
+            }
+            if n == 0 {
+                return Ok(());
+            }
+            match (&f.op, agg) {
+                (FragmentOp::PartialAgg { keys, .. }, Some(a)) => a.update(keys, &cols, n)?,
+                (FragmentOp::Project { exprs }, _) => {
+                    let res = exprs
+                        .iter()
+                        .map(|e| eval(e, &cols, n))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    out.append(&Batch {
+                        fields: out.fields.clone(),
+                        columns: res,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Feeds a block's statistics to the aggregator; `false` when this block cannot be (it spans
+/// two windows, or a needed sum is missing) and its rows must be read instead.
+#[allow(clippy::too_many_arguments)]
+fn summary_update(
+    a: &mut Aggregator,
+    keys: &[PExpr],
+    args: &[SumArg],
+    layout: &[InputCol],
+    meta: &TableMeta,
+    schema: &StableSchema,
+    scan_cols: &[usize],
+    rows: u64,
+    ts_min: i64,
+    ts_max: i64,
+    sums: &[ColSummary],
+) -> Result<bool, SqlError> {
+    // Key and constant columns for a 2-row input: the block's first and last ts.
+    let mut scanned: HashMap<usize, Column> = HashMap::new();
+    for &c in scan_cols {
+        let t = if c == 0 {
+            DataType::Timestamp
+        } else {
+            schema
+                .columns
+                .get(c)
+                .map(|d| d.data_type)
+                .unwrap_or(DataType::BigInt)
+        };
+        let col = if c == 0 {
+            Column::new(ColumnData::Timestamp(vec![ts_min, ts_max]))
+        } else {
+            Column::all_null(t, 2)
+        };
+        scanned.insert(c, col);
+    }
+    let cols = layout_columns(layout, meta, schema, &mut scanned, 2)?;
+    let key_cols = keys
+        .iter()
+        .map(|k| eval(k, &cols, 2))
+        .collect::<Result<Vec<_>, _>>()?;
+    if key_cols.iter().any(|k| k.get(0) != k.get(1)) {
+        return Ok(false);
+    }
+    let mut out = Vec::with_capacity(args.len());
+    for arg in args {
+        let s = match *arg {
+            SumArg::Rows => Summary {
+                rows,
+                count: rows,
+                min: Value::Null,
+                max: Value::Null,
+                sum: Value::Null,
+                any: Value::Null,
+                ts: ts_min,
+            },
+            SumArg::Const(i) => {
+                let v = cols.get(i).map(|c| c.get(0)).unwrap_or(Value::Null);
+                Summary {
+                    rows,
+                    count: if v.is_null() { 0 } else { rows },
+                    min: v.clone(),
+                    max: v.clone(),
+                    sum: Value::Null,
+                    any: v,
+                    ts: ts_min,
+                }
+            }
+            SumArg::Col(c) => {
+                let Some(k) = scan_cols.iter().position(|x| *x == c) else {
+                    return Ok(false);
+                };
+                let Some(cs) = sums.get(k) else {
+                    return Ok(false);
+                };
+                if c == 0 {
+                    // The ts column: never NULL, min/max are the block bounds.
+                    Summary {
+                        rows,
+                        count: rows,
+                        min: Value::Timestamp(ts_min),
+                        max: Value::Timestamp(ts_max),
+                        sum: Value::Null,
+                        any: Value::Null,
+                        ts: ts_min,
+                    }
+                } else {
+                    Summary {
+                        rows,
+                        count: cs.count,
+                        min: cs.min.clone(),
+                        max: cs.max.clone(),
+                        sum: cs.sum.clone(),
+                        any: Value::Null,
+                        ts: ts_min,
+                    }
+                }
+            }
+        };
+        out.push(s);
+    }
+    a.update_summary(keys.len(), &key_cols, &out)
 }
 
 /// Runs the coordinator part of a plan over the vnode results:

@@ -36,7 +36,7 @@ pub use agg::{AggFunc, AggSpec};
 pub use ast::*;
 pub use bind::{bind_create_subtable, bind_insert};
 pub use error::{Pos, SqlError};
-pub use exec::{execute_fragment, finish, ScanSource};
+pub use exec::{execute_fragment, finish, ColSummary, ScanPiece, ScanSource};
 pub use expr::PExpr;
 pub use parser::parse;
 pub use plan::{

@@ -1085,7 +1085,9 @@ impl Planner<'_> {
                         tag_preds.push(p);
                         continue;
                     }
-                    self.ts_bound(&c, &schema, &mut scope, &mut ts_min, &mut ts_max)?;
+                    if self.ts_bound(&c, &schema, &mut scope, &mut ts_min, &mut ts_max)? {
+                        continue;
+                    }
                 }
                 row_preds.push(compile(&c, &mut ScalarCtx { scope: &mut scope })?);
             }
@@ -1497,7 +1499,8 @@ impl Planner<'_> {
     }
 
     /// Narrows [ts_min, ts_max] with a conjunct `ts <op> const` (either side) or
-    /// `ts BETWEEN a AND b`.
+    /// `ts BETWEEN a AND b`. Returns true when the range now expresses the conjunct exactly, so
+    /// it need not be evaluated per row (which lets whole blocks be answered from their SMA).
     fn ts_bound(
         &self,
         c: &Expr,
@@ -1505,7 +1508,7 @@ impl Planner<'_> {
         scope: &mut Scope,
         lo: &mut i64,
         hi: &mut i64,
-    ) -> Result<(), SqlError> {
+    ) -> Result<bool, SqlError> {
         let is_ts = |e: &Expr| match e {
             Expr::Column { name, .. } => {
                 schema
@@ -1536,9 +1539,9 @@ impl Planner<'_> {
                 } else if is_ts(right) {
                     (op.flip(), konst(left, scope))
                 } else {
-                    return Ok(());
+                    return Ok(false);
                 };
-                let Some(v) = v else { return Ok(()) };
+                let Some(v) = v else { return Ok(false) };
                 match op {
                     BinOp::Gt => *lo = (*lo).max(v.saturating_add(1)),
                     BinOp::GtEq => *lo = (*lo).max(v),
@@ -1548,8 +1551,9 @@ impl Planner<'_> {
                         *lo = (*lo).max(v);
                         *hi = (*hi).min(v);
                     }
-                    _ => {}
+                    _ => return Ok(false),
                 }
+                return Ok(true);
             }
             Expr::Between {
                 expr,
@@ -1557,16 +1561,18 @@ impl Planner<'_> {
                 high,
                 negated: false,
             } if is_ts(expr) => {
-                if let Some(v) = konst(low, scope) {
+                let (a, b) = (konst(low, scope), konst(high, scope));
+                if let Some(v) = a {
                     *lo = (*lo).max(v);
                 }
-                if let Some(v) = konst(high, scope) {
+                if let Some(v) = b {
                     *hi = (*hi).min(v);
                 }
+                return Ok(a.is_some() && b.is_some());
             }
             _ => {}
         }
-        Ok(())
+        Ok(false)
     }
 }
 

@@ -81,6 +81,9 @@ fn tables() -> Vec<Table> {
 
 struct Vnode {
     tables: Vec<Table>,
+    /// When set, `scan_pieces` answers whole blocks of this many rows with summaries, like a
+    /// storage engine with SMA.
+    sma_block: Option<usize>,
 }
 
 impl ScanSource for Vnode {
@@ -128,6 +131,81 @@ impl ScanSource for Vnode {
         }
         Ok(out)
     }
+
+    fn scan_pieces(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        columns: &[usize],
+    ) -> Result<Vec<ScanPiece>, String> {
+        let Some(k) = self.sma_block else {
+            return Ok(vec![ScanPiece::Rows(self.scan(uid, lo, hi, columns)?)]);
+        };
+        let t = self
+            .tables
+            .iter()
+            .find(|t| t.meta.uid == uid)
+            .ok_or("no such uid")?;
+        let mut pieces = Vec::new();
+        for block in t.rows.chunks(k) {
+            let first = block[0][0].as_i64().unwrap_or(0);
+            let last = block[block.len() - 1][0].as_i64().unwrap_or(0);
+            if last < lo || first > hi {
+                continue;
+            }
+            if first < lo || last > hi {
+                // partly inside: rows
+                pieces.push(ScanPiece::Rows(self.scan(
+                    uid,
+                    lo.max(first),
+                    hi.min(last),
+                    columns,
+                )?));
+                continue;
+            }
+            let cols = columns
+                .iter()
+                .map(|c| {
+                    let vals: Vec<&Value> = block
+                        .iter()
+                        .map(|r| &r[*c])
+                        .filter(|v| !v.is_null())
+                        .collect();
+                    let min = vals
+                        .iter()
+                        .min_by(|a, b| a.total_cmp(b))
+                        .map(|v| (*v).clone());
+                    let max = vals
+                        .iter()
+                        .max_by(|a, b| a.total_cmp(b))
+                        .map(|v| (*v).clone());
+                    let sum = match vals.first() {
+                        Some(Value::Float(_)) => {
+                            Value::Float(vals.iter().filter_map(|v| v.as_f64()).sum())
+                        }
+                        Some(Value::Int(_)) => {
+                            Value::Int(vals.iter().filter_map(|v| v.as_i64()).sum())
+                        }
+                        _ => Value::Null,
+                    };
+                    ColSummary {
+                        count: vals.len() as u64,
+                        min: min.unwrap_or(Value::Null),
+                        max: max.unwrap_or(Value::Null),
+                        sum,
+                    }
+                })
+                .collect();
+            pieces.push(ScanPiece::Summary {
+                rows: block.len() as u64,
+                ts_min: first,
+                ts_max: last,
+                cols,
+            });
+        }
+        Ok(pieces)
+    }
 }
 
 struct Cat;
@@ -151,7 +229,12 @@ impl Catalog for Cat {
 }
 
 fn cluster(k: usize) -> Vec<Vnode> {
-    let mut v: Vec<Vnode> = (0..k).map(|_| Vnode { tables: vec![] }).collect();
+    let mut v: Vec<Vnode> = (0..k)
+        .map(|_| Vnode {
+            tables: vec![],
+            sma_block: None,
+        })
+        .collect();
     for (i, t) in tables().into_iter().enumerate() {
         v[(i * 7 + 3) % k].tables.push(t);
     }
@@ -855,9 +938,11 @@ fn aggregates_merge_partials_across_vnodes() {
     let skew = vec![
         Vnode {
             tables: tables().into_iter().take(1).collect(),
+            sma_block: None,
         },
         Vnode {
             tables: tables().into_iter().skip(1).collect(),
+            sma_block: None,
         },
     ];
     let b2 = run_on(sql, &skew).unwrap();
@@ -1765,7 +1850,10 @@ fn partition_by_limit_applies_per_partition() {
 #[test]
 #[ignore]
 fn perf_smoke() {
-    let mut v = Vnode { tables: vec![] };
+    let mut v = Vnode {
+        tables: vec![],
+        sma_block: None,
+    };
     for t in 0..200usize {
         let meta = TableMeta {
             uid: TableUid(t as u64 + 1),
@@ -1800,5 +1888,48 @@ fn perf_smoke() {
         let t = std::time::Instant::now();
         let b = run_on(sql, &vn).unwrap();
         eprintln!("{:>8.1} ms  {} rows  {sql}", t.elapsed().as_secs_f64() * 1e3, b.num_rows());
+    }
+}
+
+#[test]
+fn block_summaries_give_the_same_answers_as_rows() {
+    let queries = [
+        "SELECT COUNT(*), COUNT(velocity), SUM(velocity), AVG(velocity), MIN(velocity), MAX(velocity), SUM(status), MIN(ts), MAX(ts) FROM readings",
+        "SELECT tbname, COUNT(*), MAX(latitude), MIN(status) FROM readings PARTITION BY tbname",
+        "SELECT fleet, AVG(velocity), COUNT(status) FROM readings GROUP BY fleet",
+        "SELECT _wstart, COUNT(*), SUM(latitude), MAX(velocity) FROM readings INTERVAL(20s)",
+        "SELECT _wstart, COUNT(*) FROM readings WHERE ts >= '2016-01-01 00:00:15.000' INTERVAL(30s)",
+        "SELECT name, MAX(velocity), MIN(latitude) FROM readings PARTITION BY name",
+    ];
+    for q in queries {
+        let plain = run(q);
+        let before = crate::exec::SUMMARY_HITS.load(std::sync::atomic::Ordering::Relaxed);
+        for k in [1, 2, 3, 4] {
+            let mut vs = cluster(3);
+            for v in &mut vs {
+                v.sma_block = Some(k);
+            }
+            let b = run_on(q, &vs).unwrap_or_else(|e| panic!("{q}: {e}"));
+            let mut a = rows(&plain);
+            let mut c = rows(&b);
+            a.sort_by(|p, q| cmp_rows(p, q));
+            c.sort_by(|p, q| cmp_rows(p, q));
+            assert_eq!(a.len(), c.len(), "{q} (blocks of {k})");
+            for (x, y) in a.iter().zip(&c) {
+                for (u, w) in x.iter().zip(y) {
+                    match (u, w) {
+                        (Value::Float(p), Value::Float(q2)) => {
+                            assert!((p - q2).abs() < 1e-9, "{q} (blocks of {k}): {x:?} vs {y:?}")
+                        }
+                        _ => assert_eq!(u, w, "{q} (blocks of {k})"),
+                    }
+                }
+            }
+        }
+        let after = crate::exec::SUMMARY_HITS.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            after > before,
+            "{q}: no block was answered from its summary"
+        );
     }
 }

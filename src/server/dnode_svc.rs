@@ -339,6 +339,48 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             .scan(uid, ts_min, ts_max, columns)
             .map_err(|e| e.to_string())
     }
+    fn scan_pieces(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<tidal_sql::ScanPiece>, String> {
+        let types = self
+            .0
+            .column_types(uid, columns)
+            .map_err(|e| e.to_string())?;
+        let pieces = self
+            .0
+            .scan_pieces(uid, ts_min, ts_max, columns)
+            .map_err(|e| e.to_string())?;
+        Ok(pieces
+            .into_iter()
+            .map(|p| match p {
+                tidal_vnode::ScanPiece::Rows(c) => tidal_sql::ScanPiece::Rows(c),
+                tidal_vnode::ScanPiece::Sma {
+                    rows,
+                    ts_min,
+                    ts_max,
+                    stats,
+                } => tidal_sql::ScanPiece::Summary {
+                    rows: rows as u64,
+                    ts_min,
+                    ts_max,
+                    cols: stats
+                        .iter()
+                        .zip(&types)
+                        .map(|(s, t)| tidal_sql::ColSummary {
+                            count: s.count as u64,
+                            min: s.min.to_value(*t),
+                            max: s.max.to_value(*t),
+                            sum: s.sum.to_value(*t),
+                        })
+                        .collect(),
+                },
+            })
+            .collect())
+    }
 }
 
 async fn blocking<T: Send + 'static>(

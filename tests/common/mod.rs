@@ -16,6 +16,9 @@ pub struct Proc {
     pub child: Child,
     pub addr: String,
     pub args: Vec<String>,
+    /// The HTTP API address, if the process printed `ready http <addr>` (before its role's
+    /// ready line, which is how the servers order them).
+    pub http: Option<String>,
 }
 
 impl Drop for Proc {
@@ -39,23 +42,27 @@ pub fn spawn(role: &str, args: &[String]) -> Proc {
     let want = format!("ready {role} ");
     std::thread::spawn(move || {
         let mut sent = false;
+        let mut http = None;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             if !sent {
-                if let Some(a) = line.strip_prefix(&want) {
-                    let _ = tx.send(a.trim().to_string());
+                if let Some(a) = line.strip_prefix("ready http ") {
+                    http = Some(a.trim().to_string());
+                } else if let Some(a) = line.strip_prefix(&want) {
+                    let _ = tx.send((a.trim().to_string(), http.clone()));
                     sent = true;
                 }
             }
         }
     });
-    let addr = rx
+    let (addr, http) = rx
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_else(|_| panic!("{role} did not print its ready line: {args:?}"));
     Proc {
         child,
         addr,
         args: args.to_vec(),
+        http,
     }
 }
 
@@ -64,18 +71,36 @@ pub struct Cluster {
     pub mnode: Option<Proc>,
     pub dnodes: Vec<Option<Proc>>,
     pub mnode_addr: String,
+    /// The mnode's HTTP API address (clusters started with [`Cluster::start_with_http`]).
+    pub http: Option<String>,
 }
 
 impl Cluster {
     pub fn start(dnodes: usize) -> Cluster {
+        Cluster::start_inner(dnodes, false)
+    }
+
+    /// Like [`Cluster::start`], with the mnode also serving the HTTP API on an ephemeral port.
+    pub fn start_with_http(dnodes: usize) -> Cluster {
+        Cluster::start_inner(dnodes, true)
+    }
+
+    fn start_inner(dnodes: usize, http: bool) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mnode = spawn("mnode", &mnode_args(dir.path(), "127.0.0.1:0"));
+        let mut args = mnode_args(dir.path(), "127.0.0.1:0");
+        if http {
+            args.push("--http".into());
+            args.push("127.0.0.1:0".into());
+        }
+        let mnode = spawn("mnode", &args);
         let mnode_addr = mnode.addr.clone();
+        let http = mnode.http.clone();
         let mut c = Cluster {
             dir,
             mnode: Some(mnode),
             dnodes: Vec::new(),
             mnode_addr,
+            http,
         };
         for i in 0..dnodes {
             let p = spawn("vnode", &c.dnode_args(i));
@@ -146,6 +171,7 @@ impl Cluster {
                     child,
                     addr: self.mnode_addr.clone(),
                     args: args.clone(),
+                    http: None,
                 });
                 return;
             }
@@ -228,4 +254,134 @@ pub const DIAGNOSTICS: &str = "CREATE STABLE diagnostics (ts TIMESTAMP, fuel_sta
 
 pub fn tempdir_path(c: &Cluster, name: &str) -> PathBuf {
     c.dir.path().join(name)
+}
+
+/// A minimal HTTP/1.1 client for the HTTP API tests: one request per connection.
+/// Returns (status, body).
+pub fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect http");
+    s.set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).expect("write request");
+    s.write_all(body).expect("write body");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).expect("read response");
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status: u16 = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("bad HTTP response: {text}"));
+    let body = match text.find("\r\n\r\n") {
+        Some(i) => text[i + 4..].to_string(),
+        None => String::new(),
+    };
+    (status, body)
+}
+
+/// POSTs line protocol to `/write?db=DB` (plus `extra` query parameters).
+pub fn write_lp(http: &str, db: &str, extra: &str, body: &str) -> (u16, String) {
+    http_request(
+        http,
+        "POST",
+        &format!("/write?db={db}{extra}"),
+        &[],
+        body.as_bytes(),
+    )
+}
+
+/// A TSBS-IoT-shaped data set (../shared/tsbs-iot.md §2) in both file formats, small and
+/// deterministic: `trucks` trucks, `epochs` 10-second epochs, every 10th row with one field
+/// missing (NULL). Returns (influx text, tdengine text, rows per subtable).
+pub fn tsbs_files(trucks: usize, epochs: usize) -> (String, String, usize) {
+    let t0_ms: i64 = 1_451_606_400_000;
+    let fleets = ["East", "West", "North", "South"];
+    let mut influx = String::new();
+    let mut td = String::new();
+    td.push_str("2,readings,r_truck_0,create table readings (ts timestamp,latitude double,longitude double,elevation double,velocity double,heading double,grade double,fuel_consumption double) tags (name binary(30),fleet binary(30),driver binary(30),model binary(30),device_version binary(30),load_capacity double,fuel_capacity double,nominal_fuel_consumption double)\n");
+    td.push_str("2,diagnostics,d_truck_0,create table diagnostics (ts timestamp,fuel_state double,current_load double,status bigint) tags (name binary(30),fleet binary(30),driver binary(30),model binary(30),device_version binary(30),load_capacity double,fuel_capacity double,nominal_fuel_consumption double)\n");
+    let mut n = 0usize;
+    for e in 0..epochs {
+        let ts = t0_ms + e as i64 * 10_000;
+        for (m, prefix) in [("readings", "r_"), ("diagnostics", "d_")] {
+            for t in 0..trucks {
+                let name = format!("truck_{t}");
+                let fleet = fleets[t % 4];
+                let table = format!("{prefix}{name}");
+                if e == 0 {
+                    td.push_str(&format!("3,{m},{table},create table {table} using {m} (name,fleet,driver,model,device_version,load_capacity,fuel_capacity,nominal_fuel_consumption) tags ('{name}','{fleet}','Seth','H-2','v2.3',1500,150,12)\n"));
+                }
+                let (names, values): (Vec<&str>, Vec<String>) = if m == "readings" {
+                    (
+                        vec![
+                            "latitude",
+                            "longitude",
+                            "elevation",
+                            "velocity",
+                            "heading",
+                            "grade",
+                            "fuel_consumption",
+                        ],
+                        vec![
+                            format!("{}.{:05}", t % 90, e % 100000),
+                            "4.72037".into(),
+                            format!("{}", e % 500),
+                            "0".into(),
+                            "221".into(),
+                            "0".into(),
+                            "25".into(),
+                        ],
+                    )
+                } else {
+                    (
+                        vec!["fuel_state", "current_load", "status"],
+                        vec!["0.9".into(), format!("{}", e % 5000), format!("{}", e % 6)],
+                    )
+                };
+                n += 1;
+                let null_at = if n % 10 == 0 {
+                    Some(n % names.len())
+                } else {
+                    None
+                };
+                let mut fields = Vec::new();
+                let mut tvals = Vec::new();
+                for (i, (k, v)) in names.iter().zip(values.iter()).enumerate() {
+                    if Some(i) == null_at {
+                        tvals.push("null".to_string());
+                        continue;
+                    }
+                    let suffix = if *k == "status" { "i" } else { "" };
+                    fields.push(format!("{k}={v}{suffix}"));
+                    tvals.push(v.clone());
+                }
+                influx.push_str(&format!(
+                    "{m},name={name},fleet={fleet},driver=Seth,model=H-2,device_version=v2.3 load_capacity=1500,fuel_capacity=150,nominal_fuel_consumption=12,{} {}\n",
+                    fields.join(","),
+                    ts * 1_000_000
+                ));
+                td.push_str(&format!(
+                    "1,{table},{},({ts},{})\n",
+                    names.len(),
+                    tvals.join(",")
+                ));
+            }
+        }
+    }
+    (influx, td, epochs)
 }

@@ -2,19 +2,23 @@
 //!
 //! `cargo run -p tidal-tsbs --example peer_files -- <dir> <postgres|clickhouse> [scale] [hours]`
 //! writes `<dir>/ddl.sql`, `<dir>/readings.csv`, `<dir>/diagnostics.csv` and
-//! `<dir>/queries.sql` (one query per line, preceded by a `-- <type>` line).
+//! `<dir>/queries.sql` (one query per line, preceded by a `-- <type>` line), and
+//! `<dir>/inserts.sql` (the first 100 points as INSERT statements).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use tidal_tsbs::format::sql::{append_csv_row, ddl, Peer};
+use tidal_tsbs::format::sql::{append_csv_row, ddl, insert_statement, Peer};
 use tidal_tsbs::queries::{generate, QueryParams, QueryType};
 use tidal_tsbs::{Config, Generator, Measurement, TSBS_START_MS};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let dir = PathBuf::from(args.first().ok_or("usage: peer_files <dir> <peer> [scale] [hours]")?);
+    let dir = PathBuf::from(
+        args.first()
+            .ok_or("usage: peer_files <dir> <peer> [scale] [hours]")?,
+    );
     let peer = match args.get(1).map(String::as_str) {
         Some("clickhouse") => Peer::ClickHouse,
         _ => Peer::Postgres,
@@ -60,5 +64,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         writeln!(q, "-- {}\n{text};", t.name())?;
     }
     q.flush()?;
+    // The first 100 points again, as INSERT statements.
+    let mut g = Generator::new(cfg)?;
+    let raws: Vec<_> = std::iter::from_fn(|| g.next_raw()).take(100).collect();
+    let points: Vec<_> = raws.iter().map(|r| g.view(r)).collect();
+    let mut ins = BufWriter::new(File::create(dir.join("inserts.sql"))?);
+    for m in Measurement::ALL {
+        if let Some(stmt) = insert_statement(peer, m, &points) {
+            writeln!(ins, "{stmt};")?;
+        }
+    }
+    ins.flush()?;
     Ok(())
 }

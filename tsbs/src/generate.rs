@@ -482,6 +482,15 @@ impl Generator {
     }
 }
 
+/// The raw points in TSBS order; see [`Generator::view`] for their tags.
+impl Iterator for Generator {
+    type Item = RawPoint;
+
+    fn next(&mut self) -> Option<RawPoint> {
+        self.next_raw()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,7 +509,7 @@ mod tests {
         let cfg = small(false);
         let mut g = Generator::new(cfg.clone()).unwrap();
         let mut n = 0u64;
-        while let Some(p) = g.next_raw() {
+        for p in g.by_ref() {
             let epoch = n / 6;
             let k = (n % 6) as u32;
             assert_eq!(p.ts_ms, cfg.start_ms + epoch as i64 * 10_000);

@@ -25,6 +25,9 @@
 //! # }
 //! ```
 //!
+//! Examples: `throughput` (generation and formatting speed, and the data set's statistics) and
+//! `peer_files` (a data set, DDL and the 13 queries for PostgreSQL or ClickHouse).
+//!
 //! Not byte-identical to TSBS's own output: TSBS draws from Go's `math/rand`, we from our own
 //! portable generator ([`rng`]); the draw order and every probability are TSBS's.
 

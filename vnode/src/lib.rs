@@ -941,6 +941,17 @@ impl VnodeCore {
         Ok(wanted)
     }
 
+    /// The types of `columns` (indices into the STABLE's columns) of subtable `uid`.
+    pub fn column_types(&self, uid: TableUid, columns: &[usize]) -> Result<Vec<DataType>> {
+        let st = self.state.read();
+        Ok(self
+            .wanted_of(&st, uid, columns)?
+            .into_iter()
+            .skip(1)
+            .map(|(_, t)| t)
+            .collect())
+    }
+
     /// Rows of one subtable with `ts_min <= ts <= ts_max`, ordered by ts, de-duplicated (the
     /// newest write of a ts wins, across data files, STT files and memtables), projected to
     /// `columns` (indices into the STABLE's columns, 0 = ts). Returns one Column per requested

@@ -11,12 +11,12 @@ use std::io::{self, Write};
 
 use super::{push_f64, push_i64};
 use crate::generate::{Fields, Point};
-use crate::truck::{TagValue, NUM_TAGS, TAG_NAMES};
+use crate::truck::{TagValue, TruckTags, NUM_TAGS, TAG_NAMES};
 
-/// Appends the line for `p` (with its `\n`). Returns false, appending nothing, for a point that
-/// has no field to write.
-pub fn append_line(buf: &mut Vec<u8>, p: &Point) -> bool {
-    let start = buf.len();
+/// Appends the series key and the numeric tags written as fields:
+/// `readings,name=truck_0,...,device_version=v2.3 load_capacity=1500,...`. Returns whether a
+/// field was written (the caller then continues the field set with a comma).
+fn append_head(buf: &mut Vec<u8>, p: &Point) -> bool {
     buf.extend_from_slice(p.measurement.name().as_bytes());
     for (i, key) in TAG_NAMES.iter().enumerate() {
         if let Some(TagValue::Str(v)) = p.tag(i) {
@@ -27,27 +27,35 @@ pub fn append_line(buf: &mut Vec<u8>, p: &Point) -> bool {
         }
     }
     buf.push(b' ');
-    let mut first = true;
-    let mut sep = |buf: &mut Vec<u8>, key: &str| {
-        if !first {
-            buf.push(b',');
-        }
-        first = false;
-        buf.extend_from_slice(key.as_bytes());
-        buf.push(b'=');
-    };
+    let mut wrote = false;
     for (i, key) in TAG_NAMES.iter().enumerate().take(NUM_TAGS) {
         if let Some(TagValue::Num(v)) = p.tag(i) {
-            sep(buf, key);
+            push_key(buf, &mut wrote, key);
             push_f64(buf, v);
         }
     }
+    wrote
+}
+
+#[inline]
+fn push_key(buf: &mut Vec<u8>, wrote: &mut bool, key: &str) {
+    if *wrote {
+        buf.push(b',');
+    }
+    *wrote = true;
+    buf.extend_from_slice(key.as_bytes());
+    buf.push(b'=');
+}
+
+/// Appends the fields and the timestamp after a head; drops everything from `start` when no
+/// field at all was written (TSBS skips such points).
+fn append_tail(buf: &mut Vec<u8>, p: &Point, start: usize, mut wrote: bool) -> bool {
     let names = p.measurement.field_names();
     match p.fields {
         Fields::Readings(values) => {
             for (key, v) in names.iter().zip(values) {
                 if let Some(v) = v {
-                    sep(buf, key);
+                    push_key(buf, &mut wrote, key);
                     push_f64(buf, v);
                 }
             }
@@ -59,18 +67,18 @@ pub fn append_line(buf: &mut Vec<u8>, p: &Point) -> bool {
         } => {
             for (key, v) in names.iter().zip([fuel_state, current_load]) {
                 if let Some(v) = v {
-                    sep(buf, key);
+                    push_key(buf, &mut wrote, key);
                     push_f64(buf, v);
                 }
             }
             if let Some(s) = status {
-                sep(buf, names[2]);
+                push_key(buf, &mut wrote, names[2]);
                 push_i64(buf, s);
                 buf.push(b'i');
             }
         }
     }
-    if first {
+    if !wrote {
         buf.truncate(start);
         return false;
     }
@@ -80,11 +88,25 @@ pub fn append_line(buf: &mut Vec<u8>, p: &Point) -> bool {
     true
 }
 
+/// Appends the line for `p` (with its `\n`). Returns false, appending nothing, for a point that
+/// has no field to write.
+pub fn append_line(buf: &mut Vec<u8>, p: &Point) -> bool {
+    let start = buf.len();
+    let wrote = append_head(buf, p);
+    append_tail(buf, p, start, wrote)
+}
+
 /// Streams points to `w` as line protocol, one buffered write per point.
+///
+/// The head of a point without NULL tags depends only on its truck, so it is cached per
+/// (truck, measurement): copying ~130 bytes at once instead of ~30 small pieces doubles the
+/// writer's speed. A cache entry is checked against the point's tags, so points of different
+/// generators may share a writer.
 pub struct InfluxWriter<W: Write> {
     w: W,
     buf: Vec<u8>,
     lines: u64,
+    heads: Vec<Option<(TruckTags, Vec<u8>)>>,
 }
 
 impl<W: Write> InfluxWriter<W> {
@@ -93,13 +115,34 @@ impl<W: Write> InfluxWriter<W> {
             w,
             buf: Vec::with_capacity(512),
             lines: 0,
+            heads: Vec::new(),
         }
     }
 
     /// Writes one point; returns whether a line was written (see [`append_line`]).
     pub fn write_point(&mut self, p: &Point) -> io::Result<bool> {
         self.buf.clear();
-        if !append_line(&mut self.buf, p) {
+        let written = if p.null_tags == 0 {
+            let slot = p.truck as usize * 2 + p.measurement.index();
+            if self.heads.len() <= slot {
+                self.heads.resize(slot + 1, None);
+            }
+            let entry = &mut self.heads[slot];
+            let head = match entry {
+                Some((tags, head)) if tags == p.tags => head,
+                _ => {
+                    let mut head = Vec::with_capacity(160);
+                    append_head(&mut head, p);
+                    &mut entry.insert((p.tags.clone(), head)).1
+                }
+            };
+            self.buf.extend_from_slice(head);
+            // Without NULL tags the three numeric tags were written as fields.
+            append_tail(&mut self.buf, p, 0, true)
+        } else {
+            append_line(&mut self.buf, p)
+        };
+        if !written {
             return Ok(false);
         }
         self.w.write_all(&self.buf)?;
@@ -121,7 +164,6 @@ mod tests {
     use super::*;
     use crate::fields::Measurement;
     use crate::generate::RawPoint;
-    use crate::truck::TruckTags;
 
     fn truck0() -> TruckTags {
         TruckTags {

@@ -40,6 +40,12 @@ pub fn subtable_name(m: Measurement, name: Option<&str>) -> String {
     }
 }
 
+/// Appends [`subtable_name`] without allocating.
+fn push_subtable(buf: &mut Vec<u8>, m: Measurement, name: Option<&str>) {
+    buf.extend_from_slice(m.subtable_prefix().as_bytes());
+    buf.extend_from_slice(name.unwrap_or("truck_null").as_bytes());
+}
+
 /// Appends a tag value as TDengine SQL: `'South'`, `1500`, `null`.
 fn push_tag(buf: &mut Vec<u8>, v: Option<TagValue>) {
     match v {
@@ -84,22 +90,22 @@ impl<W: Write> TdengineWriter<W> {
         let buf = &mut self.buf;
         buf.clear();
         let m = p.measurement;
-        let sub = subtable_name(m, p.name());
+        let name = p.name();
         if !self.stables[m.index()] {
             self.stables[m.index()] = true;
-            let _ = writeln!(buf, "2,{},{},{}", m.name(), sub, stable_ddl(m));
+            let _ = write!(buf, "2,{},", m.name());
+            push_subtable(buf, m, name);
+            let _ = writeln!(buf, ",{}", stable_ddl(m));
         }
         if self
             .subtables
-            .insert((m, p.name().is_some().then_some(p.truck)))
+            .insert((m, name.is_some().then_some(p.truck)))
         {
-            let _ = write!(
-                buf,
-                "3,{},{sub},create table {sub} using {} ({}) tags (",
-                m.name(),
-                m.name(),
-                TAG_NAMES.join(",")
-            );
+            let _ = write!(buf, "3,{},", m.name());
+            push_subtable(buf, m, name);
+            buf.extend_from_slice(b",create table ");
+            push_subtable(buf, m, name);
+            let _ = write!(buf, " using {} ({}) tags (", m.name(), TAG_NAMES.join(","));
             for i in 0..NUM_TAGS {
                 if i > 0 {
                     buf.push(b',');
@@ -108,7 +114,11 @@ impl<W: Write> TdengineWriter<W> {
             }
             buf.extend_from_slice(b")\n");
         }
-        let _ = write!(buf, "1,{sub},{},(", m.num_fields());
+        buf.extend_from_slice(b"1,");
+        push_subtable(buf, m, name);
+        buf.push(b',');
+        push_i64(buf, m.num_fields() as i64);
+        buf.extend_from_slice(b",(");
         push_i64(buf, p.ts_ms);
         match p.fields {
             Fields::Readings(values) => {
