@@ -2,7 +2,8 @@
 //! columns and the scaled integers of the decimal float codec.
 //!
 //! Owns: plain, FOR bit-packing of the values, delta (`delta-i`), delta-of-delta (`delta-d`, the
-//! timestamp codec) and zigzag-delta simple-8b, plus the `Auto` trial that keeps the smallest.
+//! timestamp codec), zigzag-delta simple-8b and run-length (runs of equal values), plus the
+//! `Auto` trial that keeps the smallest.
 //!
 //! Invariants: the value count is never stored here (the column header has it); all arithmetic
 //! wraps, so i64::MIN/MAX and u64 bit patterns round-trip; a decoder produces exactly `n` values
@@ -21,6 +22,8 @@ pub enum IntId {
     DeltaI = 2,
     DeltaD = 3,
     Simple8b = 4,
+    /// Run-length: only chosen by `Auto` (no TDengine name); wins on lazily changing values.
+    Rle = 5,
 }
 
 impl IntId {
@@ -31,18 +34,23 @@ impl IntId {
             2 => IntId::DeltaI,
             3 => IntId::DeltaD,
             4 => IntId::Simple8b,
+            5 => IntId::Rle,
             _ => return None,
         })
     }
 }
 
 /// What `Auto` tries, in order of preference on ties (cheapest decode first).
-pub const AUTO_CANDIDATES: [IntId; 4] = [
+pub const AUTO_CANDIDATES: [IntId; 5] = [
     IntId::BitPacking,
     IntId::DeltaI,
     IntId::DeltaD,
     IntId::Simple8b,
+    IntId::Rle,
 ];
+
+/// Encodings tried for the run values inside RLE (a nested RLE would never be smaller).
+const RLE_VALUE_CANDIDATES: [IntId; 2] = [IntId::BitPacking, IntId::DeltaI];
 
 fn deltas(values: &[i64]) -> impl Iterator<Item = i64> + '_ {
     values.windows(2).map(|w| w[1].wrapping_sub(w[0]))
@@ -88,14 +96,46 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
                 }
             }
         }
+        // Nothing at all for no values, like every other encoding (the decoder reads nothing).
+        IntId::Rle if values.is_empty() => {}
+        IntId::Rle => {
+            let mut vals: Vec<i64> = Vec::new();
+            let mut lens: Vec<i64> = Vec::new();
+            for &v in values {
+                match (vals.last(), lens.last_mut()) {
+                    (Some(&last), Some(len)) if last == v => *len += 1,
+                    _ => {
+                        vals.push(v);
+                        lens.push(0); // stored as length - 1
+                    }
+                }
+            }
+            put_varint(out, vals.len() as u64);
+            let mark = out.len();
+            out.push(0);
+            let vid = encode_best(&vals, &RLE_VALUE_CANDIDATES, out);
+            if let Some(b) = out.get_mut(mark) {
+                *b = vid as u8;
+            }
+            bitpack::encode(&lens, out);
+        }
     }
     id
+}
+
+/// True if RLE could beat the others: there are long runs.
+fn worth_rle(values: &[i64]) -> bool {
+    let runs = 1 + values.windows(2).filter(|w| w[0] != w[1]).count();
+    runs * 4 <= values.len()
 }
 
 /// Encodes with every candidate and keeps the smallest; returns the id used.
 pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
     let mut best: Option<(IntId, Vec<u8>)> = None;
     for &c in candidates {
+        if c == IntId::Rle && candidates.len() > 1 && !worth_rle(values) {
+            continue;
+        }
         let mut buf = Vec::new();
         let used = encode(values, c, &mut buf);
         if best.as_ref().is_none_or(|(_, b)| buf.len() < b.len()) {
@@ -160,6 +200,38 @@ pub fn decode(r: &mut Reader, id: IntId, n: usize, out: &mut Vec<i64>) -> Result
                 out.push(acc);
             }
         }
+        IntId::Rle => {
+            let runs = r.varint_max(n as u64, "run count")? as usize;
+            let vid = r.u8("run value encoding")?;
+            let vid = match IntId::from_u8(vid) {
+                Some(id) if id != IntId::Rle => id,
+                _ => return Err(r.corrupt(format!("invalid run value encoding {vid}"))),
+            };
+            let mut vals = Vec::with_capacity(runs);
+            decode(r, vid, runs, &mut vals)?;
+            let at = r.offset();
+            let mut lens = Vec::with_capacity(runs);
+            bitpack::decode(r, runs, &mut lens)?;
+            let mut left = n;
+            for (v, len) in vals.into_iter().zip(lens) {
+                let len = u64::try_from(len)
+                    .ok()
+                    .and_then(|l| l.checked_add(1))
+                    .filter(|&l| l <= left as u64)
+                    .ok_or_else(|| CodecError::Corrupt {
+                        offset: at,
+                        reason: format!("run length {len} + 1 exceeds the {left} values left"),
+                    })? as usize;
+                out.extend(std::iter::repeat_n(v, len));
+                left -= len;
+            }
+            if left != 0 {
+                return Err(CodecError::Corrupt {
+                    offset: at,
+                    reason: format!("runs cover {} of {n} values", n - left),
+                });
+            }
+        }
     }
     Ok(())
 }
@@ -178,12 +250,13 @@ mod tests {
     use super::*;
     use crate::test_util::Rng;
 
-    const ALL: [IntId; 5] = [
+    const ALL: [IntId; 6] = [
         IntId::Plain,
         IntId::BitPacking,
         IntId::DeltaI,
         IntId::DeltaD,
         IntId::Simple8b,
+        IntId::Rle,
     ];
 
     fn rt(values: &[i64]) {

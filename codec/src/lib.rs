@@ -214,36 +214,81 @@ pub fn encode_column(
     let has_nulls = col.nulls.iter().any(|&n| n);
     let mask: &[bool] = if has_nulls { &col.nulls } else { &[] };
 
-    let mut raw = Vec::new();
-    if has_nulls {
-        nulls::encode(mask, &mut raw);
-    }
-    let s1 = encode_values(col, mask, t, codec.encoding, &mut raw)?;
-
-    // Stage 2 is kept only if it pays for its own length field and stays within the expansion
-    // limit the decoder enforces.
-    let mut s2 = stage2::compress(&raw, codec.compression, codec.level);
-    if let Some((_, c)) = &s2 {
-        let worth = c.len() + buf::varint_len(raw.len() as u64) < raw.len();
-        if !worth || raw.len() > stage2::stage1_len_max(rows, c.len()) {
-            s2 = None;
+    let mut best = stage(col, mask, t, codec.encoding, codec, rows)?;
+    // Auto on non-decimal floats: Gorilla wins alone, but byte planes often compress better
+    // under stage 2 (docs/bench/codecs.md, "raw walk"), so try both when stage 2 is on.
+    if codec.encoding == Encoding::Auto
+        && p == PhysicalType::Float
+        && best.s1 != float::ID_DECIMAL
+        && codec.compression != Compression::None
+    {
+        let alt = stage(col, mask, t, Encoding::ByteSplit, codec, rows)?;
+        if alt.body.len() < best.body.len() {
+            best = alt;
         }
     }
+    let Staged {
+        s1,
+        s2,
+        raw_len,
+        body,
+    } = best;
 
     out.push(FORMAT_VERSION);
     out.push(phys_code(p));
     out.push(s1);
-    out.push(s2.as_ref().map_or(stage2::ID_NONE, |(id, _)| *id));
+    out.push(s2);
     out.push(if has_nulls { FLAG_NULLS } else { 0 });
     put_varint(out, rows as u64);
-    match s2 {
-        Some((_, c)) => {
-            put_varint(out, raw.len() as u64);
-            out.extend_from_slice(&c);
-        }
-        None => out.extend_from_slice(&raw),
+    if s2 != stage2::ID_NONE {
+        put_varint(out, raw_len as u64);
     }
+    out.extend_from_slice(&body);
     Ok(())
+}
+
+/// A column's payload after both stages.
+struct Staged {
+    s1: u8,
+    s2: u8,
+    /// Stage-1 length (what stage 2 decompresses to).
+    raw_len: usize,
+    /// Stage-2 output, or the stage-1 payload when `s2` is none.
+    body: Vec<u8>,
+}
+
+fn stage(
+    col: &Column,
+    mask: &[bool],
+    t: DataType,
+    e: Encoding,
+    codec: &ColumnCodec,
+    rows: usize,
+) -> Result<Staged, CodecError> {
+    let mut raw = Vec::new();
+    if !mask.is_empty() {
+        nulls::encode(mask, &mut raw);
+    }
+    let s1 = encode_values(col, mask, t, e, &mut raw)?;
+    // Stage 2 is kept only if it pays for its own length field and stays within the expansion
+    // limit the decoder enforces.
+    if let Some((id, c)) = stage2::compress(&raw, codec.compression, codec.level) {
+        let worth = c.len() + buf::varint_len(raw.len() as u64) < raw.len();
+        if worth && raw.len() <= stage2::stage1_len_max(rows, c.len()) {
+            return Ok(Staged {
+                s1,
+                s2: id,
+                raw_len: raw.len(),
+                body: c,
+            });
+        }
+    }
+    Ok(Staged {
+        s1,
+        s2: stage2::ID_NONE,
+        raw_len: raw.len(),
+        body: raw,
+    })
 }
 
 /// Decodes bytes produced by [`encode_column`]. `rows` is the row count the caller expects; a

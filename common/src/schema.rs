@@ -9,6 +9,18 @@ use serde::{Deserialize, Serialize};
 pub struct ColumnDef {
     pub name: String,
     pub data_type: DataType,
+    /// `ENCODE '..' COMPRESS '..' LEVEL '..'` as given in CREATE STABLE (TDengine 3.3);
+    /// `None` = the defaults for the type and the database's COMP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub codec: Option<ColumnCodecSpec>,
+}
+
+/// A column's compression choice as written in SQL; each part may be left to its default.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnCodecSpec {
+    pub encode: Option<String>,
+    pub compress: Option<String>,
+    pub level: Option<String>,
 }
 
 impl ColumnDef {
@@ -16,6 +28,7 @@ impl ColumnDef {
         ColumnDef {
             name: name.into(),
             data_type,
+            codec: None,
         }
     }
 }
@@ -130,6 +143,13 @@ pub struct DbOptions {
     pub stt_trigger: u32,
     pub minrows: u32,
     pub maxrows: u32,
+    /// Second-stage compression of column blocks: 0 none, 1 lz4, 2 zstd (TDengine's COMP).
+    #[serde(default = "default_comp")]
+    pub comp: u8,
+}
+
+fn default_comp() -> u8 {
+    2
 }
 
 impl Default for DbOptions {
@@ -148,6 +168,7 @@ impl Default for DbOptions {
             stt_trigger: 2,
             minrows: 100,
             maxrows: 4096,
+            comp: default_comp(),
         }
     }
 }
@@ -183,6 +204,12 @@ impl DbOptions {
         }
         if self.buffer_mb == 0 {
             return Err("BUFFER must be positive".to_string());
+        }
+        if self.comp > 2 {
+            return Err(format!(
+                "COMP must be 0 (none), 1 (lz4) or 2 (zstd), got {}",
+                self.comp
+            ));
         }
         if self.minrows == 0 || self.maxrows < self.minrows {
             return Err(format!(

@@ -69,6 +69,57 @@ pub struct Line<'a> {
     pub timestamp: Option<i64>,
 }
 
+impl Line<'_> {
+    /// The line in line protocol, escaped so that parsing it gives this line back (the
+    /// inverse of [`parse_line`], up to `line_no`). Floats use Rust's shortest round-trip
+    /// form.
+    pub fn to_line_protocol(&self) -> String {
+        let mut out = String::with_capacity(64);
+        escape_into(&mut out, &self.measurement, |c| {
+            matches!(c, ',' | ' ' | '\\')
+        });
+        for (k, v) in &self.tags {
+            out.push(',');
+            escape_into(&mut out, k, is_key_special);
+            out.push('=');
+            escape_into(&mut out, v, is_key_special);
+        }
+        for (i, (k, v)) in self.fields.iter().enumerate() {
+            out.push(if i == 0 { ' ' } else { ',' });
+            escape_into(&mut out, k, is_key_special);
+            out.push('=');
+            match v {
+                FieldValue::Float(f) => out.push_str(&format!("{f:?}")),
+                FieldValue::Int(i) => out.push_str(&format!("{i}i")),
+                FieldValue::UInt(u) => out.push_str(&format!("{u}u")),
+                FieldValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+                FieldValue::Str(s) => {
+                    out.push('"');
+                    escape_into(&mut out, s, |c| matches!(c, '"' | '\\'));
+                    out.push('"');
+                }
+            }
+        }
+        if let Some(ts) = self.timestamp {
+            out.push_str(&format!(" {ts}"));
+        }
+        out
+    }
+}
+
+fn is_key_special(c: char) -> bool {
+    matches!(c, ',' | '=' | ' ' | '\\')
+}
+
+fn escape_into(out: &mut String, s: &str, special: impl Fn(char) -> bool) {
+    for c in s.chars() {
+        if special(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
 /// What was wrong with a line.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ErrorKind {

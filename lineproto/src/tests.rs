@@ -373,11 +373,39 @@ fn never_panics_on_mutations() {
             let mut b = base.to_vec();
             b[i] = c;
             for r in parse_lines(&b) {
-                if let Err(e) = r {
-                    assert!(e.line >= 1 && e.column >= 1);
-                    let _ = e.to_string();
+                match r {
+                    Err(e) => {
+                        assert!(e.line >= 1 && e.column >= 1);
+                        let _ = e.to_string();
+                    }
+                    Ok(l) => assert_round_trip(&l),
                 }
             }
         }
+    }
+}
+
+/// Serializing a parsed line and parsing it again gives the same line.
+fn assert_round_trip(l: &Line<'_>) {
+    let text = l.to_line_protocol();
+    let again = match parse_line(text.as_bytes()) {
+        Ok(Some(a)) => a,
+        other => panic!("{l:?} serialized as {text:?} parsed as {other:?}"),
+    };
+    assert_eq!(again.measurement, l.measurement, "{text:?}");
+    assert_eq!(again.tags, l.tags, "{text:?}");
+    assert_eq!(again.fields, l.fields, "{text:?}");
+    assert_eq!(again.timestamp, l.timestamp, "{text:?}");
+}
+
+#[test]
+fn serialization_round_trips() {
+    for s in [
+        r#"m\ x,t\,a=v\=1,u=2 f=1.5,g=-3i,h=4u,s="a\"b\\",b=T 123"#,
+        r"a\b,k\\=v\\ f=1e300",
+        r#"m s="multi\nline\\" -1"#,
+        "m f=0.1,g=-0.0,h=123456789012345680000",
+    ] {
+        assert_round_trip(&one(s));
     }
 }

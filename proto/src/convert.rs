@@ -261,9 +261,15 @@ pub fn batch_from_wire(b: v1::Batch) -> R<Batch> {
 
 pub fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
     c.iter()
-        .map(|c| v1::ColumnDef {
-            name: c.name.clone(),
-            r#type: Some(data_type_to_wire(c.data_type)),
+        .map(|c| {
+            let spec = c.codec.clone().unwrap_or_default();
+            v1::ColumnDef {
+                name: c.name.clone(),
+                r#type: Some(data_type_to_wire(c.data_type)),
+                encode: spec.encode.unwrap_or_default(),
+                compress: spec.compress.unwrap_or_default(),
+                level: spec.level.unwrap_or_default(),
+            }
         })
         .collect()
 }
@@ -271,10 +277,16 @@ pub fn column_defs_to_wire(c: &[ColumnDef]) -> Vec<v1::ColumnDef> {
 pub fn column_defs_from_wire(c: &[v1::ColumnDef]) -> R<Vec<ColumnDef>> {
     c.iter()
         .map(|c| {
-            Ok(ColumnDef::new(
-                c.name.clone(),
-                data_type_from_wire(c.r#type.as_ref())?,
-            ))
+            let mut d = ColumnDef::new(c.name.clone(), data_type_from_wire(c.r#type.as_ref())?);
+            let part = |s: &str| (!s.is_empty()).then(|| s.to_string());
+            if !(c.encode.is_empty() && c.compress.is_empty() && c.level.is_empty()) {
+                d.codec = Some(tidal_common::ColumnCodecSpec {
+                    encode: part(&c.encode),
+                    compress: part(&c.compress),
+                    level: part(&c.level),
+                });
+            }
+            Ok(d)
         })
         .collect()
 }
@@ -314,6 +326,7 @@ pub fn options_to_wire(o: &DbOptions) -> v1::DbOptions {
         stt_trigger: o.stt_trigger,
         minrows: o.minrows,
         maxrows: o.maxrows,
+        comp: o.comp as u32,
     }
 }
 
@@ -339,6 +352,8 @@ pub fn options_from_wire(o: Option<&v1::DbOptions>) -> R<DbOptions> {
         stt_trigger: o.stt_trigger,
         minrows: o.minrows,
         maxrows: o.maxrows,
+        comp: u8::try_from(o.comp)
+            .map_err(|_| WireError(format!("comp {} out of range", o.comp)))?,
     })
 }
 

@@ -405,7 +405,39 @@ impl Parser {
         loop {
             let name = self.ident("a column name")?;
             let data_type = self.data_type()?;
-            out.push(ColumnDef { name, data_type });
+            let mut d = ColumnDef::new(name, data_type);
+            // TDengine 3.3: ENCODE '..' COMPRESS '..' LEVEL '..', each optional, any order.
+            let pos = self.pos();
+            let mut spec = tidal_common::ColumnCodecSpec::default();
+            loop {
+                let slot = if self.eat_kw("ENCODE") {
+                    &mut spec.encode
+                } else if self.eat_kw("COMPRESS") {
+                    &mut spec.compress
+                } else if self.eat_kw("LEVEL") {
+                    &mut spec.level
+                } else {
+                    break;
+                };
+                let v = match &self.peek().tok {
+                    Tok::Str(s) => s.clone(),
+                    _ => return Err(self.unexpected("a quoted string")),
+                };
+                self.advance();
+                *slot = Some(v);
+            }
+            if spec != tidal_common::ColumnCodecSpec::default() {
+                tidal_codec::ColumnCodec::parse(
+                    data_type,
+                    spec.encode.as_deref(),
+                    spec.compress.as_deref(),
+                    spec.level.as_deref(),
+                    2,
+                )
+                .map_err(|e| syntax(pos, format!("column '{}': {e}", d.name)))?;
+                d.codec = Some(spec);
+            }
+            out.push(d);
             if !self.eat_op(",") {
                 break;
             }
@@ -469,6 +501,10 @@ impl Parser {
                 "stt_trigger" => o.stt_trigger = num(self, "STT_TRIGGER")?,
                 "minrows" => o.minrows = num(self, "MINROWS")?,
                 "maxrows" => o.maxrows = num(self, "MAXROWS")?,
+                "comp" => {
+                    o.comp = u8::try_from(num(self, "COMP")?)
+                        .map_err(|_| syntax(pos, "COMP must be 0, 1 or 2"))?
+                }
                 "precision" | "cachemodel" => {
                     let s = match &self.peek().tok {
                         Tok::Str(s) => s.clone(),

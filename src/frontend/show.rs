@@ -310,19 +310,47 @@ pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResu
             }
         },
     };
+    let comp = match svc
+        .client
+        .mnode()?
+        .get_database(v1::GetDatabaseRequest { name: tdb.clone() })
+        .await
+    {
+        Ok(r) => options_from_wire(r.into_inner().options.as_ref())
+            .map(|o| o.comp)
+            .unwrap_or(2),
+        Err(_) => 2,
+    };
+    // As TDengine 3.3: the column's encoding, compression and level (tags have none).
     let fields = vec![
         varchar("field"),
         varchar("type"),
         int("length"),
         varchar("note"),
+        varchar("encode"),
+        varchar("compress"),
+        varchar("level"),
     ];
     let mut rows = Vec::new();
     for c in &schema.columns {
+        let spec = c.codec.clone().unwrap_or_default();
+        let codec = tidal_codec::ColumnCodec::parse(
+            c.data_type,
+            spec.encode.as_deref(),
+            spec.compress.as_deref(),
+            spec.level.as_deref(),
+            comp,
+        )
+        .unwrap_or_else(|_| tidal_codec::ColumnCodec::default_for(c.data_type, comp));
+        let (e, z, l) = codec.names();
         rows.push(vec![
             s(c.name.clone()),
             s(c.data_type.sql_name()),
             i(c.data_type.byte_len()),
             s(""),
+            s(e),
+            s(z),
+            s(l),
         ]);
     }
     for c in &schema.tags {
@@ -331,6 +359,9 @@ pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResu
             s(c.data_type.sql_name()),
             i(c.data_type.byte_len()),
             s("TAG"),
+            s("disabled"),
+            s("disabled"),
+            s("disabled"),
         ]);
     }
     Ok(Outcome::rows(

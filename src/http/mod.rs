@@ -33,10 +33,13 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 /// Default largest request body, compressed and decompressed (InfluxDB's default
-/// `max-body-size` is 25 MB; TSBS and Telegraf batches are far smaller).
-pub const BODY_BYTES_MAX: usize = 64 << 20;
+/// `max-body-size` is 25 MB; Telegraf and client-library batches are far smaller).
+pub const BODY_BYTES_MAX: usize = 32 << 20;
 /// Default number of writes processed at once; more wait (see [`WRITE_QUEUE_WAIT_MS`]).
-pub const WRITES_IN_FLIGHT_MAX: usize = 64;
+/// With [`BODY_BYTES_MAX`] this bounds request memory to about 16 × (32 MiB raw + 32 MiB
+/// decompressed + the parsed rows), which a server can afford, while 16 parallel bodies
+/// already keep every vgroup busy.
+pub const WRITES_IN_FLIGHT_MAX: usize = 16;
 /// How long a write waits for a slot before it is refused with 503.
 pub const WRITE_QUEUE_WAIT_MS: u64 = 10_000;
 /// How many rejected lines a 400 response lists in its message.
@@ -384,5 +387,75 @@ fn partial(o: SchemalessOutcome) -> ApiError {
             .iter()
             .map(|e| serde_json::json!({"line": e.line, "error": e.message}))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::schemaless::LineError;
+    use std::io::Write;
+
+    fn gz(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn gunzip_is_bounded() {
+        assert_eq!(gunzip(&gz(b"m f=1\n"), 100).unwrap(), b"m f=1\n");
+        // A small body that expands past the limit is refused, not decompressed in full.
+        let bomb = gz(&vec![0u8; 1 << 20]);
+        assert!(bomb.len() < 4096);
+        let e = gunzip(&bomb, 1000).unwrap_err();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(
+            e.message.contains("decompressed body is larger"),
+            "{}",
+            e.message
+        );
+        assert_eq!(gunzip(&bomb, 1 << 20).unwrap().len(), 1 << 20);
+        let e = gunzip(b"plain text", 1000).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn partial_write_lists_lines_and_bounds_the_message() {
+        let errors: Vec<LineError> = (1..=30)
+            .map(|i| LineError {
+                line: i,
+                message: format!("bad {i}"),
+            })
+            .collect();
+        let e = partial(SchemalessOutcome {
+            rows: 5,
+            rejected: 30,
+            errors,
+            fields: 0,
+        });
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert!(e
+            .message
+            .starts_with("partial write: 30 line(s) rejected, 5 row(s) written\nline 1: bad 1\n"));
+        assert!(
+            e.message.ends_with("line 20: bad 20\n... and 10 more"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.lines.len(), 30);
+    }
+
+    #[test]
+    fn cluster_errors_map_to_http_statuses() {
+        use tidal_common::StatusCode as C;
+        for (code, status) in [
+            (C::DatabaseNotFound, StatusCode::NOT_FOUND),
+            (C::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            (C::InvalidArgument, StatusCode::BAD_REQUEST),
+            (C::StorageIo, StatusCode::INTERNAL_SERVER_ERROR),
+        ] {
+            assert_eq!(ApiError::from(ExecError::new(code, "x")).status, status);
+        }
     }
 }

@@ -89,15 +89,33 @@ impl Writer {
         self.u32(len);
     }
 
+    /// Schema: db, name, version u32 (bit 31 set = a codec section follows), columns, tags,
+    /// [per column: 3 optional strings ENCODE, COMPRESS, LEVEL]. Records written before codecs
+    /// existed never set bit 31, so they still decode.
     pub fn schema(&mut self, s: &StableSchema) {
         self.str(&s.db);
         self.str(&s.name);
-        self.u32(s.version.0);
+        let has_codecs = s.columns.iter().any(|c| c.codec.is_some());
+        self.u32((s.version.0 & 0x7fff_ffff) | if has_codecs { 1 << 31 } else { 0 });
         for defs in [&s.columns, &s.tags] {
             self.len_u32(defs.len());
             for d in defs.iter() {
                 self.str(&d.name);
                 self.data_type(d.data_type);
+            }
+        }
+        if has_codecs {
+            for c in &s.columns {
+                let spec = c.codec.clone().unwrap_or_default();
+                for part in [&spec.encode, &spec.compress, &spec.level] {
+                    match part {
+                        Some(p) => {
+                            self.u8(1);
+                            self.str(p);
+                        }
+                        None => self.u8(0),
+                    }
+                }
             }
         }
     }
@@ -264,7 +282,8 @@ impl<'a> Reader<'a> {
     pub fn schema(&mut self) -> DResult<StableSchema> {
         let db = self.str()?;
         let name = self.str()?;
-        let version = SchemaVersion(self.u32()?);
+        let raw = self.u32()?;
+        let version = SchemaVersion(raw & 0x7fff_ffff);
         let mut defs = [Vec::new(), Vec::new()];
         for d in defs.iter_mut() {
             let n = self.count(9)?;
@@ -274,7 +293,25 @@ impl<'a> Reader<'a> {
                 d.push(ColumnDef::new(name, t));
             }
         }
-        let [columns, tags] = defs;
+        let [mut columns, tags] = defs;
+        if raw & (1 << 31) != 0 {
+            for c in columns.iter_mut() {
+                let mut parts = [None, None, None];
+                for p in parts.iter_mut() {
+                    *p = match self.u8()? {
+                        0 => None,
+                        1 => Some(self.str()?),
+                        k => return self.err(format!("invalid codec flag {k}")),
+                    };
+                }
+                let [encode, compress, level] = parts;
+                c.codec = Some(tidal_common::ColumnCodecSpec {
+                    encode,
+                    compress,
+                    level,
+                });
+            }
+        }
         Ok(StableSchema {
             db,
             name,

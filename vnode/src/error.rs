@@ -56,8 +56,12 @@ pub enum VnodeError {
     InvalidArgument(String),
     #[error("the background flush failed, so the write cannot be buffered: {reason}")]
     Background { reason: String },
-    #[error("timestamp {ts} of table '{table}' is older than the database's KEEP allows (oldest writable: {oldest})")]
-    TimestampOutOfRange { table: String, ts: i64, oldest: i64 },
+    #[error("timestamp {ts} of table '{table}' is older than the database's KEEP of {keep_minutes} minutes allows")]
+    TimestampOutOfRange {
+        table: String,
+        ts: i64,
+        keep_minutes: u64,
+    },
     #[error("vnode {dir} is unusable after an earlier storage failure: {reason}; reopen it", dir = dir.display())]
     Poisoned { dir: PathBuf, reason: String },
 }

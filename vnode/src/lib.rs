@@ -86,8 +86,6 @@ const MIB: u64 = 1024 * 1024;
 const GARBAGE_REWRITE_RATIO: f64 = 0.5;
 /// How often the worker checks retention (KEEP) when it has nothing else to do.
 const RETENTION_CHECK_MS: u64 = 60_000;
-/// Database option COMP when none is given (2 = zstd as the second stage).
-const DEFAULT_COMP: u8 = 2;
 
 /// Identity and options of one vnode; persisted in `vnode.json` at creation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -520,7 +518,7 @@ impl VnodeCore {
         let window_units = (cfg.options.duration_minutes.max(1) as i64).saturating_mul(per_minute);
         Ok(VnodeCore {
             dir: dir.to_path_buf(),
-            comp: DEFAULT_COMP,
+            comp: cfg.options.comp,
             window_units,
             cfg,
             commit: Mutex::new(()),
@@ -645,7 +643,7 @@ impl VnodeCore {
                         return Err(VnodeError::TimestampOutOfRange {
                             table: tw.table.clone(),
                             ts: *min,
-                            oldest,
+                            keep_minutes: self.cfg.options.keep_minutes,
                         });
                     }
                 }

@@ -29,9 +29,22 @@ pub struct Frozen {
 /// Types and codecs of a STABLE's columns under database option `comp`.
 pub fn layout(schema: &StableSchema, comp: u8) -> (Vec<DataType>, Vec<ColumnCodec>) {
     let types: Vec<DataType> = schema.columns.iter().map(|c| c.data_type).collect();
-    let codecs = types
+    // A spec was validated when the STABLE was created; should one not parse (a newer build's
+    // name), the type's default still stores the data losslessly.
+    let codecs = schema
+        .columns
         .iter()
-        .map(|t| ColumnCodec::default_for(*t, comp))
+        .map(|c| match &c.codec {
+            Some(s) => ColumnCodec::parse(
+                c.data_type,
+                s.encode.as_deref(),
+                s.compress.as_deref(),
+                s.level.as_deref(),
+                comp,
+            )
+            .unwrap_or_else(|_| ColumnCodec::default_for(c.data_type, comp)),
+            None => ColumnCodec::default_for(c.data_type, comp),
+        })
         .collect();
     (types, codecs)
 }
