@@ -331,37 +331,55 @@ impl Schemaless {
                     continue;
                 }
             };
+            let index = SchemaIndex::new(&schema);
             for (line, ts) in &lines {
-                match row_of(&schema, line, *ts) {
-                    Ok((cols, tags)) => {
-                        let name = subtable_name(line, &stable, opts.child_table_tag.as_deref());
-                        let tw = tables.entry(name.clone()).or_insert_with(|| TableWrite {
-                            table: name,
+                let cols = match cols_of(&index, line, *ts) {
+                    Ok(c) => c,
+                    Err(msg) => {
+                        out.reject(line.line_no, msg);
+                        continue;
+                    }
+                };
+                let name = subtable_name(line, &stable, opts.child_table_tag.as_deref());
+                let tw = match tables.entry(name) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        // Lines with the same tag set name the same subtable, so the tags
+                        // of the first line stand for all of them.
+                        let tags = match tags_of(&index, line) {
+                            Ok(t) => t,
+                            Err(msg) => {
+                                out.reject(line.line_no, msg);
+                                continue;
+                            }
+                        };
+                        let table = e.key().clone();
+                        e.insert(TableWrite {
+                            table,
                             stable: schema.name.clone(),
                             tags: Some(tags),
                             columns: schema
                                 .columns
                                 .iter()
-                                .map(|c| Column::empty(c.data_type, 1))
+                                .map(|c| Column::empty(c.data_type, 16))
                                 .collect(),
-                        });
-                        if tw.stable != schema.name {
-                            out.reject(
-                                line.line_no,
-                                format!(
-                                    "subtable '{}' already takes rows of STABLE '{}'",
-                                    tw.table, tw.stable
-                                ),
-                            );
-                            continue;
-                        }
-                        for (c, v) in tw.columns.iter_mut().zip(cols.iter()) {
-                            c.push(v);
-                        }
-                        out.fields += line.fields.len() as u64;
+                        })
                     }
-                    Err(msg) => out.reject(line.line_no, msg),
+                };
+                if tw.stable != schema.name {
+                    out.reject(
+                        line.line_no,
+                        format!(
+                            "subtable '{}' already takes rows of STABLE '{}'",
+                            tw.table, tw.stable
+                        ),
+                    );
+                    continue;
                 }
+                for (c, v) in tw.columns.iter_mut().zip(cols.iter()) {
+                    c.push(v);
+                }
+                out.fields += line.fields.len() as u64;
             }
             schemas.push(schema);
         }
@@ -382,7 +400,15 @@ impl Schemaless {
         lines: &[(Line<'_>, i64)],
     ) -> ExecResult<StableSchema> {
         let mut needs = Needs::default();
+        // Exact keys already considered: most lines repeat the keys of the line before, and
+        // this keeps the per-line cost to hash lookups.
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for (l, _) in lines {
+            if l.fields.iter().all(|(k, _)| seen.contains(k.as_ref()))
+                && l.tags.iter().all(|(k, _)| seen.contains(k.as_ref()))
+            {
+                continue;
+            }
             // A key used both as a field and as a tag in one body: the first use wins and
             // the other lines are rejected by `row_of`.
             let known = |needs: &Needs, k: &str| {
@@ -405,6 +431,7 @@ impl Schemaless {
                         .tags
                         .push(ColumnDef::new(k.as_ref(), DataType::VarChar(TAG_BYTES)));
                 }
+                seen.insert(k.as_ref());
             }
         }
         let mut attempt = 0;
@@ -468,25 +495,66 @@ impl Schemaless {
     }
 }
 
-/// A line as one row of `schema`: the column values (NULL where the line has no field) and
-/// the tag values; an error names the first field or tag that does not fit.
-fn row_of(
-    schema: &StableSchema,
-    line: &Line<'_>,
-    ts: i64,
-) -> Result<(Vec<Value>, Vec<Value>), String> {
+/// Name → position lookups of one schema. Exact names hit the maps; other spellings fall
+/// back to the schema's case-insensitive search.
+struct SchemaIndex<'s> {
+    schema: &'s StableSchema,
+    columns: HashMap<&'s str, usize>,
+    tags: HashMap<&'s str, usize>,
+}
+
+impl<'s> SchemaIndex<'s> {
+    fn new(schema: &'s StableSchema) -> SchemaIndex<'s> {
+        SchemaIndex {
+            schema,
+            columns: schema
+                .columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.as_str(), i))
+                .collect(),
+            tags: schema
+                .tags
+                .iter()
+                .enumerate()
+                .map(|(i, c)| (c.name.as_str(), i))
+                .collect(),
+        }
+    }
+
+    fn column(&self, k: &str) -> Option<usize> {
+        self.columns
+            .get(k)
+            .copied()
+            .or_else(|| self.schema.column_index(k))
+    }
+
+    fn tag(&self, k: &str) -> Option<usize> {
+        self.tags
+            .get(k)
+            .copied()
+            .or_else(|| self.schema.tag_index(k))
+    }
+}
+
+/// A line as one row of the schema: the column values (NULL where the line has no field);
+/// an error names the first field that does not fit.
+fn cols_of(index: &SchemaIndex<'_>, line: &Line<'_>, ts: i64) -> Result<Vec<Value>, String> {
+    let schema = index.schema;
     let mut cols = vec![Value::Null; schema.columns.len()];
     if let Some(c) = cols.first_mut() {
         *c = Value::Timestamp(ts);
     }
     for (k, v) in &line.fields {
-        let Some(i) = schema.column_index(k) else {
+        let Some((i, def)) = index
+            .column(k)
+            .and_then(|i| schema.columns.get(i).map(|d| (i, d)))
+        else {
             return Err(format!(
                 "field '{k}' is a tag of STABLE '{}', not a column",
                 schema.name
             ));
         };
-        let def = &schema.columns[i];
         let value = field_to_value(v, def.data_type).map_err(|e| {
             format!(
                 "field '{k}' {e}: type conflict with column '{}' {} of STABLE '{}'",
@@ -497,15 +565,23 @@ fn row_of(
             *slot = value;
         }
     }
+    Ok(cols)
+}
+
+/// The tag values of a line in the schema's tag order (NULL for tags it does not have).
+fn tags_of(index: &SchemaIndex<'_>, line: &Line<'_>) -> Result<Vec<Value>, String> {
+    let schema = index.schema;
     let mut tags = vec![Value::Null; schema.tags.len()];
     for (k, v) in &line.tags {
-        let Some(i) = schema.tag_index(k) else {
+        let Some((i, def)) = index
+            .tag(k)
+            .and_then(|i| schema.tags.get(i).map(|d| (i, d)))
+        else {
             return Err(format!(
                 "tag '{k}' is a column of STABLE '{}', not a tag",
                 schema.name
             ));
         };
-        let def = &schema.tags[i];
         let value = def
             .data_type
             .coerce(Value::Str(v.to_string()))
@@ -514,7 +590,7 @@ fn row_of(
             *slot = value;
         }
     }
-    Ok((cols, tags))
+    Ok(tags)
 }
 
 #[cfg(test)]
@@ -568,7 +644,10 @@ mod tests {
 
     #[test]
     fn rows_follow_the_schema_and_conflicts_are_named() {
-        let (cols, tags) = row_of(&schema(), &line("m,host=a n=3i,f=1.5"), 7).unwrap();
+        let s = schema();
+        let ix = SchemaIndex::new(&s);
+        let l = line("m,host=a n=3i,f=1.5");
+        let (cols, tags) = (cols_of(&ix, &l, 7).unwrap(), tags_of(&ix, &l).unwrap());
         assert_eq!(
             cols,
             vec![
@@ -579,16 +658,16 @@ mod tests {
             ]
         );
         assert_eq!(tags, vec![Value::Str("a".into())]);
-        let e = row_of(&schema(), &line("m f=1i"), 0).unwrap_err();
+        let e = cols_of(&ix, &line("m f=1i"), 0).unwrap_err();
         assert!(
             e.contains("field 'f' is integer but the column is DOUBLE"),
             "{e}"
         );
-        let e = row_of(&schema(), &line("m s=\"toolong\""), 0).unwrap_err();
+        let e = cols_of(&ix, &line("m s=\"toolong\""), 0).unwrap_err();
         assert!(e.contains("longer than VARCHAR(4)"), "{e}");
-        let e = row_of(&schema(), &line("m,host=abcd f=1"), 0).unwrap_err();
+        let e = tags_of(&ix, &line("m,host=abcd f=1")).unwrap_err();
         assert!(e.contains("tag 'host'"), "{e}");
-        let e = row_of(&schema(), &line("m,f=x n=1i"), 0).unwrap_err();
+        let e = tags_of(&ix, &line("m,f=x n=1i")).unwrap_err();
         assert!(e.contains("not a tag"), "{e}");
     }
 

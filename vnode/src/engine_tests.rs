@@ -408,3 +408,77 @@ fn keep_drops_whole_windows_and_refuses_older_writes() {
         .unwrap_err();
     assert!(matches!(e, VnodeError::TimestampOutOfRange { .. }), "{e}");
 }
+
+/// Writes seed corpora for the vnode fuzz targets from real files:
+/// `cargo test -p tidal-vnode write_fuzz_seeds -- --ignored`.
+#[test]
+#[ignore]
+fn write_fuzz_seeds() {
+    let d = three_windows();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    let put = |target: &str, name: &str, bytes: &[u8]| {
+        let dir = root.join(target);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), bytes).unwrap();
+    };
+    for (i, p) in files_named(d.path(), ".stt").iter().enumerate() {
+        put("vnode_stt_file", &format!("seed{i}"), &std::fs::read(p).unwrap());
+    }
+    for (i, p) in files_named(d.path(), ".head").iter().enumerate() {
+        let b = std::fs::read(p).unwrap();
+        put("vnode_head", &format!("seed{i}"), &b);
+    }
+    for (i, p) in files_named(d.path(), ".sma").iter().enumerate() {
+        let b = std::fs::read(p).unwrap();
+        let n = block::sma_bytes(4);
+        put("vnode_sma", &format!("seed{i}"), &b[..n.min(b.len())]);
+    }
+    for (i, p) in files_named(d.path(), ".data").iter().enumerate() {
+        let b = std::fs::read(p).unwrap();
+        let mut seed = vec![30u8];
+        seed.extend_from_slice(&b);
+        put("vnode_data_block", &format!("seed{i}"), &seed);
+    }
+    put(
+        "vnode_manifest",
+        "seed0",
+        &std::fs::read(d.path().join("meta").join(MANIFEST_FILE)).unwrap(),
+    );
+    // A WAL with a few records, and one record's payload.
+    let w = tempfile::tempdir().unwrap();
+    let v = Vnode::open(w.path(), cfg(64)).unwrap();
+    write(&v, "t", &[(1, (Some(1.0), Some("a".into()), Some(1)))]);
+    write(&v, "u", &[(2, (None, None, None))]);
+    drop(v);
+    let files = crate::wal::list_files(&w.path().join("wal")).unwrap();
+    let wal = std::fs::read(&files[0].path).unwrap();
+    put("vnode_wal_file", "seed0", &wal);
+    let mut first = None;
+    crate::wal::replay(&files, |_, payload, _, _| {
+        first.get_or_insert_with(|| payload.to_vec());
+        Ok(())
+    })
+    .unwrap();
+    put("vnode_wal_record", "seed0", &first.unwrap());
+}
+
+/// Every fuzz corpus and crash artifact of the vnode targets replays without a panic.
+#[test]
+fn fuzz_corpora_replay_without_panics() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let targets: [(&str, fn(&[u8])); 7] = [
+        ("vnode_wal_record", fuzzing::wal_record),
+        ("vnode_wal_file", fuzzing::wal_file),
+        ("vnode_stt_file", fuzzing::stt_file),
+        ("vnode_data_block", fuzzing::data_block),
+        ("vnode_head", fuzzing::head),
+        ("vnode_sma", fuzzing::sma),
+        ("vnode_manifest", fuzzing::manifest),
+    ];
+    let mut n = 0;
+    for (t, f) in targets {
+        n += fuzzing::replay_dir(&root.join("corpus").join(t), f);
+        n += fuzzing::replay_dir(&root.join("artifacts").join(t), f);
+    }
+    assert!(n > 0, "no fuzz corpus found under {}", root.display());
+}

@@ -44,6 +44,8 @@ mod data_file;
 mod error;
 mod flush;
 mod fsutil;
+#[doc(hidden)]
+pub mod fuzzing;
 mod manifest;
 mod memtable;
 mod merge;
