@@ -422,7 +422,11 @@ fn write_fuzz_seeds() {
         std::fs::write(dir.join(name), bytes).unwrap();
     };
     for (i, p) in files_named(d.path(), ".stt").iter().enumerate() {
-        put("vnode_stt_file", &format!("seed{i}"), &std::fs::read(p).unwrap());
+        put(
+            "vnode_stt_file",
+            &format!("seed{i}"),
+            &std::fs::read(p).unwrap(),
+        );
     }
     for (i, p) in files_named(d.path(), ".head").iter().enumerate() {
         let b = std::fs::read(p).unwrap();

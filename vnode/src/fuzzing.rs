@@ -50,7 +50,9 @@ pub fn wal_file(data: &[u8]) {
 
 /// An STT file: open (header, footer, index) and read every block with every column type.
 pub fn stt_file(data: &[u8]) {
-    let Some(p) = scratch("stt", data) else { return };
+    let Some(p) = scratch("stt", data) else {
+        return;
+    };
     if let Ok(f) = stt::open(&p, 1) {
         let uids: Vec<TableUid> = f.uids().collect();
         for uid in uids {
@@ -69,7 +71,9 @@ pub fn data_block(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    let Some(p) = scratch("block", rest) else { return };
+    let Some(p) = scratch("block", rest) else {
+        return;
+    };
     let Ok(file) = std::fs::File::open(&p) else {
         return;
     };

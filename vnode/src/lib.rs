@@ -119,6 +119,11 @@ pub struct VnodeStats {
     pub merges: u64,
     /// Writers that waited for a flush (back-pressure).
     pub write_stalls: u64,
+    /// Bytes written and time spent by flushes (STT files) and merges (data + sma + head).
+    pub flush_bytes: u64,
+    pub flush_micros: u64,
+    pub merge_bytes: u64,
+    pub merge_micros: u64,
 }
 
 /// One piece of a subtable's rows over a time range, for aggregation: either decoded rows or,
@@ -261,6 +266,10 @@ pub struct VnodeCore {
     flushes: AtomicU64,
     merges: AtomicU64,
     write_stalls: AtomicU64,
+    flush_bytes: AtomicU64,
+    flush_micros: AtomicU64,
+    merge_bytes: AtomicU64,
+    merge_micros: AtomicU64,
     buffer_bytes_max: u64,
     /// ts units per window (DURATION in the database precision).
     window_units: i64,
@@ -535,6 +544,10 @@ impl VnodeCore {
             flushes: AtomicU64::new(0),
             merges: AtomicU64::new(0),
             write_stalls: AtomicU64::new(0),
+            flush_bytes: AtomicU64::new(0),
+            flush_micros: AtomicU64::new(0),
+            merge_bytes: AtomicU64::new(0),
+            merge_micros: AtomicU64::new(0),
             buffer_bytes_max,
             _syncer: syncer,
         })
@@ -1204,6 +1217,7 @@ impl VnodeCore {
                 None => return Ok(()),
             }
         };
+        let started = std::time::Instant::now();
         let r = (|| -> Result<(FileSet, u64)> {
             let new = flush::write_stts(
                 &self.tsdb_dir(),
@@ -1214,6 +1228,8 @@ impl VnodeCore {
                 &mut next_id,
             )?;
             let mut fs = (*files).clone();
+            let bytes: u64 = new.values().map(|s| s.bytes).sum();
+            self.flush_bytes.fetch_add(bytes, Ordering::Relaxed);
             for (fid, s) in new {
                 fs.windows.entry(fid).or_default().stts.push(s);
             }
@@ -1233,6 +1249,8 @@ impl VnodeCore {
                 }
                 self.wal.trim();
                 self.flushes.fetch_add(1, Ordering::Relaxed);
+                self.flush_micros
+                    .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
                 let _g = self.flushed_lock.lock();
                 self.flushed_cv.notify_all();
                 Ok(())
@@ -1300,7 +1318,15 @@ impl VnodeCore {
             minrows: self.cfg.options.minrows as usize,
             layout_of: &layout_of,
         };
+        let started = std::time::Instant::now();
         let (new_data, _stats) = compaction::merge_window(&params, w, &mut next_id)?;
+        let written = match (&w.data, &new_data) {
+            (Some(o), Some(n)) if o.data_id == n.data_id => {
+                n.disk_bytes().saturating_sub(o.data_len + o.sma_len)
+            }
+            (_, Some(n)) => n.disk_bytes(),
+            _ => 0,
+        };
         let mut fs = (*files).clone();
         let old = fs.windows.remove(&fid).unwrap_or_default();
         let new_data = new_data.map(Arc::new);
@@ -1332,6 +1358,9 @@ impl VnodeCore {
             d.mark_obsolete(rewrote);
         }
         self.merges.fetch_add(1, Ordering::Relaxed);
+        self.merge_bytes.fetch_add(written, Ordering::Relaxed);
+        self.merge_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1402,6 +1431,10 @@ impl VnodeCore {
             flushes: self.flushes.load(Ordering::Relaxed),
             merges: self.merges.load(Ordering::Relaxed),
             write_stalls: self.write_stalls.load(Ordering::Relaxed),
+            flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
+            flush_micros: self.flush_micros.load(Ordering::Relaxed),
+            merge_bytes: self.merge_bytes.load(Ordering::Relaxed),
+            merge_micros: self.merge_micros.load(Ordering::Relaxed),
         }
     }
 }
