@@ -470,7 +470,8 @@ fn write_fuzz_seeds() {
 #[test]
 fn fuzz_corpora_replay_without_panics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-    let targets: [(&str, fn(&[u8])); 7] = [
+    type Target = (&'static str, fn(&[u8]));
+    let targets: [Target; 7] = [
         ("vnode_wal_record", fuzzing::wal_record),
         ("vnode_wal_file", fuzzing::wal_file),
         ("vnode_stt_file", fuzzing::stt_file),
