@@ -477,6 +477,8 @@ fn validation_errors_write_nothing() {
 
 #[test]
 fn concurrent_writers_share_group_commits_and_every_row_survives_once() {
+    // 200 bytes per row: 6000 rows cross the 1 MiB buffer.
+    const PAD: &str = "padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-padding-";
     let d = tempfile::tempdir().unwrap();
     const THREADS: i64 = 4;
     const BATCHES: i64 = 60;
@@ -493,7 +495,7 @@ fn concurrent_writers_share_group_commits_and_every_row_survives_once() {
                                 (
                                     b * ROWS + r,
                                     Some((t * 1000 + b) as f64),
-                                    Some("padding-padding"),
+                                    Some(PAD),
                                     Some(r),
                                 )
                             })
