@@ -16,6 +16,11 @@ mod server;
 mod shell;
 mod tsbs;
 
+// Servers make many small per-subtable allocations; mimalloc keeps them cheap (measured: the
+// storage benchmark at 4,000 trucks doubled its rows/s against glibc malloc).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -160,7 +160,9 @@ fn encode_values(
         ColumnData::UInt(v) => ints(present(v, mask).map(|&x| x as i64).collect(), out),
         ColumnData::Float(v) => {
             let fe = match e {
-                Encoding::Auto | Encoding::Decimal => FloatEnc::Decimal,
+                // 'delta-d' is TDengine's float default; for floats it means decimal (parse maps
+                // it so too, this keeps a hand-built codec meaning the same).
+                Encoding::Auto | Encoding::Decimal | Encoding::DeltaD => FloatEnc::Decimal,
                 Encoding::Disabled => FloatEnc::Plain,
                 Encoding::Gorilla => FloatEnc::Gorilla,
                 Encoding::ByteSplit => FloatEnc::ByteSplit,

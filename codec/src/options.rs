@@ -20,7 +20,9 @@ use tidal_common::types::{DataType, PhysicalType};
 /// Gorilla), and the block header records what was actually used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Encoding {
-    /// Per block, the smallest of the type's encodings (the default).
+    /// Per block, the smallest of the type's encodings (the default): integers and timestamps
+    /// try FOR, delta-i, delta-d, simple-8b and run-length; floats use decimal when exact, else
+    /// Gorilla or (under stage 2) byte split; BOOL a bitmap; strings a dictionary when smaller.
     Auto,
     /// Plain fixed-width values (length-prefixed for strings, one byte per BOOL).
     Disabled,

@@ -80,6 +80,11 @@ fn seed_columns() -> Vec<(u8, Column)> {
         5,
         Column::new(ColumnData::Int(vec![i64::MIN, i64::MAX, 0, -1])),
     ));
+    // Long runs, so that Auto picks run-length (integers and decimal floats).
+    let runs: Vec<i64> = (0..60).map(|i| (i / 15) * 1000).collect();
+    let run_floats: Vec<f64> = runs.iter().map(|&x| x as f64 / 10.0).collect();
+    out.push((5, Column::new(ColumnData::Int(runs))));
+    out.push((11, Column::new(ColumnData::Float(run_floats))));
     out.push((9, Column::new(ColumnData::UInt(vec![u64::MAX, 0, 1 << 63]))));
     let mut x = 45.0f64;
     let lat: Vec<f64> = (0..40)

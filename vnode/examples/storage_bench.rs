@@ -6,6 +6,10 @@
 //! `cargo run --release -p tidal-vnode --example storage_bench -- [--scale 100] [--hours 24]
 //!  [--writers 2] [--batch-rows 10000] [--buffer-mb 64] [--comp 2] [--out docs/bench/storage.md]`
 
+// The server binary uses mimalloc too: small per-subtable allocations dominate otherwise.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +26,7 @@ struct Args {
     buffer_mb: u32,
     comp: u8,
     out: Option<String>,
+    gen_only: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,9 +38,14 @@ fn parse_args() -> Result<Args, String> {
         buffer_mb: 64,
         comp: 2,
         out: None,
+        gen_only: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
+        if k == "--gen-only" {
+            a.gen_only = true;
+            continue;
+        }
         let v = it.next().ok_or_else(|| format!("{k} needs a value"))?;
         let num = |v: &str| v.parse::<u64>().map_err(|e| format!("{k} {v}: {e}"));
         match k.as_str() {
@@ -74,6 +84,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Config::default()
     };
     let gen = Generator::new(cfg.clone())?;
+    if a.gen_only {
+        // The generator's own rate, to tell whether it limits the load.
+        let t = Instant::now();
+        let rows: usize = TableWriteBatches::new(gen, a.batch_rows)
+            .map(|b| b.iter().map(|t| t.num_rows()).sum::<usize>())
+            .sum();
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "generated {rows} rows in {s:.2} s: {:.0} rows/s",
+            rows as f64 / s
+        );
+        return Ok(());
+    }
     let dir = tempfile::tempdir()?;
     let v = Arc::new(Vnode::open(
         dir.path(),

@@ -92,6 +92,20 @@ impl TableMem {
     }
 
     fn insert(&mut self, cols: &[Column]) {
+        // Fast path, no copy of the batch: sorted, after everything held, same width.
+        let ts = cols.first().map(ts_slice).unwrap_or(&[]);
+        let last = self.cols.first().and_then(|c| ts_slice(c).last().copied());
+        if !ts.is_empty()
+            && cols.len() == self.cols.len()
+            && last.is_some_and(|l| ts[0] > l)
+            && ts.windows(2).all(|w| w[0] < w[1])
+        {
+            for (a, b) in self.cols.iter_mut().zip(cols) {
+                a.extend(b);
+            }
+            self.bytes += cols.iter().map(col_bytes).sum::<u64>();
+            return;
+        }
         let mut batch = sort_batch(cols);
         let m = batch.first().map(Column::len).unwrap_or(0);
         if m == 0 {
