@@ -38,6 +38,43 @@ pub trait ScanSource {
             self.scan(uid, ts_min, ts_max, columns)?,
         )])
     }
+
+    /// The subtable's last row (NULLs included) projected to `columns`, as 1-row columns;
+    /// `None` when it has no rows. Storage may answer it from its last-row cache.
+    fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
+        let cols = self.scan(uid, i64::MIN, i64::MAX, columns)?;
+        let n = cols.first().map(Column::len).unwrap_or(0);
+        Ok(n.checked_sub(1)
+            .map(|last| cols.iter().map(|c| c.slice(last, last + 1)).collect()))
+    }
+
+    /// For each of `columns`: the (ts, value) of its last non-NULL value (LAST()).
+    fn last_values(
+        &self,
+        uid: TableUid,
+        columns: &[usize],
+    ) -> Result<Vec<Option<(i64, Value)>>, String> {
+        let mut scan_cols = vec![0];
+        scan_cols.extend_from_slice(columns);
+        let cols = self.scan(uid, i64::MIN, i64::MAX, &scan_cols)?;
+        let ts = cols.first();
+        Ok((1..cols.len())
+            .map(|k| {
+                let c = &cols[k];
+                (0..c.len())
+                    .rev()
+                    .find(|i| !c.is_null(*i))
+                    .and_then(|i| Some((ts?.get(i).as_i64()?, c.get(i))))
+            })
+            .collect())
+    }
+
+    /// Inclusive time ranges that hold the subtable's rows, newest first (searches for the
+    /// latest matching row stop at the first range that has one).
+    fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
+        let _ = uid;
+        Ok(vec![(i64::MIN, i64::MAX)])
+    }
 }
 
 /// Blocks answered from summaries (tests check the path is taken).
@@ -94,6 +131,171 @@ fn collect_inputs(e: &PExpr, out: &mut Vec<usize>) {
         | PExpr::Func(_, a, _)
         | PExpr::Cast(a, _)
         | PExpr::WinStart(a, _, _) => collect_inputs(a, out),
+    }
+}
+
+/// How a fragment can be answered from each subtable's latest rows instead of a scan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LatestMode {
+    /// Only LAST_ROW (with columns carried from its row, and tags): the last row, or with a
+    /// row filter or time range the latest matching row, found newest window first.
+    LastRow,
+    /// Only LAST(col) over plain columns (and tags), no filter, the whole time range.
+    Last,
+}
+
+fn latest_mode(f: &Fragment, keys: &[PExpr], aggs: &[AggSpec]) -> Option<LatestMode> {
+    let is_const = |i: usize| matches!(f.layout.get(i), Some(InputCol::Tag(_) | InputCol::Tbname));
+    for k in keys {
+        let mut ins = Vec::new();
+        collect_inputs(k, &mut ins);
+        if !ins.iter().all(|i| is_const(*i)) {
+            return None;
+        }
+    }
+    let const_arg = |a: &AggSpec| {
+        let mut ins = Vec::new();
+        if let Some(e) = &a.arg {
+            collect_inputs(e, &mut ins);
+        }
+        ins.iter().all(|i| is_const(*i))
+    };
+    let last_rows = aggs.iter().filter(|a| a.func == AggFunc::LastRow).count();
+    if last_rows > 0
+        && aggs.iter().all(|a| {
+            matches!(a.func, AggFunc::LastRow | AggFunc::Carry)
+                || (a.func == AggFunc::Any && const_arg(a))
+        })
+    {
+        return Some(LatestMode::LastRow);
+    }
+    let plain = |a: &AggSpec| matches!(&a.arg, Some(PExpr::Input(i, _)) if matches!(f.layout.get(*i), Some(InputCol::Col(_))));
+    let full_range = f.ts_min == i64::MIN && f.ts_max == i64::MAX;
+    if full_range
+        && f.filter.is_none()
+        && aggs.iter().any(|a| a.func == AggFunc::Last)
+        && aggs.iter().all(|a| {
+            (a.func == AggFunc::Last && a.carry.is_empty() && plain(a))
+                || (a.func == AggFunc::Any && const_arg(a))
+        })
+    {
+        return Some(LatestMode::Last);
+    }
+    None
+}
+
+/// Answers one subtable for a [`LatestMode`] fragment: feeds the rows that decide the result.
+#[allow(clippy::too_many_arguments)]
+fn latest_rows(
+    f: &Fragment,
+    mode: LatestMode,
+    src: &dyn ScanSource,
+    meta: &TableMeta,
+    schema: &StableSchema,
+    scan_cols: &[usize],
+    out: &mut Batch,
+    agg: Option<&mut Aggregator>,
+) -> Result<(), SqlError> {
+    let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
+    match mode {
+        LatestMode::LastRow => {
+            if let Some(row) = src.last_row(meta.uid, scan_cols).map_err(err)? {
+                let ts = row
+                    .first()
+                    .map(|c| c.get(0).as_i64().unwrap_or(i64::MIN))
+                    .unwrap_or(i64::MIN);
+                let in_range = ts >= f.ts_min && ts <= f.ts_max;
+                let passes = match &f.filter {
+                    None => true,
+                    Some(pred) => {
+                        let mut by_idx: HashMap<usize, Column> =
+                            scan_cols.iter().copied().zip(row.clone()).collect();
+                        let cols = layout_columns(&f.layout, meta, schema, &mut by_idx, 1)?;
+                        !true_rows(&eval(pred, &cols, 1)?, 1).is_empty()
+                    }
+                };
+                if in_range && passes {
+                    return process_rows(f, out, agg, meta, schema, scan_cols, row);
+                }
+            } else {
+                return Ok(());
+            }
+            // The latest row does not qualify: the latest one that does, newest window first.
+            for (lo, hi) in src.ranges_desc(meta.uid).map_err(err)? {
+                let (lo, hi) = (lo.max(f.ts_min), hi.min(f.ts_max));
+                if lo > hi {
+                    continue;
+                }
+                let scanned = src.scan(meta.uid, lo, hi, scan_cols).map_err(err)?;
+                let n = scanned.first().map(Column::len).unwrap_or(0);
+                if n == 0 {
+                    continue;
+                }
+                let keep = match &f.filter {
+                    None => vec![n - 1],
+                    Some(pred) => {
+                        let mut by_idx: HashMap<usize, Column> =
+                            scan_cols.iter().copied().zip(scanned.clone()).collect();
+                        let cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
+                        true_rows(&eval(pred, &cols, n)?, n)
+                            .last()
+                            .map(|i| vec![*i])
+                            .unwrap_or_default()
+                    }
+                };
+                if !keep.is_empty() {
+                    let row = scanned.iter().map(|c| c.take(&keep)).collect();
+                    return process_rows(f, out, agg, meta, schema, scan_cols, row);
+                }
+            }
+            Ok(())
+        }
+        LatestMode::Last => {
+            let value_cols: Vec<usize> = scan_cols.iter().copied().filter(|c| *c != 0).collect();
+            let vals = src.last_values(meta.uid, &value_cols).map_err(err)?;
+            let Some(last) = src.last_row(meta.uid, &[0]).map_err(err)? else {
+                return Ok(());
+            };
+            // One row per column's last value (other columns NULL), plus the last row's ts, so
+            // each LAST(col) picks its own value and LAST(ts) the latest ts.
+            let mut rows: Vec<(i64, Option<(usize, Value)>)> = Vec::new();
+            if let Some(t) = last.first().and_then(|c| c.get(0).as_i64()) {
+                rows.push((t, None));
+            }
+            for (k, v) in vals.into_iter().enumerate() {
+                if let Some((t, v)) = v {
+                    rows.push((t, Some((k, v))));
+                }
+            }
+            let types: Vec<DataType> = scan_cols
+                .iter()
+                .map(|c| {
+                    schema
+                        .columns
+                        .get(*c)
+                        .map(|d| d.data_type)
+                        .unwrap_or(DataType::Timestamp)
+                })
+                .collect();
+            let mut cols: Vec<Column> = types
+                .iter()
+                .map(|t| Column::empty(*t, rows.len()))
+                .collect();
+            for (t, cell) in &rows {
+                for (j, c) in scan_cols.iter().enumerate() {
+                    let v = if *c == 0 {
+                        Value::Timestamp(*t)
+                    } else {
+                        match cell {
+                            Some((k, v)) if value_cols.get(*k) == Some(c) => v.clone(),
+                            _ => Value::Null,
+                        }
+                    };
+                    cols[j].push(&v);
+                }
+            }
+            process_rows(f, out, agg, meta, schema, scan_cols, cols)
+        }
     }
 }
 
@@ -207,6 +409,10 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         FragmentOp::PartialAgg { keys, aggs } => sma_args(f, keys, aggs),
         FragmentOp::Project { .. } => None,
     };
+    let latest = match &f.op {
+        FragmentOp::PartialAgg { keys, aggs } => latest_mode(f, keys, aggs),
+        FragmentOp::Project { .. } => None,
+    };
     for meta in &metas {
         if f.limit.is_some_and(|l| out.num_rows() as u64 >= l) {
             break;
@@ -231,6 +437,19 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
             }
         }
         if f.ts_min > f.ts_max {
+            continue;
+        }
+        if let Some(mode) = latest {
+            latest_rows(
+                f,
+                mode,
+                src,
+                meta,
+                schema,
+                &scan_cols,
+                &mut out,
+                agg.as_mut(),
+            )?;
             continue;
         }
         let pieces = match &sma {

@@ -513,7 +513,28 @@ impl SqlService {
         Ok(Outcome::affected(db, rows))
     }
 
+    /// Runs a query; when a data node is unreachable or no longer hosts a vgroup (it
+    /// restarted, or the map changed), refreshes the routes and runs it again: queries only
+    /// read, so a retry cannot change anything.
     async fn select(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
+        const ATTEMPTS: u32 = 8;
+        let mut attempt = 0;
+        loop {
+            match self.select_once(db, q).await {
+                Err(e) if e.code.is_retryable() && attempt + 1 < ATTEMPTS => {
+                    attempt += 1;
+                    for t in tidal_sql::referenced_tables(q) {
+                        self.client.invalidate(t.db.as_deref().unwrap_or(db));
+                    }
+                    let ms = (50u64 << attempt).min(1_000);
+                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
         let snapshot = Snapshot::load(self, db, q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tidal_common::{Column, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, VgroupId};
+use tidal_common::{
+    Column, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, Value, VgroupId,
+};
 use tidal_proto::convert::{
     batch_to_wire, options_from_wire, range_of, schema_from_wire, schema_to_wire,
     table_meta_to_wire, value_from_wire, write_from_wire,
@@ -338,6 +340,19 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         self.0
             .scan(uid, ts_min, ts_max, columns)
             .map_err(|e| e.to_string())
+    }
+    fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
+        self.0.last_row(uid, columns).map_err(|e| e.to_string())
+    }
+    fn last_values(
+        &self,
+        uid: TableUid,
+        columns: &[usize],
+    ) -> Result<Vec<Option<(i64, Value)>>, String> {
+        self.0.last_values(uid, columns).map_err(|e| e.to_string())
+    }
+    fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
+        self.0.ranges_desc(uid).map_err(|e| e.to_string())
     }
     fn scan_pieces(
         &self,

@@ -487,3 +487,90 @@ fn fuzz_corpora_replay_without_panics() {
     }
     assert!(n > 0, "no fuzz corpus found under {}", root.display());
 }
+
+fn cfg_cache(model: &str) -> VnodeConfig {
+    let mut c = cfg(1);
+    c.options.cache_model = model.into();
+    c
+}
+
+fn check_last(v: &Vnode, model: &Model, step: usize) {
+    for t in ["t0", "t1", "t2", "t3", "t4"] {
+        let Some(meta) = v.table(t) else {
+            assert!(model.get(t).is_none_or(|m| m.is_empty()), "{t} missing");
+            continue;
+        };
+        let rows = model.get(t).cloned().unwrap_or_default();
+        let got = v.last_row(meta.uid, &[0, 1, 2, 3]).unwrap();
+        match rows.iter().next_back() {
+            None => assert!(got.is_none(), "{t} step {step}: rows from nowhere"),
+            Some((ts, r)) => {
+                let g = got.unwrap_or_else(|| panic!("{t} step {step}: no last row"));
+                assert_eq!(g[0].get(0), Value::Timestamp(*ts), "{t} step {step}");
+                assert_eq!(value_row(&g, 0), r.clone(), "{t} step {step} last row");
+            }
+        }
+        let lv = v.last_values(meta.uid, &[1, 2, 3]).unwrap();
+        let want_v = rows
+            .iter()
+            .rev()
+            .find_map(|(k, r)| r.0.map(|x| (*k, Value::Float(x))));
+        let want_s = rows
+            .iter()
+            .rev()
+            .find_map(|(k, r)| r.1.clone().map(|x| (*k, Value::Str(x))));
+        let want_n = rows
+            .iter()
+            .rev()
+            .find_map(|(k, r)| r.2.map(|x| (*k, Value::Int(x))));
+        assert_eq!(lv, vec![want_v, want_s, want_n], "{t} step {step} LAST()");
+    }
+}
+
+#[test]
+fn last_row_and_last_match_a_model_through_writes_drops_restarts_and_evictions() {
+    for (seed, model_name) in [(1u64, "both"), (2, "last_row"), (3, "none"), (4, "both")] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let d = tempfile::tempdir().unwrap();
+        let open = || Vnode::open(d.path(), cfg_cache(model_name)).unwrap();
+        let mut v = open();
+        let mut model: Model = BTreeMap::new();
+        for step in 0..150 {
+            match rng.random_range(0..100) {
+                0..=69 => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    let rows = random_rows(&mut rng);
+                    write(&v, &t, &rows);
+                    let m = model.entry(t).or_default();
+                    for (ts, r) in rows {
+                        m.insert(ts, r);
+                    }
+                }
+                70..=77 => v.flush().unwrap(),
+                78..=81 => v.compact().unwrap(),
+                82..=87 => {
+                    drop(v);
+                    v = open();
+                }
+                88..=93 => {
+                    // Evict: a tiny budget keeps at most an entry or two.
+                    v.state.write().cache.bytes_max = rng.random_range(0..1500);
+                }
+                _ => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    v.drop_table(&t).unwrap();
+                    model.remove(&t);
+                }
+            }
+            // Ask twice: the second answer comes from the cache when the model keeps it.
+            check_last(&v, &model, step);
+            check_last(&v, &model, step);
+        }
+        let st = v.stats();
+        if model_name == "both" {
+            assert!(st.cache_hits > 0, "{st:?}");
+        } else if model_name == "none" {
+            assert_eq!(st.cache_entries, 0, "{st:?}");
+        }
+    }
+}

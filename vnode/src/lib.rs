@@ -38,6 +38,7 @@
 //!   (as in TDengine); a failed fsync poisons the vnode and the caller gets an error.
 
 mod block;
+mod cache;
 mod codec;
 mod compaction;
 mod data_file;
@@ -61,6 +62,7 @@ mod tests;
 pub use block::{ColStats, SmaVal};
 pub use error::VnodeError;
 
+use crate::cache::{CacheModel, Entry, LastRowCache};
 use crate::error::Result;
 use crate::flush::Frozen;
 use crate::memtable::Memtable;
@@ -124,6 +126,10 @@ pub struct VnodeStats {
     pub flush_micros: u64,
     pub merge_bytes: u64,
     pub merge_micros: u64,
+    pub cache_entries: u64,
+    pub cache_bytes: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
 }
 
 /// One piece of a subtable's rows over a time range, for aggregation: either decoded rows or,
@@ -154,6 +160,7 @@ struct State {
     next_file_id: u64,
     /// The last background failure; writers waiting for a flush return it.
     bg_error: Option<String>,
+    cache: LastRowCache,
 }
 
 impl State {
@@ -167,6 +174,7 @@ impl State {
         for (uid, cols) in &a.rows {
             if self.meta.by_uid.contains_key(uid) {
                 self.mem.insert(*uid, cols);
+                self.cache.on_write(*uid, cols);
             }
         }
     }
@@ -175,6 +183,7 @@ impl State {
         match self.meta.remove_table(name) {
             Some(t) => {
                 self.mem.remove_table(t.uid);
+                self.cache.remove(t.uid);
                 true
             }
             None => false,
@@ -487,6 +496,10 @@ impl VnodeCore {
             flushed_meta,
             next_file_id: m.next_file_id,
             bg_error: None,
+            cache: LastRowCache::new(
+                CacheModel::parse(&cfg.options.cache_model),
+                (cfg.options.cache_size_mb.max(1) as u64) * MIB,
+            ),
         };
         let wal_files = wal::list_files(&wal_dir)?;
         let mut applied = m.flushed_seq;
@@ -1415,6 +1428,208 @@ impl VnodeCore {
         self.cfg.options.precision.now().saturating_sub(keep)
     }
 
+    /// All column types of subtable `uid`'s STABLE (index 0 = ts).
+    fn all_columns(&self, st: &State, uid: TableUid) -> Result<Vec<(usize, DataType)>> {
+        let t = st
+            .meta
+            .table_by_uid(uid)
+            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        let schema = st
+            .meta
+            .stables
+            .get(&t.stable)
+            .ok_or_else(|| VnodeError::StableNotFound {
+                stable: t.stable.clone(),
+                table: t.name.clone(),
+            })?;
+        Ok(schema
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i, c.data_type))
+            .collect())
+    }
+
+    /// The time windows that hold rows of `uid` (files and memtables), newest first, each as
+    /// an inclusive ts range.
+    pub fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>> {
+        let st = self.state.read();
+        st.meta
+            .table_by_uid(uid)
+            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        let mut fids: Vec<i64> = Vec::new();
+        for (fid, w) in &st.files.windows {
+            let has = w.damaged.is_some()
+                || w.stts.iter().any(|s| !s.blocks(uid).is_empty())
+                || w.data.as_ref().is_some_and(|d| !d.blocks(uid).is_empty());
+            if has {
+                fids.push(*fid);
+            }
+        }
+        let mems = [Some(&st.mem), st.frozen.as_ref().map(|f| &f.mem)];
+        for m in mems.into_iter().flatten() {
+            if let Some((lo, hi)) = m.ts_bounds(uid) {
+                let (a, b) = (
+                    tsdb::fid_of(lo, self.window_units),
+                    tsdb::fid_of(hi, self.window_units),
+                );
+                if b.saturating_sub(a) > 4096 {
+                    // Very sparse memtable rows: one range covers them.
+                    return Ok(vec![(i64::MIN, i64::MAX)]);
+                }
+                fids.extend(a..=b);
+            }
+        }
+        fids.sort_unstable_by(|a, b| b.cmp(a));
+        fids.dedup();
+        Ok(fids
+            .into_iter()
+            .map(|f| tsdb::window_bounds(f, self.window_units))
+            .collect())
+    }
+
+    /// Computes subtable `uid`'s cache entry from its data (memtables and files); `values` too
+    /// when `with_values`.
+    fn load_entry(&self, uid: TableUid, with_values: bool) -> Result<Entry> {
+        let all: Vec<usize> = {
+            let st = self.state.read();
+            self.all_columns(&st, uid)?
+                .into_iter()
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let rest: Vec<usize> = all.iter().copied().skip(1).collect();
+        let mut entry = Entry {
+            row: None,
+            values: vec![None; all.len()],
+            values_loaded: with_values,
+        };
+        let mut missing: Vec<usize> = if with_values {
+            rest.clone()
+        } else {
+            Vec::new()
+        };
+        for (lo, hi) in self.ranges_desc(uid)? {
+            let cols = self.scan(uid, lo, hi, &all)?;
+            let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
+            let Some(last) = ts.len().checked_sub(1) else {
+                continue;
+            };
+            if entry.row.is_none() {
+                entry.row = Some((ts[last], cols.iter().map(|c| c.get(last)).collect()));
+                if let Some(v) = entry.values.first_mut() {
+                    *v = Some((ts[last], Value::Timestamp(ts[last])));
+                }
+            }
+            missing.retain(|ci| {
+                let Some(c) = cols.get(*ci) else { return true };
+                match (0..c.len()).rev().find(|i| !c.is_null(*i)) {
+                    Some(i) => {
+                        if let Some(slot) = entry.values.get_mut(*ci) {
+                            *slot = Some((ts[i], c.get(i)));
+                        }
+                        false
+                    }
+                    None => true,
+                }
+            });
+            if missing.is_empty() {
+                break;
+            }
+        }
+        Ok(entry)
+    }
+
+    /// The cache entry of `uid`: from the cache when CACHEMODEL keeps what is asked for,
+    /// otherwise loaded from the data (and cached when the model allows).
+    fn entry(&self, uid: TableUid, want_values: bool) -> Result<Entry> {
+        let model = {
+            let mut st = self.state.write();
+            let model = st.cache.model;
+            let usable = if want_values {
+                model.last_value
+            } else {
+                model.last_row
+            };
+            if usable {
+                if let Some(e) = st.cache.get(uid) {
+                    if e.values_loaded || !want_values {
+                        return Ok(e);
+                    }
+                }
+            }
+            model
+        };
+        let files = self.state.read().files.clone();
+        let mut e = self.load_entry(uid, want_values || model.last_value)?;
+        if model.any() {
+            let mut st = self.state.write();
+            // Only cache what is still current: if the file set changed while loading, rows
+            // applied meanwhile may have moved out of the memtables this load did not see.
+            if Arc::ptr_eq(&st.files, &files) && st.meta.by_uid.contains_key(&uid) {
+                // Rows applied while loading are in the memtables: fold them in (idempotent).
+                let all = self.all_columns(&st, uid)?;
+                if let Some(f) = &st.frozen {
+                    e.update(&f.mem.range_columns(uid, i64::MIN, i64::MAX, &all));
+                }
+                e.update(&st.mem.range_columns(uid, i64::MIN, i64::MAX, &all));
+                st.cache.insert(uid, e.clone());
+            }
+        }
+        Ok(e)
+    }
+
+    /// LAST_ROW: subtable `uid`'s last row (NULLs included) projected to `columns`, as 1-row
+    /// columns; `None` when it has no rows. Served from the last-row cache when CACHEMODEL
+    /// includes `last_row`, with the same answer a full scan gives.
+    pub fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>> {
+        let e = self.entry(uid, false)?;
+        let Some((_, row)) = e.row else {
+            return Ok(None);
+        };
+        let types: Vec<(usize, DataType)> = {
+            let st = self.state.read();
+            self.wanted_of(&st, uid, columns)?
+                .into_iter()
+                .skip(1)
+                .collect()
+        };
+        Ok(Some(
+            types
+                .iter()
+                .map(|(ci, t)| {
+                    let mut c = Column::empty(*t, 1);
+                    c.push(row.get(*ci).unwrap_or(&Value::Null));
+                    c
+                })
+                .collect(),
+        ))
+    }
+
+    /// LAST(col) for each of `columns`: the (ts, value) of its last non-NULL value, if any.
+    pub fn last_values(
+        &self,
+        uid: TableUid,
+        columns: &[usize],
+    ) -> Result<Vec<Option<(i64, Value)>>> {
+        let e = self.entry(uid, true)?;
+        Ok(columns
+            .iter()
+            .map(|c| e.values.get(*c).cloned().flatten())
+            .collect())
+    }
+
+    /// Changes CACHEMODEL / CACHESIZE live (ALTER DATABASE); a model change empties the cache.
+    pub fn set_cache(&self, model: &str, size_mb: u32) {
+        let mut st = self.state.write();
+        let m = CacheModel::parse(model);
+        if m != st.cache.model {
+            st.cache.clear();
+            st.cache.model = m;
+        }
+        st.cache.bytes_max = (size_mb.max(1) as u64) * MIB;
+    }
+
     pub fn stats(&self) -> VnodeStats {
         let st = self.state.read();
         let manifest_bytes = std::fs::metadata(self.dir.join("meta").join(MANIFEST_FILE))
@@ -1435,6 +1650,10 @@ impl VnodeCore {
             flush_micros: self.flush_micros.load(Ordering::Relaxed),
             merge_bytes: self.merge_bytes.load(Ordering::Relaxed),
             merge_micros: self.merge_micros.load(Ordering::Relaxed),
+            cache_entries: st.cache.len() as u64,
+            cache_bytes: st.cache.bytes(),
+            cache_hits: st.cache.hits,
+            cache_misses: st.cache.misses,
         }
     }
 }

@@ -1,0 +1,266 @@
+//! The last-row cache: per subtable, its last row (`LAST_ROW`, NULLs included) and the last
+//! non-NULL value of each column (`LAST`), in an LRU bounded in bytes (`CACHESIZE`).
+//!
+//! Owns: the cached entries only; it never reads files (the vnode loads a missing entry from
+//! its data and inserts it). Invariants, all kept under the vnode's state lock so that a cached
+//! entry always equals what a full scan would answer:
+//! - a write updates an entry that is present: the row with the greatest ts of the batch
+//!   replaces the cached row when its ts is >= the cached ts (an equal ts is a newer write of
+//!   the same row), and likewise per column for non-NULL values;
+//! - a write never creates an entry (entries are loaded lazily, so the cache stays bounded);
+//! - dropping a subtable removes its entry; a reopened vnode starts empty.
+
+use lru::LruCache;
+use tidal_common::{Column, TableUid, Value};
+
+/// What the cache keeps, by database option CACHEMODEL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheModel {
+    pub last_row: bool,
+    pub last_value: bool,
+}
+
+impl CacheModel {
+    pub fn parse(s: &str) -> CacheModel {
+        match s {
+            "last_row" => CacheModel {
+                last_row: true,
+                last_value: false,
+            },
+            "last_value" => CacheModel {
+                last_row: false,
+                last_value: true,
+            },
+            "both" => CacheModel {
+                last_row: true,
+                last_value: true,
+            },
+            _ => CacheModel {
+                last_row: false,
+                last_value: false,
+            },
+        }
+    }
+
+    pub fn any(self) -> bool {
+        self.last_row || self.last_value
+    }
+}
+
+/// One subtable's cached answers. `row` holds every column of the STABLE at load time (later
+/// added columns read as NULL); `values[i]` is column i's last non-NULL (ts, value).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub row: Option<(i64, Vec<Value>)>,
+    pub values: Vec<Option<(i64, Value)>>,
+    /// `values` was loaded (CACHEMODEL last_value or both); otherwise writes leave it alone.
+    pub values_loaded: bool,
+}
+
+fn value_bytes(v: &Value) -> u64 {
+    32 + match v {
+        Value::Str(s) => s.len() as u64,
+        _ => 0,
+    }
+}
+
+impl Entry {
+    fn bytes(&self) -> u64 {
+        let row: u64 = self
+            .row
+            .as_ref()
+            .map(|(_, r)| r.iter().map(value_bytes).sum())
+            .unwrap_or(0);
+        let vals: u64 = self
+            .values
+            .iter()
+            .map(|v| 16 + v.as_ref().map(|(_, x)| value_bytes(x)).unwrap_or(0))
+            .sum();
+        // Key, LRU node and vector headers.
+        96 + row + vals
+    }
+
+    /// Folds a batch of rows (columns, column 0 = ts) into the entry with the ">= wins" rule.
+    pub fn update(&mut self, cols: &[Column]) {
+        let Some(ts_col) = cols.first() else { return };
+        let ts = crate::block::ts_slice(ts_col);
+        // The batch is in WAL order; for equal ts the later row wins, so scan forwards.
+        let mut best: Option<usize> = None;
+        for (i, t) in ts.iter().enumerate() {
+            if best.is_none_or(|b| *t >= ts[b]) {
+                best = Some(i);
+            }
+        }
+        if let Some(b) = best {
+            if self.row.as_ref().is_none_or(|(cts, _)| ts[b] >= *cts) {
+                let mut row: Vec<Value> = cols.iter().map(|c| c.get(b)).collect();
+                if let Some((_, old)) = &self.row {
+                    // A batch of an older schema version is narrower: keep the width.
+                    while row.len() < old.len() {
+                        row.push(Value::Null);
+                    }
+                }
+                self.row = Some((ts[b], row));
+            }
+        }
+        if !self.values_loaded {
+            return;
+        }
+        if self.values.len() < cols.len() {
+            self.values.resize(cols.len(), None);
+        }
+        for (ci, c) in cols.iter().enumerate().skip(1) {
+            let mut best: Option<usize> = None;
+            for (i, t) in ts.iter().enumerate() {
+                if !c.is_null(i) && best.is_none_or(|b| *t >= ts[b]) {
+                    best = Some(i);
+                }
+            }
+            if let Some(b) = best {
+                let slot = &mut self.values[ci];
+                if slot.as_ref().is_none_or(|(cts, _)| ts[b] >= *cts) {
+                    *slot = Some((ts[b], c.get(b)));
+                }
+            }
+        }
+        if let (Some(first), Some((t, _))) = (self.values.first_mut(), &self.row) {
+            *first = Some((*t, Value::Timestamp(*t)));
+        }
+    }
+}
+
+pub struct LastRowCache {
+    lru: LruCache<TableUid, Entry>,
+    bytes: u64,
+    pub bytes_max: u64,
+    pub model: CacheModel,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl LastRowCache {
+    pub fn new(model: CacheModel, bytes_max: u64) -> LastRowCache {
+        LastRowCache {
+            lru: LruCache::unbounded(),
+            bytes: 0,
+            bytes_max,
+            model,
+            hits: 0,
+            misses: 0,
+        }
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn len(&self) -> usize {
+        self.lru.len()
+    }
+
+    pub fn get(&mut self, uid: TableUid) -> Option<Entry> {
+        match self.lru.get(&uid) {
+            Some(e) => {
+                self.hits += 1;
+                Some(e.clone())
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
+    pub fn insert(&mut self, uid: TableUid, e: Entry) {
+        if !self.model.any() {
+            return;
+        }
+        let b = e.bytes();
+        if let Some(old) = self.lru.put(uid, e) {
+            self.bytes = self.bytes.saturating_sub(old.bytes());
+        }
+        self.bytes += b;
+        while self.bytes > self.bytes_max {
+            match self.lru.pop_lru() {
+                Some((_, old)) => self.bytes = self.bytes.saturating_sub(old.bytes()),
+                None => break,
+            }
+        }
+    }
+
+    /// Applies written rows to a present entry.
+    pub fn on_write(&mut self, uid: TableUid, cols: &[Column]) {
+        if let Some(e) = self.lru.peek_mut(&uid) {
+            let before = e.bytes();
+            e.update(cols);
+            let after = e.bytes();
+            self.bytes = self.bytes - before.min(self.bytes) + after;
+        }
+    }
+
+    pub fn remove(&mut self, uid: TableUid) {
+        if let Some(old) = self.lru.pop(&uid) {
+            self.bytes = self.bytes.saturating_sub(old.bytes());
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.lru.clear();
+        self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidal_common::ColumnData;
+
+    fn batch(rows: &[(i64, Option<i64>)]) -> Vec<Column> {
+        let mut v = Column::empty(tidal_common::DataType::BigInt, 0);
+        for r in rows {
+            v.push(&r.1.map(Value::Int).unwrap_or(Value::Null));
+        }
+        vec![
+            Column::new(ColumnData::Timestamp(rows.iter().map(|r| r.0).collect())),
+            v,
+        ]
+    }
+
+    #[test]
+    fn older_writes_never_replace_equal_ts_does_nulls_kept_apart() {
+        let mut e = Entry {
+            row: None,
+            values: Vec::new(),
+            values_loaded: true,
+        };
+        e.update(&batch(&[(10, Some(1)), (5, Some(2))]));
+        assert_eq!(e.row.as_ref().unwrap().0, 10);
+        e.update(&batch(&[(7, Some(9))])); // older: ignored
+        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Int(1));
+        e.update(&batch(&[(10, None)])); // same ts: replaces, NULL included
+        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Null);
+        // LAST keeps the last non-NULL value
+        assert_eq!(e.values[1], Some((10, Value::Int(1))));
+        e.update(&batch(&[(12, None), (11, Some(4))]));
+        assert_eq!(e.row.as_ref().unwrap().0, 12);
+        assert_eq!(e.values[1], Some((11, Value::Int(4))));
+    }
+
+    #[test]
+    fn lru_stays_within_its_byte_budget() {
+        let mut c = LastRowCache::new(CacheModel::parse("both"), 2_000);
+        for u in 0..100u64 {
+            let mut e = Entry {
+                row: None,
+                values: Vec::new(),
+                values_loaded: true,
+            };
+            e.update(&batch(&[(u as i64, Some(1))]));
+            c.insert(TableUid(u), e);
+            assert!(c.bytes() <= 2_000);
+        }
+        assert!(c.len() > 1 && c.len() < 100);
+        assert!(c.get(TableUid(99)).is_some());
+        assert!(c.get(TableUid(0)).is_none());
+    }
+}
