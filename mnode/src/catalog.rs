@@ -13,7 +13,7 @@
 use crate::types::DatabaseInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use tidal_common::{DnodeId, StableSchema, VgroupId};
+use tidal_common::{DbOptions, DnodeId, StableSchema, VgroupId};
 
 /// A registered data node as persisted (liveness is not persisted).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -40,6 +40,11 @@ pub enum Op {
     },
     DropDatabase {
         name: String,
+    },
+    /// ALTER DATABASE: the database's options become `options` (only the alterable ones differ).
+    AlterDatabase {
+        name: String,
+        options: DbOptions,
     },
     CreateStable {
         schema: StableSchema,
@@ -139,6 +144,10 @@ impl CatalogState {
                 }
                 self.stables.remove(name);
             }
+            Op::AlterDatabase { name, options } => match self.databases.get_mut(name) {
+                Some(db) => db.options = options.clone(),
+                None => return Err(format!("database '{name}' not found")),
+            },
             Op::CreateStable { schema } => {
                 if !self.databases.contains_key(&schema.db) {
                     return Err(format!("database '{}' not found", schema.db));

@@ -351,6 +351,54 @@ impl Mnode {
         }
     }
 
+    /// ALTER DATABASE: replaces the options of a database. Only CACHEMODEL, CACHESIZE, KEEP,
+    /// BUFFER, STT_TRIGGER and MINROWS may differ from the current ones.
+    pub fn alter_database(
+        &self,
+        name: &str,
+        options: DbOptions,
+    ) -> Result<DatabaseInfo, MnodeError> {
+        let key = lookup_name(name, MAX_DB_NAME)
+            .ok_or_else(|| MnodeError::DatabaseNotFound(name.to_ascii_lowercase()))?;
+        let mut sdb = self.sdb.lock();
+        let mut db = self
+            .state
+            .read()
+            .databases
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| MnodeError::DatabaseNotFound(key.clone()))?;
+        let fixed = |o: &DbOptions| {
+            (
+                o.vgroups,
+                o.replica,
+                o.precision,
+                o.duration_minutes,
+                o.maxrows,
+                o.comp,
+                o.wal_level,
+                o.wal_fsync_period_ms,
+            )
+        };
+        if fixed(&options) != fixed(&db.options) {
+            return Err(MnodeError::InvalidArgument(format!(
+                "database '{key}': only CACHEMODEL, CACHESIZE, KEEP, BUFFER, STT_TRIGGER and MINROWS can be altered"
+            )));
+        }
+        options
+            .validate()
+            .map_err(|e| MnodeError::InvalidArgument(format!("database '{key}': {e}")))?;
+        self.commit(
+            &mut sdb,
+            Op::AlterDatabase {
+                name: key,
+                options: options.clone(),
+            },
+        )?;
+        db.options = options;
+        Ok(db)
+    }
+
     pub fn database(&self, name: &str) -> Option<DatabaseInfo> {
         let key = lookup_name(name, MAX_DB_NAME)?;
         self.state.read().databases.get(&key).cloned()

@@ -37,6 +37,12 @@ pub enum Statement {
         if_not_exists: bool,
         options: DbOptions,
     },
+    /// ALTER DATABASE: `options` holds the parsed values of the option names in `set`.
+    AlterDatabase {
+        name: String,
+        options: DbOptions,
+        set: Vec<String>,
+    },
     DropDatabase {
         name: String,
         if_exists: bool,

@@ -248,6 +248,10 @@ impl Parser {
                 self.advance();
                 self.drop()
             }
+            "alter" => {
+                self.advance();
+                self.alter()
+            }
             "use" => {
                 self.advance();
                 Ok(Statement::Use {
@@ -479,10 +483,18 @@ impl Parser {
 
     fn db_options(&mut self) -> Result<DbOptions, SqlError> {
         let mut o = DbOptions::default();
+        self.db_options_into(&mut o, &mut Vec::new())?;
+        o.validate().map_err(SqlError::InvalidArgument)?;
+        Ok(o)
+    }
+
+    /// Parses `OPTION value ...` into `o`, recording the (lower-case) names given in `set`.
+    fn db_options_into(&mut self, o: &mut DbOptions, set: &mut Vec<String>) -> Result<(), SqlError> {
         const DAY_NS: i64 = 86_400_000_000_000;
         while let Tok::Ident(word) = &self.peek().tok {
             let pos = self.pos();
             let opt = word.to_lowercase();
+            set.push(opt.clone());
             self.advance();
             let num = |p: &mut Parser, what: &str| -> Result<u32, SqlError> {
                 let v = p.u64_lit(what)?;
@@ -564,8 +576,39 @@ impl Parser {
                 }
             }
         }
-        o.validate().map_err(SqlError::InvalidArgument)?;
-        Ok(o)
+        Ok(())
+    }
+
+    /// ALTER DATABASE name option value ... (the options a running database can change).
+    fn alter(&mut self) -> Result<Statement, SqlError> {
+        self.expect_kw("database")?;
+        let name = self.ident("a database name")?;
+        let pos = self.pos();
+        let mut options = DbOptions::default();
+        let mut set = Vec::new();
+        self.db_options_into(&mut options, &mut set)?;
+        if set.is_empty() {
+            return Err(syntax(pos, "ALTER DATABASE needs at least one option"));
+        }
+        const ALTERABLE: [&str; 6] = [
+            "cachemodel",
+            "cachesize",
+            "keep",
+            "buffer",
+            "stt_trigger",
+            "minrows",
+        ];
+        if let Some(bad) = set.iter().find(|k| !ALTERABLE.contains(&k.as_str())) {
+            return Err(syntax(
+                pos,
+                format!(
+                    "{} cannot be changed by ALTER DATABASE; these can: {}",
+                    bad.to_uppercase(),
+                    ALTERABLE.map(|k| k.to_uppercase()).join(", ")
+                ),
+            ));
+        }
+        Ok(Statement::AlterDatabase { name, options, set })
     }
 
     fn drop(&mut self) -> Result<Statement, SqlError> {

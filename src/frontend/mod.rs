@@ -245,6 +245,34 @@ impl SqlService {
             }
             Statement::ShowDnodes => show::dnodes(self, db).await,
             Statement::Describe { table } => show::describe(self, db, &table).await,
+            Statement::AlterDatabase { name, options, set } => {
+                let mut m = self.client.mnode()?;
+                let cur = m
+                    .get_database(v1::GetDatabaseRequest { name: name.clone() })
+                    .await?
+                    .into_inner();
+                let mut o = tidal_proto::convert::options_from_wire(cur.options.as_ref())?;
+                for k in &set {
+                    match k.as_str() {
+                        "cachemodel" => o.cache_model = options.cache_model.clone(),
+                        "cachesize" => o.cache_size_mb = options.cache_size_mb,
+                        "keep" => o.keep_minutes = options.keep_minutes,
+                        "buffer" => o.buffer_mb = options.buffer_mb,
+                        "stt_trigger" => o.stt_trigger = options.stt_trigger,
+                        "minrows" => o.minrows = options.minrows,
+                        _ => {}
+                    }
+                }
+                o.validate()
+                    .map_err(|e| ExecError::new(StatusCode::InvalidArgument, e))?;
+                m.alter_database(v1::AlterDatabaseRequest {
+                    name: name.clone(),
+                    options: Some(tidal_proto::convert::options_to_wire(&o)),
+                })
+                .await?;
+                self.client.invalidate(&name);
+                Ok(Outcome::none(db))
+            }
             Statement::FlushDatabase { name } => self.flush_or_compact(db, &name, false).await,
             Statement::CompactDatabase { name } => self.flush_or_compact(db, &name, true).await,
         }

@@ -161,9 +161,22 @@ impl DnodeService {
             }
         }
         for (id, cfg) in wanted {
-            if !self.inner.vnodes.read().contains_key(&id) {
-                if let Err(e) = self.open_vnode(cfg).await {
-                    tracing::error!("open vnode {id}: {}", e.message());
+            let open = self.inner.vnodes.read().get(&id).cloned();
+            match open {
+                Some(v) => {
+                    // ALTER DATABASE made while this node was unreachable.
+                    if v.current_options() != cfg.options {
+                        let o = cfg.options.clone();
+                        let r = tokio::task::spawn_blocking(move || v.set_options(&o)).await;
+                        if let Ok(Err(e)) = r {
+                            tracing::error!("apply options to vnode {id}: {e}");
+                        }
+                    }
+                }
+                None => {
+                    if let Err(e) = self.open_vnode(cfg).await {
+                        tracing::error!("open vnode {id}: {}", e.message());
+                    }
                 }
             }
         }
@@ -418,8 +431,14 @@ impl DnodeRpc for DnodeService {
         };
         let cfg = assignment_config(&a)?;
         let _guard = self.inner.membership.lock().await;
-        if !self.inner.vnodes.read().contains_key(&cfg.vgroup) {
-            self.open_vnode(cfg).await?;
+        let open = self.inner.vnodes.read().get(&cfg.vgroup).cloned();
+        match open {
+            // Already open: the assignment may carry ALTER DATABASE changes.
+            Some(v) => {
+                let o = cfg.options.clone();
+                blocking(move || v.set_options(&o).map_err(vnode_err)).await?;
+            }
+            None => self.open_vnode(cfg).await?,
         }
         Ok(Response::new(v1::Empty {}))
     }

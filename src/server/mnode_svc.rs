@@ -157,6 +157,46 @@ impl MnodeRpc for MnodeService {
         Ok(Response::new(self.db_to_wire(&db)))
     }
 
+    async fn alter_database(
+        &self,
+        req: Request<v1::AlterDatabaseRequest>,
+    ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        let r = req.into_inner();
+        let options = options_from_wire(r.options.as_ref())?;
+        let db = blocking(|| self.mnode.alter_database(&r.name, options)).map_err(to_status)?;
+        // Apply on the data nodes now (a node that is down applies it at its next heartbeat),
+        // so the statement returns with the change in force.
+        let mut tasks = Vec::new();
+        for v in &db.vgroups {
+            let a = VgroupAssignment {
+                db: db.name.clone(),
+                options: db.options.clone(),
+                vgroup: v.clone(),
+            };
+            let wire = self.assignment_to_wire(&a);
+            let addr = self.dnode_addr(v.dnode);
+            let client = self.client.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
+                d.create_vnode(v1::CreateVnodeRequest {
+                    assignment: Some(wire),
+                })
+                .await
+                .map_err(|e| format!("alter vnode on {addr}: {}", e.message()))
+            }));
+        }
+        for t in tasks {
+            match t.await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!("{e}; the data node will pick it up at its next heartbeat")
+                }
+                Err(e) => tracing::warn!("alter vnode task: {e}"),
+            }
+        }
+        Ok(Response::new(self.db_to_wire(&db)))
+    }
+
     async fn drop_database(
         &self,
         req: Request<v1::DropDatabaseRequest>,

@@ -539,7 +539,18 @@ fn last_row_and_last_match_a_model_through_writes_drops_restarts_and_evictions()
             match rng.random_range(0..100) {
                 0..=69 => {
                     let t = format!("t{}", rng.random_range(0..5));
-                    let rows = random_rows(&mut rng);
+                    let mut rows = random_rows(&mut rng);
+                    // Often rewrite the newest rows with NULLs: the cached LAST values of
+                    // those rows must not survive.
+                    if rng.random_bool(0.4) {
+                        let newest: Vec<i64> = model
+                            .get(&t)
+                            .map(|m| m.keys().rev().take(3).copied().collect())
+                            .unwrap_or_default();
+                        for ts in newest {
+                            rows.push((ts, (None, None, rng.random_bool(0.5).then_some(7))));
+                        }
+                    }
                     write(&v, &t, &rows);
                     let m = model.entry(t).or_default();
                     for (ts, r) in rows {

@@ -249,6 +249,14 @@ impl Drop for Vnode {
     }
 }
 
+/// The options ALTER DATABASE changes without reopening the vnode.
+#[derive(Clone, Copy, Debug)]
+struct LiveOptions {
+    keep_minutes: u64,
+    stt_trigger: u32,
+    minrows: u32,
+}
+
 #[derive(Default)]
 struct Signal {
     stop: bool,
@@ -279,7 +287,11 @@ pub struct VnodeCore {
     flush_micros: AtomicU64,
     merge_bytes: AtomicU64,
     merge_micros: AtomicU64,
-    buffer_bytes_max: u64,
+    /// BUFFER in bytes (ALTER DATABASE changes it live).
+    buffer_bytes_max: AtomicU64,
+    /// Options ALTER DATABASE changes live (the rest of `cfg` is fixed at creation).
+    live: RwLock<LiveOptions>,
+    options_now: RwLock<DbOptions>,
     /// ts units per window (DURATION in the database precision).
     window_units: i64,
     comp: u8,
@@ -544,7 +556,7 @@ impl VnodeCore {
             dir: dir.to_path_buf(),
             comp: cfg.options.comp,
             window_units,
-            cfg,
+            cfg: cfg.clone(),
             commit: Mutex::new(()),
             bg: Mutex::new(()),
             state: RwLock::new(state),
@@ -561,7 +573,13 @@ impl VnodeCore {
             flush_micros: AtomicU64::new(0),
             merge_bytes: AtomicU64::new(0),
             merge_micros: AtomicU64::new(0),
-            buffer_bytes_max,
+            buffer_bytes_max: AtomicU64::new(buffer_bytes_max),
+            options_now: RwLock::new(cfg.options.clone()),
+            live: RwLock::new(LiveOptions {
+                keep_minutes: cfg.options.keep_minutes,
+                stt_trigger: cfg.options.stt_trigger,
+                minrows: cfg.options.minrows,
+            }),
             _syncer: syncer,
         })
     }
@@ -671,7 +689,7 @@ impl VnodeCore {
                         return Err(VnodeError::TimestampOutOfRange {
                             table: tw.table.clone(),
                             ts: *min,
-                            keep_minutes: self.cfg.options.keep_minutes,
+                            keep_minutes: self.live.read().keep_minutes,
                         });
                     }
                 }
@@ -709,7 +727,7 @@ impl VnodeCore {
     /// is frozen for the worker; if the previous frozen memtable is still being written, the
     /// writer waits for it first (so memory stays within about twice `BUFFER`).
     fn make_room(&self) -> Result<()> {
-        if self.state.read().mem.bytes() <= self.buffer_bytes_max {
+        if self.state.read().mem.bytes() <= self.buffer_bytes_max.load(Ordering::Relaxed) {
             return Ok(());
         }
         self.wait_no_frozen(true)?;
@@ -801,7 +819,7 @@ impl VnodeCore {
             // Hand a full memtable to the worker now rather than at the next write, so a
             // quiet vnode does not sit on a full buffer.
             let st = self.state.read();
-            let full = st.mem.bytes() > self.buffer_bytes_max && st.frozen.is_none();
+            let full = st.mem.bytes() > self.buffer_bytes_max.load(Ordering::Relaxed) && st.frozen.is_none();
             drop(st);
             if full {
                 if let Err(e) = self.freeze() {
@@ -1279,7 +1297,7 @@ impl VnodeCore {
 
     /// Merges every window that holds `STT_TRIGGER` STT files. Caller holds `bg`.
     fn merge_due_locked(&self) -> Result<()> {
-        let trigger = self.cfg.options.stt_trigger.max(1) as usize;
+        let trigger = self.live.read().stt_trigger.max(1) as usize;
         let due: Vec<i64> = {
             let st = self.state.read();
             st.files
@@ -1328,7 +1346,7 @@ impl VnodeCore {
             fid,
             full_rewrite: full,
             maxrows: self.cfg.options.maxrows.max(1) as usize,
-            minrows: self.cfg.options.minrows as usize,
+            minrows: self.live.read().minrows as usize,
             layout_of: &layout_of,
         };
         let started = std::time::Instant::now();
@@ -1379,9 +1397,7 @@ impl VnodeCore {
 
     /// KEEP: drops whole windows that ended before `now - KEEP`. Caller holds `bg`.
     fn apply_retention_locked(&self) -> Result<()> {
-        let per_minute = self.cfg.options.precision.per_second().saturating_mul(60);
-        let keep = (self.cfg.options.keep_minutes as i64).saturating_mul(per_minute);
-        let cutoff = self.cfg.options.precision.now().saturating_sub(keep);
+        let cutoff = self.oldest_writable_ts();
         let (files, next_id, flushed_seq, flushed_meta) = {
             let st = self.state.read();
             (
@@ -1424,7 +1440,7 @@ impl VnodeCore {
     /// The oldest ts a write may carry (KEEP).
     fn oldest_writable_ts(&self) -> i64 {
         let per_minute = self.cfg.options.precision.per_second().saturating_mul(60);
-        let keep = (self.cfg.options.keep_minutes as i64).saturating_mul(per_minute);
+        let keep = (self.live.read().keep_minutes as i64).saturating_mul(per_minute);
         self.cfg.options.precision.now().saturating_sub(keep)
     }
 
@@ -1619,8 +1635,57 @@ impl VnodeCore {
             .collect())
     }
 
-    /// Changes CACHEMODEL / CACHESIZE live (ALTER DATABASE); a model change empties the cache.
-    pub fn set_cache(&self, model: &str, size_mb: u32) {
+    /// ALTER DATABASE: applies the options that can change while the vnode runs (CACHEMODEL,
+    /// CACHESIZE, KEEP, BUFFER, STT_TRIGGER, MINROWS) and persists them in `vnode.json`. The
+    /// others (VGROUPS, PRECISION, DURATION, MAXROWS, COMP, WAL_*) must be unchanged.
+    pub fn set_options(&self, o: &DbOptions) -> Result<()> {
+        let cur = self.current_options();
+        let fixed = |a: &DbOptions| {
+            (
+                a.vgroups,
+                a.replica,
+                a.precision,
+                a.duration_minutes,
+                a.maxrows,
+                a.comp,
+                a.wal_level,
+                a.wal_fsync_period_ms,
+            )
+        };
+        if fixed(o) != fixed(&cur) {
+            return Err(VnodeError::InvalidArgument(
+                "only CACHEMODEL, CACHESIZE, KEEP, BUFFER, STT_TRIGGER and MINROWS can change on a running vnode".into(),
+            ));
+        }
+        o.validate().map_err(VnodeError::InvalidArgument)?;
+        if *o == cur {
+            return Ok(());
+        }
+        let mut persisted = self.cfg.clone();
+        persisted.options = o.clone();
+        let json = serde_json::to_vec_pretty(&persisted)
+            .map_err(|e| VnodeError::InvalidArgument(format!("config: {e}")))?;
+        fsutil::write_atomic(&self.dir.join(CONFIG_FILE), &json)?;
+        *self.live.write() = LiveOptions {
+            keep_minutes: o.keep_minutes,
+            stt_trigger: o.stt_trigger,
+            minrows: o.minrows,
+        };
+        self.buffer_bytes_max
+            .store((o.buffer_mb.max(1) as u64) * MIB, Ordering::Relaxed);
+        self.set_cache(&o.cache_model, o.cache_size_mb);
+        *self.options_now.write() = o.clone();
+        self.kick_worker();
+        Ok(())
+    }
+
+    /// The options in force (creation options plus ALTER DATABASE changes).
+    pub fn current_options(&self) -> DbOptions {
+        self.options_now.read().clone()
+    }
+
+    /// Changes CACHEMODEL / CACHESIZE live; a model change empties the cache.
+    fn set_cache(&self, model: &str, size_mb: u32) {
         let mut st = self.state.write();
         let m = CacheModel::parse(model);
         if m != st.cache.model {

@@ -116,10 +116,22 @@ impl Entry {
                     best = Some(i);
                 }
             }
+            let cached_ts = self.values[ci].as_ref().map(|(t, _)| *t);
             if let Some(b) = best {
-                let slot = &mut self.values[ci];
-                if slot.as_ref().is_none_or(|(cts, _)| ts[b] >= *cts) {
-                    *slot = Some((ts[b], c.get(b)));
+                if cached_ts.is_none_or(|cts| ts[b] >= cts) {
+                    self.values[ci] = Some((ts[b], c.get(b)));
+                    continue;
+                }
+            }
+            // The row holding the cached value was rewritten with a NULL there (the last copy
+            // of that ts in the batch wins): the previous non-NULL value is now the answer,
+            // and only the data knows it.
+            if let Some(cts) = cached_ts {
+                let last_copy = ts.iter().rposition(|t| *t == cts);
+                if last_copy.is_some_and(|i| c.is_null(i)) {
+                    self.values_loaded = false;
+                    self.values.clear();
+                    return;
                 }
             }
         }
@@ -237,13 +249,18 @@ mod tests {
         assert_eq!(e.row.as_ref().unwrap().0, 10);
         e.update(&batch(&[(7, Some(9))])); // older: ignored
         assert_eq!(e.row.as_ref().unwrap().1[1], Value::Int(1));
-        e.update(&batch(&[(10, None)])); // same ts: replaces, NULL included
-        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Null);
-        // LAST keeps the last non-NULL value
-        assert_eq!(e.values[1], Some((10, Value::Int(1))));
         e.update(&batch(&[(12, None), (11, Some(4))]));
+        // LAST keeps the last non-NULL value, LAST_ROW the NULL
+        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Null);
         assert_eq!(e.row.as_ref().unwrap().0, 12);
         assert_eq!(e.values[1], Some((11, Value::Int(4))));
+        // Rewriting the row of the cached LAST value with NULL leaves only the data knowing
+        // the answer: the values must be reloaded.
+        e.update(&batch(&[(11, None)]));
+        assert!(!e.values_loaded);
+        // Same ts replaces the row, NULL included.
+        e.update(&batch(&[(12, Some(5))]));
+        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Int(5));
     }
 
     #[test]
