@@ -5,12 +5,13 @@
 use crate::local::Cluster;
 use crate::server::BoxError;
 use crate::shell::render_table;
-use crate::tsbs::{self, Fleet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 use tidal_client::Client;
+use tidal_tsbs::format::tidal::{self as tsbs, TableWriteBatches};
+use tidal_tsbs::{Config, Generator};
 
 #[derive(clap::Args)]
 pub struct DemoArgs {
@@ -37,10 +38,8 @@ pub struct DemoArgs {
     data: Option<PathBuf>,
 }
 
-const START_MS: i64 = 1_451_606_400_000; // 2016-01-01T00:00:00Z, as TSBS
-const INTERVAL_MS: i64 = 10_000;
-/// Epochs per write batch: 360 epochs = 1 hour, 72,000 rows at 100 trucks.
-const EPOCHS_PER_BATCH: usize = 360;
+/// Rows per write batch: about half an hour of a 100-truck fleet.
+const BATCH_ROWS: usize = 36_000;
 
 pub async fn run(args: DemoArgs) -> Result<ExitCode, BoxError> {
     let (data, temp) = match &args.data {
@@ -98,28 +97,33 @@ async fn job(args: &DemoArgs, addr: &str) -> Result<(), BoxError> {
     let (readings, diagnostics) = tsbs::schemas("iot");
     let schemas = Arc::new(vec![readings, diagnostics]);
 
-    let epochs = (args.hours * 360) as usize;
+    // The TSBS IoT generator with its perturbations (missing, out-of-order and NULL points).
+    let cfg = Config {
+        scale: u32::try_from(args.trucks).map_err(|_| "--trucks is too large")?,
+        end_ms: tidal_tsbs::TSBS_START_MS + args.hours as i64 * 3_600_000,
+        seed: args.seed,
+        ..Config::default()
+    };
     println!(
-        "== loading {} trucks x {} h ({} rows: readings + diagnostics) through the client library, {} batches in flight",
+        "== loading {} trucks x {} h (up to {} rows: readings + diagnostics) through the client library, {} batches in flight",
         args.trucks,
         args.hours,
-        epochs * args.trucks * 2,
+        cfg.max_points(),
         args.writers
     );
-    let mut fleet = Fleet::new(args.trucks, args.seed);
+    let mut batches = TableWriteBatches::new(Generator::new(cfg)?, BATCH_ROWS);
     let start = Instant::now();
     let mut gen_s = 0.0;
     let mut rows = 0u64;
     let mut inflight: tokio::task::JoinSet<
         Result<tidal_client::WriteOutcome, tidal_client::ClientError>,
     > = tokio::task::JoinSet::new();
-    let mut e = 0usize;
-    while e < epochs {
-        let n = EPOCHS_PER_BATCH.min(epochs - e);
+    loop {
         let g = Instant::now();
-        let writes = fleet.chunk(START_MS + e as i64 * INTERVAL_MS, INTERVAL_MS, n);
+        let Some(writes) = batches.next() else {
+            break;
+        };
         gen_s += g.elapsed().as_secs_f64();
-        e += n;
         while inflight.len() >= args.writers.max(1) {
             if let Some(r) = inflight.join_next().await {
                 rows += r??.rows;

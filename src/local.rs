@@ -93,6 +93,11 @@ impl Cluster {
         Ok(cluster)
     }
 
+    /// Process ids of the children (mnode first), for resource accounting (`tidal bench`).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().filter_map(|(_, c)| c.id()).collect()
+    }
+
     /// Resolves when any child exits, naming it.
     pub async fn any_exit(&mut self) -> String {
         loop {

@@ -6,7 +6,9 @@
 //! - `tidal shell`  the SQL shell
 //! - `tidal demo`   the README's main job: a local cluster, TSBS-IoT-style data, IoT queries
 //! - `tidal load`   load a TSBS IoT file (influx or TDengine format) and report the rate
+//! - `tidal bench`  the TSBS IoT benchmark: generate data and queries, run Tidal vs the peers
 
+mod bench;
 mod demo;
 mod frontend;
 mod http;
@@ -14,7 +16,6 @@ mod load;
 mod local;
 mod server;
 mod shell;
-mod tsbs;
 
 // Servers make many small per-subtable allocations; mimalloc keeps them cheap (measured: the
 // storage benchmark at 4,000 trucks doubled its rows/s against glibc malloc).
@@ -85,6 +86,9 @@ enum Command {
     /// Load a TSBS IoT file (influx or TDengine format; plain, .gz or .zst) into a database
     /// and print rows/s and metrics/s as the TSBS loaders do.
     Load(load::LoadArgs),
+    /// The TSBS IoT benchmark: `generate` data, print `queries`, `run` Tidal against the
+    /// peers and write docs/BENCHMARKS.md.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
             Command::Load(args) => load::run(args).await,
             Command::Shell(args) => shell::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Bench(args) => bench::run(args).await,
         }
     });
     match result {

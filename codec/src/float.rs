@@ -92,10 +92,16 @@ pub fn to_decimal(values: &[f64], f32_mode: bool) -> Option<(usize, Vec<i64>)> {
     ms.map(|m| (k, m))
 }
 
-/// Appends the payload for `values` and returns the stage-1 id used.
-pub fn encode(values: &[f64], enc: FloatEnc, out: &mut Vec<u8>) -> u8 {
+/// Appends the payload for `values` and returns the stage-1 id used and, for decimal, the
+/// integer encoding of the scaled values (chosen among `int_candidates`).
+pub fn encode(
+    values: &[f64],
+    enc: FloatEnc,
+    int_candidates: &[IntId],
+    out: &mut Vec<u8>,
+) -> (u8, Option<IntId>) {
     let f32_mode = all_f32(values);
-    match enc {
+    let id = match enc {
         FloatEnc::Plain => {
             out.reserve(values.len() * 8);
             for v in values {
@@ -109,11 +115,11 @@ pub fn encode(values: &[f64], enc: FloatEnc, out: &mut Vec<u8>) -> u8 {
                 out.push(k as u8);
                 let mark = out.len();
                 out.push(0);
-                let id = int::encode_best(&ms, &int::AUTO_CANDIDATES, out);
+                let id = int::encode_best(&ms, int_candidates, out);
                 if let Some(b) = out.get_mut(mark) {
                     *b = id as u8;
                 }
-                ID_DECIMAL
+                return (ID_DECIMAL, Some(id));
             }
             None => {
                 gorilla::encode(values, f32_mode, out);
@@ -142,7 +148,8 @@ pub fn encode(values: &[f64], enc: FloatEnc, out: &mut Vec<u8>) -> u8 {
             }
             ID_BYTE_SPLIT
         }
-    }
+    };
+    (id, None)
 }
 
 /// Decodes `n` values of stage-1 id `id`.
@@ -216,7 +223,7 @@ mod tests {
             FloatEnc::ByteSplit,
         ] {
             let mut b = Vec::new();
-            let id = encode(v, enc, &mut b);
+            let (id, _) = encode(v, enc, &int::AUTO_CANDIDATES, &mut b);
             let mut out = Vec::new();
             let mut r = Reader::new(&b, 0);
             decode(&mut r, id, v.len(), &mut out).unwrap();
@@ -283,7 +290,8 @@ mod tests {
                 .collect();
             rt(&v);
             let mut b = Vec::new();
-            assert_eq!(encode(&v, FloatEnc::Decimal, &mut b), ID_DECIMAL);
+            let (id, _) = encode(&v, FloatEnc::Decimal, &int::AUTO_CANDIDATES, &mut b);
+            assert_eq!(id, ID_DECIMAL);
         }
         let v: Vec<f64> = (0..300).map(|_| f64::from_bits(rng.next_u64())).collect();
         rt(&v);

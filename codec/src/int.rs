@@ -2,7 +2,7 @@
 //! columns and the scaled integers of the decimal float codec.
 //!
 //! Owns: plain, FOR bit-packing of the values, delta (`delta-i`), delta-of-delta (`delta-d`, the
-//! timestamp codec), zigzag-delta simple-8b and run-length (runs of equal values), plus the
+//! timestamp codec), zigzag-delta simple-8b, run-length of the values or of their deltas, plus the
 //! `Auto` trial that keeps the smallest.
 //!
 //! Invariants: the value count is never stored here (the column header has it); all arithmetic
@@ -24,6 +24,9 @@ pub enum IntId {
     Simple8b = 4,
     /// Run-length: only chosen by `Auto` (no TDengine name); wins on lazily changing values.
     Rle = 5,
+    /// Delta, then run-length of the deltas: only chosen by `Auto`; wins on regular clocks with
+    /// occasional gaps (runs of equal deltas).
+    DeltaRle = 6,
 }
 
 impl IntId {
@@ -35,19 +38,36 @@ impl IntId {
             3 => IntId::DeltaD,
             4 => IntId::Simple8b,
             5 => IntId::Rle,
+            6 => IntId::DeltaRle,
             _ => return None,
         })
     }
 }
 
 /// What `Auto` tries, in order of preference on ties (cheapest decode first).
-pub const AUTO_CANDIDATES: [IntId; 5] = [
+pub const AUTO_CANDIDATES: [IntId; 6] = [
     IntId::BitPacking,
     IntId::DeltaI,
     IntId::DeltaD,
     IntId::Simple8b,
     IntId::Rle,
+    IntId::DeltaRle,
 ];
+
+/// `Auto` without the run-length encodings: their output is already dense, so under stage 2 a
+/// bit-packed alternative can end up smaller; the encoder compares both after stage 2.
+pub const AUTO_NO_RLE: [IntId; 4] = [
+    IntId::BitPacking,
+    IntId::DeltaI,
+    IntId::DeltaD,
+    IntId::Simple8b,
+];
+
+impl IntId {
+    pub fn is_rle(self) -> bool {
+        matches!(self, IntId::Rle | IntId::DeltaRle)
+    }
+}
 
 /// Encodings tried for the run values inside RLE (a nested RLE would never be smaller).
 const RLE_VALUE_CANDIDATES: [IntId; 2] = [IntId::BitPacking, IntId::DeltaI];
@@ -97,7 +117,14 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
             }
         }
         // Nothing at all for no values, like every other encoding (the decoder reads nothing).
-        IntId::Rle if values.is_empty() => {}
+        IntId::Rle | IntId::DeltaRle if values.is_empty() => {}
+        IntId::DeltaRle => {
+            if let Some(&first) = values.first() {
+                put_varint(out, zigzag(first));
+                let d: Vec<i64> = deltas(values).collect();
+                encode(&d, IntId::Rle, out);
+            }
+        }
         IntId::Rle => {
             let mut vals: Vec<i64> = Vec::new();
             let mut lens: Vec<i64> = Vec::new();
@@ -133,8 +160,13 @@ fn worth_rle(values: &[i64]) -> bool {
 pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
     let mut best: Option<(IntId, Vec<u8>)> = None;
     for &c in candidates {
-        if c == IntId::Rle && candidates.len() > 1 && !worth_rle(values) {
-            continue;
+        if candidates.len() > 1 {
+            if c == IntId::Rle && !worth_rle(values) {
+                continue;
+            }
+            if c == IntId::DeltaRle && !worth_rle(&deltas(values).collect::<Vec<_>>()) {
+                continue;
+            }
         }
         let mut buf = Vec::new();
         let used = encode(values, c, &mut buf);
@@ -200,11 +232,20 @@ pub fn decode(r: &mut Reader, id: IntId, n: usize, out: &mut Vec<i64>) -> Result
                 out.push(acc);
             }
         }
+        IntId::DeltaRle => {
+            let first = r.zigzag_varint("first value")?;
+            let start = out.len();
+            out.push(first);
+            if n >= 2 {
+                decode(r, IntId::Rle, n - 1, out)?;
+            }
+            prefix_sum(out.get_mut(start..).unwrap_or(&mut []));
+        }
         IntId::Rle => {
             let runs = r.varint_max(n as u64, "run count")? as usize;
             let vid = r.u8("run value encoding")?;
             let vid = match IntId::from_u8(vid) {
-                Some(id) if id != IntId::Rle => id,
+                Some(id) if id != IntId::Rle && id != IntId::DeltaRle => id,
                 _ => return Err(r.corrupt(format!("invalid run value encoding {vid}"))),
             };
             let mut vals = Vec::with_capacity(runs);
@@ -250,13 +291,14 @@ mod tests {
     use super::*;
     use crate::test_util::Rng;
 
-    const ALL: [IntId; 6] = [
+    const ALL: [IntId; 7] = [
         IntId::Plain,
         IntId::BitPacking,
         IntId::DeltaI,
         IntId::DeltaD,
         IntId::Simple8b,
         IntId::Rle,
+        IntId::DeltaRle,
     ];
 
     fn rt(values: &[i64]) {

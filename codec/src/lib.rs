@@ -145,11 +145,21 @@ fn encode_values(
     mask: &[bool],
     t: DataType,
     e: Encoding,
+    allow_rle: bool,
     out: &mut Vec<u8>,
-) -> Result<u8, CodecError> {
-    let ints = |v: Vec<i64>, out: &mut Vec<u8>| -> Result<u8, CodecError> {
-        let plan = int_plan(e).ok_or_else(|| bad_encoding(e, t))?;
-        Ok(int::encode_best(&v, plan, out) as u8)
+) -> Result<(u8, bool), CodecError> {
+    let auto: &[IntId] = if allow_rle {
+        &int::AUTO_CANDIDATES
+    } else {
+        &int::AUTO_NO_RLE
+    };
+    let ints = |v: Vec<i64>, out: &mut Vec<u8>| -> Result<(u8, bool), CodecError> {
+        let plan = match e {
+            Encoding::Auto => auto,
+            _ => int_plan(e).ok_or_else(|| bad_encoding(e, t))?,
+        };
+        let id = int::encode_best(&v, plan, out);
+        Ok((id as u8, id.is_rle()))
     };
     match &col.data {
         ColumnData::Int(v) | ColumnData::Timestamp(v) => {
@@ -169,7 +179,8 @@ fn encode_values(
                 _ => return Err(bad_encoding(e, t)),
             };
             let vals: Vec<f64> = present(v, mask).copied().collect();
-            Ok(float::encode(&vals, fe, out))
+            let (id, iid) = float::encode(&vals, fe, auto, out);
+            Ok((id, iid.is_some_and(IntId::is_rle)))
         }
         ColumnData::Bool(v) => {
             let bitmap = match e {
@@ -178,7 +189,7 @@ fn encode_values(
                 _ => return Err(bad_encoding(e, t)),
             };
             let vals: Vec<bool> = present(v, mask).copied().collect();
-            Ok(bool::encode(&vals, bitmap, out))
+            Ok((bool::encode(&vals, bitmap, out), false))
         }
         ColumnData::Str(v) => {
             let dict = match e {
@@ -187,7 +198,7 @@ fn encode_values(
                 _ => return Err(bad_encoding(e, t)),
             };
             let vals: Vec<&str> = present(v, mask).map(|s| s.as_str()).collect();
-            Ok(string::encode(&vals, dict, out))
+            Ok((string::encode(&vals, dict, out), false))
         }
     }
 }
@@ -216,7 +227,15 @@ pub fn encode_column(
     let has_nulls = col.nulls.iter().any(|&n| n);
     let mask: &[bool] = if has_nulls { &col.nulls } else { &[] };
 
-    let mut best = stage(col, mask, t, codec.encoding, codec, rows)?;
+    let mut best = stage(col, mask, t, codec.encoding, true, codec, rows)?;
+    // Run-length output is already dense: under stage 2 a bit-packed encoding may end up
+    // smaller (regular timestamps with gaps do), so compare after stage 2.
+    if best.used_rle && codec.compression != Compression::None {
+        let alt = stage(col, mask, t, codec.encoding, false, codec, rows)?;
+        if alt.body.len() < best.body.len() {
+            best = alt;
+        }
+    }
     // Auto on non-decimal floats: Gorilla wins alone, but byte planes often compress better
     // under stage 2 (docs/bench/codecs.md, "raw walk"), so try both when stage 2 is on.
     if codec.encoding == Encoding::Auto
@@ -224,7 +243,7 @@ pub fn encode_column(
         && best.s1 != float::ID_DECIMAL
         && codec.compression != Compression::None
     {
-        let alt = stage(col, mask, t, Encoding::ByteSplit, codec, rows)?;
+        let alt = stage(col, mask, t, Encoding::ByteSplit, true, codec, rows)?;
         if alt.body.len() < best.body.len() {
             best = alt;
         }
@@ -234,6 +253,7 @@ pub fn encode_column(
         s2,
         raw_len,
         body,
+        ..
     } = best;
 
     out.push(FORMAT_VERSION);
@@ -257,6 +277,8 @@ struct Staged {
     raw_len: usize,
     /// Stage-2 output, or the stage-1 payload when `s2` is none.
     body: Vec<u8>,
+    /// A run-length integer encoding was chosen (directly or inside decimal).
+    used_rle: bool,
 }
 
 fn stage(
@@ -264,6 +286,7 @@ fn stage(
     mask: &[bool],
     t: DataType,
     e: Encoding,
+    allow_rle: bool,
     codec: &ColumnCodec,
     rows: usize,
 ) -> Result<Staged, CodecError> {
@@ -271,7 +294,7 @@ fn stage(
     if !mask.is_empty() {
         nulls::encode(mask, &mut raw);
     }
-    let s1 = encode_values(col, mask, t, e, &mut raw)?;
+    let (s1, used_rle) = encode_values(col, mask, t, e, allow_rle, &mut raw)?;
     // Stage 2 is kept only if it pays for its own length field and stays within the expansion
     // limit the decoder enforces.
     if let Some((id, c)) = stage2::compress(&raw, codec.compression, codec.level) {
@@ -282,6 +305,7 @@ fn stage(
                 s2: id,
                 raw_len: raw.len(),
                 body: c,
+                used_rle,
             });
         }
     }
@@ -290,6 +314,7 @@ fn stage(
         s2: stage2::ID_NONE,
         raw_len: raw.len(),
         body: raw,
+        used_rle,
     })
 }
 

@@ -119,14 +119,22 @@ impl ColumnCodec {
     /// The default for a column type under database option COMP (0, 1 or 2; larger values are
     /// treated as 2).
     pub fn default_for(t: DataType, comp: u8) -> ColumnCodec {
-        let _ = t; // Every type defaults to Auto; the parameter keeps per-type defaults possible.
+        let compression = match comp {
+            0 => Compression::None,
+            1 => Compression::Lz4,
+            _ => Compression::Zstd,
+        };
+        // Under zstd, delta-i timestamps are as small as Auto's best (docs/bench/codecs.md) and
+        // encode 5-8x faster; without zstd Auto's run-length of deltas is 10-25% smaller.
+        let encoding =
+            if t.physical() == PhysicalType::Timestamp && compression == Compression::Zstd {
+                Encoding::DeltaI
+            } else {
+                Encoding::Auto
+            };
         ColumnCodec {
-            encoding: Encoding::Auto,
-            compression: match comp {
-                0 => Compression::None,
-                1 => Compression::Lz4,
-                _ => Compression::Zstd,
-            },
+            encoding,
+            compression,
             level: Level::Medium,
         }
     }

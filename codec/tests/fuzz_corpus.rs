@@ -80,6 +80,11 @@ fn seed_columns() -> Vec<(u8, Column)> {
         5,
         Column::new(ColumnData::Int(vec![i64::MIN, i64::MAX, 0, -1])),
     ));
+    // A regular clock with rare gaps: Auto picks delta run-length.
+    let clock: Vec<i64> = (0..80)
+        .map(|i| 1_451_606_400_000 + (i + i / 20) * 10_000)
+        .collect();
+    out.push((0, Column::new(ColumnData::Timestamp(clock))));
     // Long runs, so that Auto picks run-length (integers and decimal floats).
     let runs: Vec<i64> = (0..60).map(|i| (i / 15) * 1000).collect();
     let run_floats: Vec<f64> = runs.iter().map(|&x| x as f64 / 10.0).collect();

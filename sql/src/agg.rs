@@ -25,6 +25,30 @@ pub enum AggFunc {
     Any,
     /// A plain column next to a single selector: the value of the selected row.
     Carry,
+    /// MAX - MIN as a DOUBLE (partials: min and max).
+    Spread,
+    /// Population standard deviation (partials: count, sum, sum of squares).
+    Stddev,
+    /// Last minus first timestamp of the argument (a timestamp), in `params[0]` units.
+    Elapsed,
+    /// The earliest / latest timestamp of the argument: `_wstart` / `_wend` of row-defined
+    /// windows (state, session, event, count).
+    TsMin,
+    TsMax,
+    // The following need all of a group's rows in one place: the planner runs them on the
+    // coordinator over gathered rows, never as vnode partials.
+    /// Time-weighted average (trapezoids between consecutive rows, divided by the span).
+    Twa,
+    /// Exact percentile `params[0]` (0..=100), linear between the closest ranks.
+    Percentile,
+    /// Approximate percentile; computed exactly here (a valid approximation).
+    Apercentile,
+    /// `{slop:.., intercept:..}` of the least-squares line through (start + i * step, value).
+    Leastsquares,
+    /// The most frequent non-NULL value (the smallest one on ties).
+    Mode,
+    /// Per-second rate between the last two rows (a counter reset counts from zero).
+    Irate,
 }
 
 impl AggFunc {
@@ -37,6 +61,19 @@ impl AggFunc {
                 | AggFunc::Last
                 | AggFunc::LastRow
                 | AggFunc::Any
+        )
+    }
+
+    /// Whether vnodes can compute partial states that the coordinator merges.
+    pub fn is_mergeable(self) -> bool {
+        !matches!(
+            self,
+            AggFunc::Twa
+                | AggFunc::Percentile
+                | AggFunc::Apercentile
+                | AggFunc::Leastsquares
+                | AggFunc::Mode
+                | AggFunc::Irate
         )
     }
 }
@@ -54,6 +91,9 @@ pub struct AggSpec {
     pub carry_of: Option<(usize, usize)>,
     /// Result type.
     pub out_type: DataType,
+    /// Constant arguments after the first (PERCENTILE's p, ELAPSED's unit, ...).
+    #[serde(default)]
+    pub params: Vec<Value>,
 }
 
 impl AggSpec {
@@ -75,6 +115,20 @@ impl AggSpec {
                 Field::new(n("count"), DataType::BigInt),
             ],
             AggFunc::Carry => vec![],
+            AggFunc::Spread => vec![
+                Field::new(n("min"), DataType::Double),
+                Field::new(n("max"), DataType::Double),
+            ],
+            AggFunc::Stddev => vec![
+                Field::new(n("count"), DataType::BigInt),
+                Field::new(n("sum"), DataType::Double),
+                Field::new(n("sumsq"), DataType::Double),
+            ],
+            AggFunc::Elapsed | AggFunc::TsMin | AggFunc::TsMax => vec![
+                Field::new(n("first"), DataType::Timestamp),
+                Field::new(n("last"), DataType::Timestamp),
+            ],
+            f if !f.is_mergeable() => vec![],
             _ => {
                 let mut v = vec![
                     Field::new(n("ts"), DataType::Timestamp),
@@ -138,6 +192,14 @@ enum State {
     SumF(Vec<f64>, Vec<bool>),
     Avg(Vec<f64>, Vec<i64>),
     Sel(Vec<Option<Sel>>),
+    /// Spread: min and max (NaN-free; None = no value yet).
+    MinMax(Vec<Option<(f64, f64)>>),
+    /// Stddev: count, sum, sum of squares.
+    Moments(Vec<(i64, f64, f64)>),
+    /// Elapsed / TsMin / TsMax: first and last timestamp.
+    Span(Vec<Option<(i64, i64)>>),
+    /// Coordinator-only aggregates: every (ts, value) of the group.
+    Collect(Vec<Vec<(i64, Value)>>),
     None,
 }
 
@@ -220,6 +282,10 @@ impl Aggregator {
                 AggFunc::Sum => State::SumI(Vec::new(), Vec::new()),
                 AggFunc::Avg => State::Avg(Vec::new(), Vec::new()),
                 AggFunc::Carry => State::None,
+                AggFunc::Spread => State::MinMax(Vec::new()),
+                AggFunc::Stddev => State::Moments(Vec::new()),
+                AggFunc::Elapsed | AggFunc::TsMin | AggFunc::TsMax => State::Span(Vec::new()),
+                f if !f.is_mergeable() => State::Collect(Vec::new()),
                 _ => State::Sel(Vec::new()),
             })
             .collect();
@@ -252,6 +318,10 @@ impl Aggregator {
                     c.push(0)
                 }
                 State::Sel(v) => v.push(None),
+                State::MinMax(v) => v.push(None),
+                State::Moments(v) => v.push((0, 0.0, 0.0)),
+                State::Span(v) => v.push(None),
+                State::Collect(v) => v.push(Vec::new()),
                 State::None => {}
             }
         }
@@ -355,6 +425,61 @@ impl Aggregator {
                         }
                     }
                 }
+                State::MinMax(v) => {
+                    let Some(c) = &arg else { continue };
+                    let x = f64s(c).ok_or_else(|| {
+                        SqlError::TypeMismatch("SPREAD needs a numeric argument".into())
+                    })?;
+                    for (i, g) in gids.iter().enumerate() {
+                        if !c.is_null(i) {
+                            v[*g] = Some(match v[*g] {
+                                None => (x[i], x[i]),
+                                Some((lo, hi)) => (lo.min(x[i]), hi.max(x[i])),
+                            });
+                        }
+                    }
+                }
+                State::Moments(v) => {
+                    let Some(c) = &arg else { continue };
+                    let x = f64s(c).ok_or_else(|| {
+                        SqlError::TypeMismatch("STDDEV needs a numeric argument".into())
+                    })?;
+                    for (i, g) in gids.iter().enumerate() {
+                        if !c.is_null(i) {
+                            let m = &mut v[*g];
+                            m.0 += 1;
+                            m.1 += x[i];
+                            m.2 += x[i] * x[i];
+                        }
+                    }
+                }
+                State::Span(v) => {
+                    let Some(c) = &arg else { continue };
+                    for (i, g) in gids.iter().enumerate() {
+                        let Some(t) = c.get(i).as_i64() else { continue };
+                        v[*g] = Some(match v[*g] {
+                            None => (t, t),
+                            Some((lo, hi)) => (lo.min(t), hi.max(t)),
+                        });
+                    }
+                }
+                State::Collect(v) => {
+                    let Some(c) = &arg else { continue };
+                    let ts = match &spec.ts {
+                        Some(t) => Some(eval(t, cols, n)?),
+                        None => None,
+                    };
+                    for (i, g) in gids.iter().enumerate() {
+                        if c.is_null(i) {
+                            continue;
+                        }
+                        let t = match &ts {
+                            Some(tc) => tc.get(i).as_i64().unwrap_or(i64::MIN),
+                            None => self.seq + i as i64,
+                        };
+                        v[*g].push((t, c.get(i)));
+                    }
+                }
                 State::Sel(_) => {
                     let Some(c) = &arg else { continue };
                     let ts: Vec<i64> = match &spec.ts {
@@ -435,6 +560,25 @@ impl Aggregator {
         if sums.len() != self.specs.len() || key_cols.len() != nkeys {
             return Ok(false);
         }
+        let known = |f: AggFunc| {
+            matches!(
+                f,
+                AggFunc::CountStar
+                    | AggFunc::Count
+                    | AggFunc::Sum
+                    | AggFunc::Avg
+                    | AggFunc::Min
+                    | AggFunc::Max
+                    | AggFunc::First
+                    | AggFunc::Last
+                    | AggFunc::LastRow
+                    | AggFunc::Any
+                    | AggFunc::Carry
+            )
+        };
+        if !self.specs.iter().all(|s| known(s.func)) {
+            return Ok(false);
+        }
         for (spec, s) in self.specs.iter().zip(sums) {
             let needs_sum = matches!(spec.func, AggFunc::Sum | AggFunc::Avg);
             if needs_sum && s.count > 0 && s.sum.is_null() {
@@ -490,6 +634,7 @@ impl Aggregator {
                         });
                     }
                 }
+                State::MinMax(_) | State::Moments(_) | State::Span(_) | State::Collect(_) => {}
                 State::None => {}
             }
         }
@@ -549,6 +694,45 @@ impl Aggregator {
                         v[*g] += s.get(i).as_f64().unwrap_or(0.0);
                         cnt[*g] += c.get(i).as_i64().unwrap_or(0);
                     }
+                }
+                State::MinMax(v) => {
+                    let (lo, hi) = (col(at)?, col(at + 1)?);
+                    for (i, g) in gids.iter().enumerate() {
+                        let (Some(a), Some(b)) = (lo.get(i).as_f64(), hi.get(i).as_f64()) else {
+                            continue;
+                        };
+                        v[*g] = Some(match v[*g] {
+                            None => (a, b),
+                            Some((x, y)) => (x.min(a), y.max(b)),
+                        });
+                    }
+                }
+                State::Moments(v) => {
+                    let (c, s1, s2) = (col(at)?, col(at + 1)?, col(at + 2)?);
+                    for (i, g) in gids.iter().enumerate() {
+                        let m = &mut v[*g];
+                        m.0 += c.get(i).as_i64().unwrap_or(0);
+                        m.1 += s1.get(i).as_f64().unwrap_or(0.0);
+                        m.2 += s2.get(i).as_f64().unwrap_or(0.0);
+                    }
+                }
+                State::Span(v) => {
+                    let (lo, hi) = (col(at)?, col(at + 1)?);
+                    for (i, g) in gids.iter().enumerate() {
+                        let (Some(a), Some(b)) = (lo.get(i).as_i64(), hi.get(i).as_i64()) else {
+                            continue;
+                        };
+                        v[*g] = Some(match v[*g] {
+                            None => (a, b),
+                            Some((x, y)) => (x.min(a), y.max(b)),
+                        });
+                    }
+                }
+                State::Collect(_) => {
+                    return Err(SqlError::Execution(format!(
+                        "{:?} cannot be merged from vnode partials",
+                        spec.func
+                    )))
                 }
                 State::Sel(st) => {
                     let tsc = col(at)?;
@@ -615,6 +799,26 @@ impl Aggregator {
                             r.push(Value::Float(v[g]));
                             r.push(Value::Int(c[g]));
                         }
+                        State::MinMax(v) => match v[g] {
+                            Some((a, b)) => {
+                                r.push(Value::Float(a));
+                                r.push(Value::Float(b));
+                            }
+                            None => r.extend([Value::Null, Value::Null]),
+                        },
+                        State::Moments(v) => {
+                            r.push(Value::Int(v[g].0));
+                            r.push(Value::Float(v[g].1));
+                            r.push(Value::Float(v[g].2));
+                        }
+                        State::Span(v) => match v[g] {
+                            Some((a, b)) => {
+                                r.push(Value::Timestamp(a));
+                                r.push(Value::Timestamp(b));
+                            }
+                            None => r.extend([Value::Null, Value::Null]),
+                        },
+                        State::Collect(_) => {}
                         State::Sel(v) => match &v[g] {
                             Some(s) => {
                                 r.push(Value::Timestamp(s.ts));
@@ -679,6 +883,34 @@ impl Aggregator {
                             .as_ref()
                             .map(|s| s.value.clone())
                             .unwrap_or(Value::Null),
+                        State::MinMax(v) => match v[g] {
+                            Some((a, b)) => Value::Float(b - a),
+                            None => Value::Null,
+                        },
+                        State::Moments(v) => {
+                            let (c, s1, s2) = v[g];
+                            if c == 0 {
+                                Value::Null
+                            } else {
+                                let mean = s1 / c as f64;
+                                Value::Float((s2 / c as f64 - mean * mean).max(0.0).sqrt())
+                            }
+                        }
+                        State::Span(v) => match (v[g], spec.func) {
+                            (None, _) => Value::Null,
+                            (Some((a, _)), AggFunc::TsMin) => Value::Timestamp(a),
+                            (Some((_, b)), AggFunc::TsMax) => Value::Timestamp(b),
+                            (Some((a, b)), _) => {
+                                let unit = spec
+                                    .params
+                                    .first()
+                                    .and_then(Value::as_f64)
+                                    .filter(|u| *u > 0.0)
+                                    .unwrap_or(1.0);
+                                Value::Float((b - a) as f64 / unit)
+                            }
+                        },
+                        State::Collect(v) => finish_collected(spec, &v[g]),
                         State::None => match spec.carry_of {
                             Some((sel, k)) => match self.states.get(sel) {
                                 Some(State::Sel(v)) => v[g]
@@ -696,6 +928,102 @@ impl Aggregator {
             })
             .collect();
         Batch::from_rows(fields, &rows)
+    }
+}
+
+/// Finalizes a coordinator-only aggregate over all of its group's (ts, value) pairs.
+fn finish_collected(spec: &AggSpec, rows: &[(i64, Value)]) -> Value {
+    if rows.is_empty() {
+        return Value::Null;
+    }
+    let mut rows: Vec<(i64, Value)> = rows.to_vec();
+    rows.sort_by_key(|r| r.0);
+    let nums = || -> Vec<(i64, f64)> {
+        rows.iter()
+            .filter_map(|(t, v)| v.as_f64().map(|f| (*t, f)))
+            .collect()
+    };
+    let param = |k: usize| spec.params.get(k).and_then(Value::as_f64);
+    match spec.func {
+        AggFunc::Twa => {
+            let x = nums();
+            let (Some(first), Some(last)) = (x.first(), x.last()) else {
+                return Value::Null;
+            };
+            if last.0 == first.0 {
+                return Value::Float(first.1);
+            }
+            let area: f64 = x
+                .windows(2)
+                .map(|w| (w[1].0 - w[0].0) as f64 * (w[0].1 + w[1].1) / 2.0)
+                .sum();
+            Value::Float(area / (last.0 - first.0) as f64)
+        }
+        AggFunc::Percentile | AggFunc::Apercentile => {
+            let mut v: Vec<f64> = nums().into_iter().map(|p| p.1).collect();
+            if v.is_empty() {
+                return Value::Null;
+            }
+            v.sort_by(|a, b| a.total_cmp(b));
+            let p = param(0).unwrap_or(50.0).clamp(0.0, 100.0) / 100.0;
+            let pos = p * (v.len() - 1) as f64;
+            let lo = pos.floor() as usize;
+            let hi = pos.ceil() as usize;
+            let (a, b) = (v[lo], v[hi.min(v.len() - 1)]);
+            Value::Float(a + (b - a) * (pos - lo as f64))
+        }
+        AggFunc::Leastsquares => {
+            let (start, step) = (param(0).unwrap_or(1.0), param(1).unwrap_or(1.0));
+            let ys: Vec<f64> = nums().into_iter().map(|p| p.1).collect();
+            let n = ys.len() as f64;
+            let (mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0);
+            for (i, y) in ys.iter().enumerate() {
+                let x = start + step * i as f64;
+                sx += x;
+                sy += y;
+                sxx += x * x;
+                sxy += x * y;
+            }
+            let d = n * sxx - sx * sx;
+            if d == 0.0 {
+                return Value::Null;
+            }
+            let slop = (n * sxy - sx * sy) / d;
+            let intercept = (sy - slop * sx) / n;
+            Value::Str(format!("{{slop:{slop:.6}, intercept:{intercept:.6}}}"))
+        }
+        AggFunc::Mode => {
+            let mut vals: Vec<Value> = rows.into_iter().map(|r| r.1).collect();
+            vals.sort_by(|a, b| a.total_cmp(b));
+            let mut best: Option<(usize, Value)> = None;
+            let mut i = 0;
+            while i < vals.len() {
+                let mut j = i + 1;
+                while j < vals.len() && vals[j].total_cmp(&vals[i]) == Ordering::Equal {
+                    j += 1;
+                }
+                if best.as_ref().is_none_or(|b| j - i > b.0) {
+                    best = Some((j - i, vals[i].clone()));
+                }
+                i = j;
+            }
+            best.map(|b| b.1).unwrap_or(Value::Null)
+        }
+        AggFunc::Irate => {
+            let x = nums();
+            if x.len() < 2 {
+                return Value::Float(0.0);
+            }
+            let (a, b) = (x[x.len() - 2], x[x.len() - 1]);
+            let unit = param(0).unwrap_or(1000.0).max(1.0);
+            let dt = (b.0 - a.0) as f64 / unit;
+            if dt <= 0.0 {
+                return Value::Float(0.0);
+            }
+            let delta = if b.1 < a.1 { b.1 } else { b.1 - a.1 };
+            Value::Float(delta / dt)
+        }
+        _ => Value::Null,
     }
 }
 

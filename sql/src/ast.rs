@@ -73,6 +73,11 @@ pub enum Statement {
         items: Vec<InsertItem>,
     },
     Select(Box<Query>),
+    /// `EXPLAIN [ANALYZE] SELECT ...`
+    Explain {
+        analyze: bool,
+        query: Box<Query>,
+    },
     ShowDatabases,
     ShowStables {
         db: Option<String>,
@@ -133,6 +138,8 @@ pub enum InsertValue {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Query {
+    /// `SELECT DISTINCT`
+    pub distinct: bool,
     pub projection: Vec<SelectItem>,
     pub from: FromItem,
     pub selection: Option<Expr>,
@@ -198,6 +205,18 @@ pub enum WindowClause {
     Session {
         column: Expr,
         gap_ns: i64,
+        pos: Pos,
+    },
+    /// `EVENT_WINDOW START WITH cond END WITH cond`
+    Event {
+        start: Expr,
+        end: Expr,
+        pos: Pos,
+    },
+    /// `COUNT_WINDOW(n [, step])`
+    Count {
+        n: u64,
+        step: Option<u64>,
         pos: Pos,
     },
 }
@@ -323,6 +342,12 @@ pub enum Expr {
         expr: Box<Expr>,
         data_type: DataType,
     },
+    /// `CASE [operand] WHEN a THEN b ... [ELSE c] END`
+    Case {
+        operand: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        else_: Option<Box<Expr>>,
+    },
 }
 
 impl Expr {
@@ -336,6 +361,7 @@ impl Expr {
             | Expr::Between { expr, .. }
             | Expr::Like { expr, .. }
             | Expr::Cast { expr, .. } => expr.position(),
+            Expr::Case { whens, .. } => whens.first().and_then(|w| w.0.position()),
             _ => None,
         }
     }
@@ -372,6 +398,22 @@ impl Expr {
                     a.walk(f);
                 }
             }
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+            } => {
+                if let Some(o) = operand {
+                    o.walk(f);
+                }
+                for (a, b) in whens {
+                    a.walk(f);
+                    b.walk(f);
+                }
+                if let Some(e) = else_ {
+                    e.walk(f);
+                }
+            }
             Expr::Column { .. } | Expr::Literal(_) | Expr::Duration(_) | Expr::Now => {}
         }
     }
@@ -390,7 +432,24 @@ impl fmt::Display for Expr {
         match self {
             Expr::Column { name, .. } => f.write_str(name),
             Expr::Literal(v) => fmt_value(v, f),
-            Expr::Duration(ns) => write!(f, "{}b", ns),
+            Expr::Duration(ns) => {
+                // the largest unit that divides it, as it is usually written (`1s`, `10m`)
+                const UNITS: [(i64, &str); 7] = [
+                    (86_400_000_000_000, "d"),
+                    (3_600_000_000_000, "h"),
+                    (60_000_000_000, "m"),
+                    (1_000_000_000, "s"),
+                    (1_000_000, "a"),
+                    (1_000, "u"),
+                    (1, "b"),
+                ];
+                let (k, u) = UNITS
+                    .iter()
+                    .find(|(k, _)| *ns != 0 && ns % k == 0)
+                    .copied()
+                    .unwrap_or((1, "b"));
+                write!(f, "{}{u}", ns / k)
+            }
             Expr::Now => f.write_str("now()"),
             Expr::Binary { op, left, right } => {
                 if matches!(op, BinOp::And | BinOp::Or) {
@@ -458,6 +517,23 @@ impl fmt::Display for Expr {
                     "cast({expr} as {})",
                     data_type.to_string().to_lowercase()
                 )
+            }
+            Expr::Case {
+                operand,
+                whens,
+                else_,
+            } => {
+                f.write_str("case")?;
+                if let Some(o) = operand {
+                    write!(f, " {o}")?;
+                }
+                for (a, b) in whens {
+                    write!(f, " when {a} then {b}")?;
+                }
+                if let Some(e) = else_ {
+                    write!(f, " else {e}")?;
+                }
+                f.write_str(" end")
             }
         }
     }

@@ -69,6 +69,13 @@ pub trait ScanSource {
             .collect())
     }
 
+    /// The subtables of `stable` whose first tag equals one of `values`, from a tag index;
+    /// `None` when the source has no index (the caller then filters every subtable).
+    fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Option<Vec<TableMeta>> {
+        let _ = (stable, values);
+        None
+    }
+
     /// Inclusive time ranges that hold the subtable's rows, newest first (searches for the
     /// latest matching row stop at the first range that has one).
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
@@ -116,22 +123,29 @@ enum SumArg {
 }
 
 fn collect_inputs(e: &PExpr, out: &mut Vec<usize>) {
-    match e {
-        PExpr::Input(i, _) => out.push(*i),
-        PExpr::Lit(..) => {}
-        PExpr::Bin(_, a, b, _) => {
-            collect_inputs(a, out);
-            collect_inputs(b, out);
+    e.inputs(out)
+}
+
+/// The values a tag filter requires of the first tag (`tag0 = v`, `tag0 IN (..)`, either as
+/// the whole filter or as one conjunct of an AND), so the subtables can come from the index.
+fn first_tag_values(f: &Fragment) -> Option<Vec<Value>> {
+    fn find(e: &PExpr, layout: &[InputCol]) -> Option<Vec<Value>> {
+        let is_tag0 = |x: &PExpr| matches!(x, PExpr::Input(i, _) if matches!(layout.get(*i), Some(InputCol::Tag(0))));
+        match e {
+            PExpr::Bin(crate::ast::BinOp::Eq, a, b, _) => match (a.as_ref(), b.as_ref()) {
+                (x, PExpr::Lit(v, _)) | (PExpr::Lit(v, _), x) if is_tag0(x) && !v.is_null() => {
+                    Some(vec![v.clone()])
+                }
+                _ => None,
+            },
+            PExpr::InList(x, vals, false) if is_tag0(x) => Some(vals.clone()),
+            PExpr::Bin(crate::ast::BinOp::And, a, b, _) => {
+                find(a, layout).or_else(|| find(b, layout))
+            }
+            _ => None,
         }
-        PExpr::Not(a)
-        | PExpr::Neg(a, _)
-        | PExpr::IsNull(a, _)
-        | PExpr::InList(a, _, _)
-        | PExpr::Like(a, _, _)
-        | PExpr::Func(_, a, _)
-        | PExpr::Cast(a, _)
-        | PExpr::WinStart(a, _, _) => collect_inputs(a, out),
     }
+    find(f.tag_filter.as_ref()?, &f.tag_layout)
 }
 
 /// How a fragment can be answered from each subtable's latest rows instead of a scan.
@@ -382,7 +396,19 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
     let metas: Vec<TableMeta> = match &f.target {
         // A vnode learns a STABLE's schema with its first subtable; one that never saw the
         // STABLE holds none of its subtables and contributes an empty partial result.
-        ScanTarget::Stable(s) => src.tables(s),
+        ScanTarget::Stable(s) => {
+            // `name IN (..)` / `name = ..` on the first tag: ask the tag index instead of
+            // looking at every subtable's tags (the filter still runs on what comes back).
+            let indexed = first_tag_values(f).and_then(|vals| {
+                let t = src.schema(s)?.tags.first()?.data_type;
+                let vals: Option<Vec<Value>> = vals.into_iter().map(|v| t.coerce(v).ok()).collect();
+                src.tables_by_first_tag(s, &vals?)
+            });
+            match indexed {
+                Some(m) => m,
+                None => src.tables(s),
+            }
+        }
         ScanTarget::Table(t) => vec![src.table(t).ok_or_else(|| {
             SqlError::TableNotFound(format!("table '{t}' not found on this vnode"))
         })?],
@@ -674,7 +700,17 @@ pub fn finish(plan: &QueryPlan, results: Vec<(u32, Vec<Batch>)>) -> Result<Batch
     Ok(b)
 }
 
+/// Runs one coordinator node (recording rows and time for EXPLAIN ANALYZE).
 fn run(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch, SqlError> {
+    let start = std::time::Instant::now();
+    let r = run_inner(node, inputs);
+    if let Ok(b) = &r {
+        crate::explain::record(node, b.num_rows(), start.elapsed());
+    }
+    r
+}
+
+fn run_inner(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch, SqlError> {
     match node {
         Node::Gather { fragment, fields } => {
             let mut out = Batch::empty(fields.clone());
@@ -727,57 +763,58 @@ fn run(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch, SqlE
             }
             Ok(a.finish(true))
         }
-        Node::Diff {
+        // coordinator-only operators live in `coord`
+        Node::RowFunc {
             input,
             partition,
+            ts,
+            funcs,
+        } => crate::coord::row_funcs(run(input, inputs)?, partition, *ts, funcs),
+        Node::SelectRows {
+            input,
+            partition,
+            ts,
+            col,
+            k,
+            mode,
+        } => crate::coord::select_rows(run(input, inputs)?, partition, *ts, *col, *k, *mode),
+        Node::Window {
+            input,
+            partition,
+            ts,
+            kind,
+        } => crate::coord::window(run(input, inputs)?, partition, ts, kind),
+        Node::Fill {
+            input,
+            npart,
+            step,
+            offset,
+            range,
+            mode,
             cols,
-        } => {
-            let b = run(input, inputs)?;
-            let n = b.num_rows();
-            let same_part = |i: usize, j: usize| {
-                partition.iter().all(|c| {
-                    b.columns
-                        .get(*c)
-                        .is_some_and(|col| col.get(i) == col.get(j))
-                })
-            };
-            let keep: Vec<usize> = (1..n).filter(|&i| same_part(i, i - 1)).collect();
-            let mut columns = Vec::with_capacity(b.columns.len());
-            let mut fields = b.fields.clone();
-            for (ci, col) in b.columns.iter().enumerate() {
-                if !cols.contains(&ci) {
-                    columns.push(col.take(&keep));
-                    continue;
-                }
-                let float = matches!(col.data, ColumnData::Float(_));
-                let t = if float {
-                    DataType::Double
-                } else {
-                    DataType::BigInt
-                };
-                let mut out = Column::empty(t, keep.len());
-                for &i in &keep {
-                    let (cur, prev) = (col.get(i), col.get(i - 1));
-                    let v = match (cur, prev) {
-                        (Value::Null, _) | (_, Value::Null) => Value::Null,
-                        (c, p) if float => {
-                            Value::Float(c.as_f64().unwrap_or(0.0) - p.as_f64().unwrap_or(0.0))
-                        }
-                        (c, p) => Value::Int(
-                            c.as_i64()
-                                .unwrap_or(0)
-                                .wrapping_sub(p.as_i64().unwrap_or(0)),
-                        ),
-                    };
-                    out.push(&v);
-                }
-                if let Some(f) = fields.get_mut(ci) {
-                    f.data_type = t;
-                }
-                columns.push(out);
-            }
-            Ok(Batch { fields, columns })
-        }
+            consts,
+        } => crate::coord::fill(
+            run(input, inputs)?,
+            *npart,
+            *step,
+            *offset,
+            *range,
+            mode,
+            cols,
+            consts,
+        ),
+        Node::Distinct { input } => Ok(crate::coord::distinct(run(input, inputs)?)),
+        Node::SLimit {
+            input,
+            partition,
+            limit,
+            offset,
+        } => Ok(crate::coord::slimit(
+            run(input, inputs)?,
+            partition,
+            *limit,
+            *offset,
+        )),
         Node::Sort { input, keys } => {
             let b = run(input, inputs)?;
             let n = b.num_rows();

@@ -15,6 +15,27 @@ pub enum ScalarFunc {
     Abs,
 }
 
+/// Multi-argument scalar functions, evaluated row by row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CallFunc {
+    Concat,
+    ConcatWs,
+    Lower,
+    Upper,
+    Length,
+    CharLength,
+    /// SUBSTR(s, pos [, len]) with a 1-based pos (negative counts from the end).
+    Substr,
+    Trim,
+    Ltrim,
+    Rtrim,
+    Sqrt,
+    Pow,
+    Log,
+    Greatest,
+    Least,
+}
+
 /// An expression compiled against an input layout: `Input(i)` is the i-th input column.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PExpr {
@@ -31,6 +52,9 @@ pub enum PExpr {
     /// The start of the INTERVAL window holding the timestamp: `(interval, offset)` in the
     /// db precision; windows are aligned to the epoch (UTC) plus the offset.
     WinStart(Box<PExpr>, i64, i64),
+    /// `CASE WHEN c THEN v ... ELSE e END` (the operand form is compiled to equalities).
+    Case(Vec<(PExpr, PExpr)>, Option<Box<PExpr>>, DataType),
+    Call(CallFunc, Vec<PExpr>, DataType),
 }
 
 impl PExpr {
@@ -41,10 +65,46 @@ impl PExpr {
             | PExpr::Bin(_, _, _, t)
             | PExpr::Neg(_, t)
             | PExpr::Func(_, _, t)
+            | PExpr::Case(_, _, t)
+            | PExpr::Call(_, _, t)
             | PExpr::Cast(_, t) => *t,
             PExpr::WinStart(..) => DataType::Timestamp,
             PExpr::Not(_) | PExpr::IsNull(..) | PExpr::InList(..) | PExpr::Like(..) => {
                 DataType::Bool
+            }
+        }
+    }
+
+    /// Calls `f` on every input index, allowing it to be rewritten.
+    pub fn for_each_input_mut(&mut self, f: &mut dyn FnMut(&mut usize)) {
+        match self {
+            PExpr::Input(i, _) => f(i),
+            PExpr::Lit(..) => {}
+            PExpr::Bin(_, a, b, _) => {
+                a.for_each_input_mut(f);
+                b.for_each_input_mut(f);
+            }
+            PExpr::Not(a)
+            | PExpr::Neg(a, _)
+            | PExpr::IsNull(a, _)
+            | PExpr::InList(a, _, _)
+            | PExpr::Like(a, _, _)
+            | PExpr::Func(_, a, _)
+            | PExpr::Cast(a, _)
+            | PExpr::WinStart(a, _, _) => a.for_each_input_mut(f),
+            PExpr::Case(w, e, _) => {
+                for (a, b) in w {
+                    a.for_each_input_mut(f);
+                    b.for_each_input_mut(f);
+                }
+                if let Some(e) = e {
+                    e.for_each_input_mut(f);
+                }
+            }
+            PExpr::Call(_, args, _) => {
+                for a in args {
+                    a.for_each_input_mut(f);
+                }
             }
         }
     }
@@ -66,6 +126,20 @@ impl PExpr {
             | PExpr::Func(_, a, _)
             | PExpr::Cast(a, _)
             | PExpr::WinStart(a, _, _) => a.inputs(out),
+            PExpr::Case(w, e, _) => {
+                for (a, b) in w {
+                    a.inputs(out);
+                    b.inputs(out);
+                }
+                if let Some(e) = e {
+                    e.inputs(out);
+                }
+            }
+            PExpr::Call(_, args, _) => {
+                for a in args {
+                    a.inputs(out);
+                }
+            }
         }
     }
 }
@@ -242,6 +316,43 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
             let c = eval(a, cols, n)?;
             cast(&c, *t, n)
         }
+        PExpr::Case(whens, else_, t) => {
+            let mut out: Vec<Option<Value>> = vec![None; n];
+            for (c, v) in whens {
+                let hit = true_rows(&eval(c, cols, n)?, n);
+                if hit.iter().all(|i| out[*i].is_some()) {
+                    continue;
+                }
+                let vc = eval(v, cols, n)?;
+                for i in hit {
+                    if out[i].is_none() {
+                        out[i] = Some(vc.get(i));
+                    }
+                }
+            }
+            let ec = match else_ {
+                Some(e) => Some(eval(e, cols, n)?),
+                None => None,
+            };
+            let mut c = Column::empty(*t, n);
+            for (i, v) in out.into_iter().enumerate() {
+                let v = v.unwrap_or_else(|| ec.as_ref().map(|e| e.get(i)).unwrap_or(Value::Null));
+                c.push(&conform(v, *t));
+            }
+            Ok(c)
+        }
+        PExpr::Call(f, args, t) => {
+            let a = args
+                .iter()
+                .map(|x| eval(x, cols, n))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut c = Column::empty(*t, n);
+            for i in 0..n {
+                let vals: Vec<Value> = a.iter().map(|col| col.get(i)).collect();
+                c.push(&conform(call(*f, &vals), *t));
+            }
+            Ok(c)
+        }
         PExpr::WinStart(a, interval, offset) => {
             let c = eval(a, cols, n)?;
             let iv = (*interval).max(1);
@@ -256,6 +367,94 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
                 nulls: c.nulls.clone(),
             })
         }
+    }
+}
+
+/// Converts a value to the physical type of a column of type `t` (NULL when it cannot be).
+fn conform(v: Value, t: DataType) -> Value {
+    match (t.physical(), v) {
+        (_, Value::Null) => Value::Null,
+        (PhysicalType::Float, v) => v.as_f64().map(Value::Float).unwrap_or(Value::Null),
+        (PhysicalType::Int, Value::Float(f)) => Value::Int(f as i64),
+        (PhysicalType::Int, v) => v.as_i64().map(Value::Int).unwrap_or(Value::Null),
+        (PhysicalType::Timestamp, v) => v.as_i64().map(Value::Timestamp).unwrap_or(Value::Null),
+        (PhysicalType::Str, Value::Str(s)) => Value::Str(s),
+        (PhysicalType::Str, v) => Value::Str(v.to_string()),
+        (PhysicalType::Bool, Value::Bool(b)) => Value::Bool(b),
+        (PhysicalType::Bool, v) => v
+            .as_f64()
+            .map(|f| Value::Bool(f != 0.0))
+            .unwrap_or(Value::Null),
+        (_, v) => v,
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Str(s) => s.clone(),
+        v => v.to_string(),
+    }
+}
+
+/// One row of a [`CallFunc`]; NULL in, NULL out (CONCAT_WS skips NULL values).
+fn call(f: CallFunc, a: &[Value]) -> Value {
+    if f == CallFunc::ConcatWs {
+        let Some(sep) = a.first().filter(|v| !v.is_null()) else {
+            return Value::Null;
+        };
+        let parts: Vec<String> = a[1..].iter().filter(|v| !v.is_null()).map(text).collect();
+        return Value::Str(parts.join(&text(sep)));
+    }
+    if a.iter().any(Value::is_null) {
+        return Value::Null;
+    }
+    let s0 = || a.first().map(text).unwrap_or_default();
+    let num = |k: usize| a.get(k).and_then(Value::as_f64);
+    match f {
+        CallFunc::Concat => Value::Str(a.iter().map(text).collect()),
+        CallFunc::Lower => Value::Str(s0().to_lowercase()),
+        CallFunc::Upper => Value::Str(s0().to_uppercase()),
+        CallFunc::Length => Value::Int(s0().len() as i64),
+        CallFunc::CharLength => Value::Int(s0().chars().count() as i64),
+        CallFunc::Trim => Value::Str(s0().trim().to_string()),
+        CallFunc::Ltrim => Value::Str(s0().trim_start().to_string()),
+        CallFunc::Rtrim => Value::Str(s0().trim_end().to_string()),
+        CallFunc::Substr => {
+            let chars: Vec<char> = s0().chars().collect();
+            let len = chars.len() as i64;
+            let pos = a.get(1).and_then(Value::as_i64).unwrap_or(1);
+            let start = if pos > 0 { pos - 1 } else { (len + pos).max(0) };
+            let count = a.get(2).and_then(Value::as_i64).unwrap_or(len).max(0);
+            let start = start.clamp(0, len) as usize;
+            let end = (start as i64).saturating_add(count).min(len) as usize;
+            Value::Str(chars[start..end.max(start)].iter().collect())
+        }
+        CallFunc::Sqrt => num(0)
+            .filter(|x| *x >= 0.0)
+            .map(|x| Value::Float(x.sqrt()))
+            .unwrap_or(Value::Null),
+        CallFunc::Pow => match (num(0), num(1)) {
+            (Some(x), Some(y)) => Value::Float(x.powf(y)),
+            _ => Value::Null,
+        },
+        CallFunc::Log => match (num(0), num(1)) {
+            (Some(x), Some(b)) if x > 0.0 && b > 0.0 && b != 1.0 => Value::Float(x.log(b)),
+            (Some(x), None) if x > 0.0 => Value::Float(x.ln()),
+            _ => Value::Null,
+        },
+        CallFunc::Greatest | CallFunc::Least => {
+            let Some(mut best) = a.first().cloned() else {
+                return Value::Null;
+            };
+            for v in a.iter().skip(1) {
+                let o = v.total_cmp(&best);
+                if (f == CallFunc::Greatest && o.is_gt()) || (f == CallFunc::Least && o.is_lt()) {
+                    best = v.clone();
+                }
+            }
+            best
+        }
+        CallFunc::ConcatWs => Value::Null,
     }
 }
 

@@ -21,12 +21,17 @@
 //!   sum + count, MIN/MAX/FIRST/LAST/LAST_ROW as selectors carrying their row's timestamp and
 //!   the plain columns of the single-selector rule).
 //! - `exec`: the vnode side and the coordinator side.
+//! - `coord`: coordinator-only operators (row-defined and sliding windows, FILL, row
+//!   functions, TOP/BOTTOM/SAMPLE, DISTINCT, SLIMIT).
+//! - `explain`: EXPLAIN [ANALYZE] text.
 
 pub mod agg;
 pub mod ast;
 pub mod bind;
+mod coord;
 pub mod error;
 pub mod exec;
+pub mod explain;
 pub mod expr;
 pub mod lexer;
 pub mod parser;
@@ -37,11 +42,12 @@ pub use ast::*;
 pub use bind::{bind_create_subtable, bind_insert};
 pub use error::{Pos, SqlError};
 pub use exec::{execute_fragment, finish, ColSummary, ScanPiece, ScanSource};
+pub use explain::{explain, finish_analyze, FragmentStats};
 pub use expr::PExpr;
 pub use parser::parse;
 pub use plan::{
-    plan_query, referenced_tables, Catalog, Fragment, FragmentOp, FragmentSpec, FragmentTarget,
-    InputCol, Node, QueryPlan, ScanTarget,
+    plan_query, referenced_tables, Catalog, FillMode, Fragment, FragmentOp, FragmentSpec,
+    FragmentTarget, InputCol, Node, QueryPlan, RowFn, ScanTarget, SelectMode, WindowKind,
 };
 
 #[cfg(test)]

@@ -48,6 +48,11 @@ const RESERVED: &[&str] = &[
     "null",
     "nulls",
     "into",
+    "when",
+    "then",
+    "else",
+    "end",
+    "distinct",
 ];
 
 /// Parses one or more `;`-separated statements; empty statements are skipped.
@@ -240,6 +245,14 @@ impl Parser {
         };
         match kw.as_str() {
             "select" => Ok(Statement::Select(Box::new(self.query()?))),
+            "explain" => {
+                self.advance();
+                let analyze = self.eat_kw("analyze");
+                Ok(Statement::Explain {
+                    analyze,
+                    query: Box::new(self.query()?),
+                })
+            }
             "create" => {
                 self.advance();
                 self.create()
@@ -489,7 +502,11 @@ impl Parser {
     }
 
     /// Parses `OPTION value ...` into `o`, recording the (lower-case) names given in `set`.
-    fn db_options_into(&mut self, o: &mut DbOptions, set: &mut Vec<String>) -> Result<(), SqlError> {
+    fn db_options_into(
+        &mut self,
+        o: &mut DbOptions,
+        set: &mut Vec<String>,
+    ) -> Result<(), SqlError> {
         const DAY_NS: i64 = 86_400_000_000_000;
         while let Tok::Ident(word) = &self.peek().tok {
             let pos = self.pos();
@@ -854,6 +871,7 @@ impl Parser {
 
     fn query(&mut self) -> Result<Query, SqlError> {
         self.expect_kw("select")?;
+        let distinct = self.eat_kw("distinct");
         let mut projection = Vec::new();
         loop {
             if self.peek_op("*") {
@@ -886,6 +904,7 @@ impl Parser {
             FromItem::Table { name, alias, pos }
         };
         let mut q = Query {
+            distinct,
             projection,
             from,
             selection: None,
@@ -1030,6 +1049,28 @@ impl Parser {
             let expr = self.expr()?;
             self.expect_op(")")?;
             return Ok(Some(WindowClause::StateWindow { expr, pos }));
+        }
+        if self.peek_kw("event_window") {
+            self.advance();
+            self.expect_kw("start")?;
+            self.expect_kw("with")?;
+            let start = self.expr()?;
+            self.expect_kw("end")?;
+            self.expect_kw("with")?;
+            let end = self.expr()?;
+            return Ok(Some(WindowClause::Event { start, end, pos }));
+        }
+        if self.peek_kw("count_window") && matches!(self.peek_at(1), Tok::Op("(")) {
+            self.advance();
+            self.advance();
+            let n = self.u64_lit("a row count")?;
+            let step = if self.eat_op(",") {
+                Some(self.u64_lit("a step")?)
+            } else {
+                None
+            };
+            self.expect_op(")")?;
+            return Ok(Some(WindowClause::Count { n, step, pos }));
         }
         if self.peek_kw("session") && matches!(self.peek_at(1), Tok::Op("(")) {
             self.advance();
@@ -1298,6 +1339,35 @@ impl Parser {
                             self.expect_op(")")?;
                         }
                         return Ok(Expr::Now);
+                    }
+                    "case" => {
+                        self.advance();
+                        let operand = if self.peek_kw("when") {
+                            None
+                        } else {
+                            Some(Box::new(self.or_expr(depth + 1)?))
+                        };
+                        let mut whens = Vec::new();
+                        while self.eat_kw("when") {
+                            let a = self.or_expr(depth + 1)?;
+                            self.expect_kw("then")?;
+                            let b = self.or_expr(depth + 1)?;
+                            whens.push((a, b));
+                        }
+                        if whens.is_empty() {
+                            return Err(self.unexpected("WHEN"));
+                        }
+                        let else_ = if self.eat_kw("else") {
+                            Some(Box::new(self.or_expr(depth + 1)?))
+                        } else {
+                            None
+                        };
+                        self.expect_kw("end")?;
+                        return Ok(Expr::Case {
+                            operand,
+                            whens,
+                            else_,
+                        });
                     }
                     "cast" if matches!(self.peek_at(1), Tok::Op("(")) => {
                         self.advance();

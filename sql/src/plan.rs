@@ -8,7 +8,7 @@
 use crate::agg::{AggFunc, AggSpec};
 use crate::ast::*;
 use crate::error::{Pos, SqlError};
-use crate::expr::{eval, PExpr, ScalarFunc};
+use crate::expr::{eval, CallFunc, PExpr, ScalarFunc};
 use serde::{Deserialize, Serialize};
 use tidal_common::types::PhysicalType;
 use tidal_common::{DataType, Field, Precision, StableSchema, TableMeta, Value};
@@ -146,13 +146,59 @@ pub enum Node {
         aggs: Vec<AggSpec>,
         merge: bool,
     },
-    /// Row function `diff()`: the input is sorted by (partition columns, ts); each column in
-    /// `cols` is replaced by its difference to the previous row of the same partition, and the
-    /// first row of each partition is dropped (TDengine's `diff`).
-    Diff {
+    /// Row functions (`diff`, `derivative`, `csum`, `mavg`, `statecount`, `stateduration`):
+    /// the input is sorted by (partition columns, ts); each listed column is replaced by the
+    /// function's value over the rows of its partition so far. A row is kept only when every
+    /// function has a value for it (`diff` has none for a partition's first row).
+    RowFunc {
         input: Box<Node>,
         partition: Vec<usize>,
+        ts: usize,
+        funcs: Vec<(usize, RowFn)>,
+    },
+    /// Multi-row selectors TOP/BOTTOM/SAMPLE: per partition, keeps `k` rows chosen by column
+    /// `col`, in time order (column `ts`).
+    SelectRows {
+        input: Box<Node>,
+        partition: Vec<usize>,
+        ts: usize,
+        col: usize,
+        k: usize,
+        mode: SelectMode,
+    },
+    /// Assigns rows to windows defined by the rows themselves (or sliding INTERVALs): sorts by
+    /// (partition, ts) and appends a window id column (the window start for sliding
+    /// intervals), repeating a row for each window that holds it and dropping rows in none.
+    Window {
+        input: Box<Node>,
+        partition: Vec<PExpr>,
+        ts: PExpr,
+        kind: WindowKind,
+    },
+    /// FILL over INTERVAL results sorted by (partition columns `0..npart`, window start
+    /// `npart`): inserts the missing windows every `step` within the query's time range (or
+    /// between a partition's first and last window) and fills `cols`; `consts` are copied.
+    Fill {
+        input: Box<Node>,
+        npart: usize,
+        step: i64,
+        offset: i64,
+        range: Option<(i64, i64)>,
+        mode: FillMode,
         cols: Vec<usize>,
+        consts: Vec<usize>,
+    },
+    /// Removes duplicate rows (SELECT DISTINCT), keeping the first of each.
+    Distinct {
+        input: Box<Node>,
+    },
+    /// SLIMIT/SOFFSET: keeps the partitions (runs of equal values in `partition`, the input is
+    /// sorted by them) numbered offset..offset+limit.
+    SLimit {
+        input: Box<Node>,
+        partition: Vec<usize>,
+        limit: u64,
+        offset: u64,
     },
     /// Sort by output columns (index, ascending).
     Sort {
@@ -167,6 +213,58 @@ pub enum Node {
         offset: u64,
         partition: Vec<usize>,
     },
+}
+
+/// A row function of [`Node::RowFunc`]; durations are in the database precision.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RowFn {
+    Diff,
+    /// `(v - prev) / (t - prev_t) * unit`; negative results dropped when `ignore_negative`.
+    Derivative {
+        unit: i64,
+        ignore_negative: bool,
+    },
+    Csum,
+    Mavg(usize),
+    /// Consecutive rows satisfying `value <op> val` (-1 when not satisfied).
+    StateCount(BinOp, f64),
+    /// Time since the first of the consecutive rows satisfying the condition, in `unit`.
+    StateDuration(BinOp, f64, i64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SelectMode {
+    Top,
+    Bottom,
+    Sample,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum WindowKind {
+    /// A sliding INTERVAL: the windows [s, s + interval) with s on the `sliding` grid.
+    Sliding {
+        interval: i64,
+        sliding: i64,
+        offset: i64,
+    },
+    /// A new window whenever the value changes (NULL rows belong to no window).
+    State(PExpr),
+    /// A new window when the gap to the previous row exceeds `gap`.
+    Session(i64),
+    /// Opens at a row satisfying `start`, closes at the next row satisfying `end`; a window
+    /// still open at the end of the partition is not reported.
+    Event(PExpr, PExpr),
+    /// Windows of `n` rows starting every `step` rows.
+    Count(u64, u64),
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum FillMode {
+    Null,
+    Prev,
+    Next,
+    Linear,
+    Value(Vec<Value>),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -214,8 +312,41 @@ pub fn plan_query(
 // ---------------------------------------------------------------------------------------------
 
 const AGG_FUNCS: &[&str] = &[
-    "count", "sum", "avg", "min", "max", "first", "last", "last_row",
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "first",
+    "last",
+    "last_row",
+    "spread",
+    "stddev",
+    "twa",
+    "elapsed",
+    "percentile",
+    "apercentile",
+    "leastsquares",
+    "mode",
+    "irate",
 ];
+
+/// Row functions: one value per input row, computed in time order per partition.
+const ROW_FUNCS: &[&str] = &[
+    "diff",
+    "derivative",
+    "csum",
+    "mavg",
+    "statecount",
+    "stateduration",
+    "top",
+    "bottom",
+    "sample",
+];
+
+/// Placeholder input index of the window id column a coordinator [`Node::Window`] appends;
+/// replaced by the real index once the input width is known.
+const WID: usize = usize::MAX / 2;
 
 fn is_agg_call(e: &Expr) -> bool {
     matches!(e, Expr::Function { name, .. } if AGG_FUNCS.contains(&name.as_str()))
@@ -268,8 +399,27 @@ struct Scope {
     kind: ScopeKind,
     precision: Precision,
     from_name: String,
-    /// INTERVAL: the window-start expression over the input, and the interval length.
-    window: Option<(PExpr, i64)>,
+    window: Option<WinScope>,
+}
+
+#[derive(Clone)]
+enum WinScope {
+    /// A tumbling INTERVAL computed per row (pushed to the vnodes): window start, length.
+    Interval(PExpr, i64),
+    /// Windows assigned by a coordinator [`Node::Window`] (id column `WID`); `Some(length)`
+    /// for sliding intervals, whose id is the window start.
+    Keyed(Option<i64>),
+}
+
+impl WinScope {
+    /// The group key of the window and the window length, if fixed.
+    fn key(&self) -> (PExpr, Option<i64>) {
+        match self {
+            WinScope::Interval(ws, iv) => (ws.clone(), Some(*iv)),
+            WinScope::Keyed(Some(iv)) => (PExpr::Input(WID, DataType::Timestamp), Some(*iv)),
+            WinScope::Keyed(None) => (PExpr::Input(WID, DataType::BigInt), None),
+        }
+    }
 }
 
 impl Scope {
@@ -289,9 +439,14 @@ impl Scope {
 
     fn resolve(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError> {
         if matches!(name, "_wstart" | "_wend" | "_wduration") {
-            let Some((ws, iv)) = self.window.clone() else {
+            let Some(w) = self.window.clone() else {
                 return Err(SqlError::Plan(format!(
                     "'{name}' needs an INTERVAL window at {pos}"
+                )));
+            };
+            let (ws, Some(iv)) = w.key() else {
+                return Err(SqlError::Plan(format!(
+                    "'{name}' of this window is only available next to aggregates at {pos}"
                 )));
             };
             return Ok(match name {
@@ -359,6 +514,33 @@ impl Scope {
             }
             ScopeKind::Derived { .. } => false,
         }
+    }
+
+    /// The types of the input columns (the layout, or the derived table's fields).
+    fn layout_types(&self) -> Vec<DataType> {
+        match &self.kind {
+            ScopeKind::Stable { schema, layout, .. } => layout
+                .iter()
+                .map(|c| match c {
+                    InputCol::Col(i) => schema
+                        .columns
+                        .get(*i)
+                        .map(|d| d.data_type)
+                        .unwrap_or(DataType::BigInt),
+                    InputCol::Tag(i) => schema
+                        .tags
+                        .get(*i)
+                        .map(|d| d.data_type)
+                        .unwrap_or(DataType::BigInt),
+                    InputCol::Tbname => TBNAME_TYPE,
+                })
+                .collect(),
+            ScopeKind::Derived { fields } => fields.iter().map(|f| f.data_type).collect(),
+        }
+    }
+
+    fn width(&self) -> usize {
+        self.layout_types().len()
     }
 
     fn layout(&self) -> Vec<InputCol> {
@@ -577,6 +759,120 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 }
             }
         }
+        Expr::Case {
+            operand,
+            whens,
+            else_,
+        } => {
+            let op = match operand {
+                Some(o) => Some(compile(o, ctx)?),
+                None => None,
+            };
+            let mut arms = Vec::new();
+            let mut types = Vec::new();
+            for (c, v) in whens {
+                let c = compile(c, ctx)?;
+                let c = match &op {
+                    Some(o) => {
+                        let c = ts_literal(o, c, precision)?;
+                        PExpr::Bin(BinOp::Eq, Box::new(o.clone()), Box::new(c), DataType::Bool)
+                    }
+                    None => c,
+                };
+                let v = compile(v, ctx)?;
+                if !matches!(v, PExpr::Lit(Value::Null, _)) {
+                    types.push(v.data_type());
+                }
+                arms.push((c, v));
+            }
+            let e = match else_ {
+                Some(x) => {
+                    let x = compile(x, ctx)?;
+                    if !matches!(x, PExpr::Lit(Value::Null, _)) {
+                        types.push(x.data_type());
+                    }
+                    Some(Box::new(x))
+                }
+                None => None,
+            };
+            PExpr::Case(arms, e, common_type(&types))
+        }
+        Expr::Function {
+            name, args, pos, ..
+        } if call_func(name).is_some() => {
+            let Some((f, lo, hi)) = call_func(name) else {
+                return Err(SqlError::Unsupported(format!("function '{name}' at {pos}")));
+            };
+            if args.len() < lo || args.len() > hi {
+                return Err(SqlError::Plan(format!(
+                    "function '{name}' takes {} arguments, got {} at {pos}",
+                    if lo == hi {
+                        lo.to_string()
+                    } else if hi == usize::MAX {
+                        format!("at least {lo}")
+                    } else {
+                        format!("{lo} to {hi}")
+                    },
+                    args.len()
+                )));
+            }
+            let mut a = Vec::new();
+            for x in args {
+                a.push(compile(x, ctx)?);
+            }
+            let numeric_args = matches!(f, CallFunc::Sqrt | CallFunc::Pow | CallFunc::Log);
+            let string_args = matches!(
+                f,
+                CallFunc::Lower
+                    | CallFunc::Upper
+                    | CallFunc::Length
+                    | CallFunc::CharLength
+                    | CallFunc::Substr
+                    | CallFunc::Trim
+                    | CallFunc::Ltrim
+                    | CallFunc::Rtrim
+            );
+            if numeric_args
+                && a.iter()
+                    .any(|x| !(x.data_type().is_numeric() || x.data_type() == DataType::Bool))
+            {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function '{name}' needs numeric arguments at {pos}"
+                )));
+            }
+            if string_args && a[0].data_type().physical() != PhysicalType::Str {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function '{name}' needs a string argument, '{}' is {} at {pos}",
+                    args[0],
+                    a[0].data_type()
+                )));
+            }
+            let str_len = |xs: &[PExpr]| -> u32 {
+                xs.iter()
+                    .map(|x| match x.data_type() {
+                        DataType::VarChar(l) | DataType::NChar(l) => l,
+                        _ => 32,
+                    })
+                    .sum::<u32>()
+                    .max(1)
+            };
+            let t = match f {
+                CallFunc::Concat => DataType::VarChar(str_len(&a)),
+                CallFunc::ConcatWs => DataType::VarChar(str_len(&a).saturating_mul(2)),
+                CallFunc::Lower
+                | CallFunc::Upper
+                | CallFunc::Substr
+                | CallFunc::Trim
+                | CallFunc::Ltrim
+                | CallFunc::Rtrim => DataType::VarChar(str_len(&a[..1])),
+                CallFunc::Length | CallFunc::CharLength => DataType::BigInt,
+                CallFunc::Sqrt | CallFunc::Pow | CallFunc::Log => DataType::Double,
+                CallFunc::Greatest | CallFunc::Least => {
+                    common_type(&a.iter().map(PExpr::data_type).collect::<Vec<_>>())
+                }
+            };
+            PExpr::Call(f, a, t)
+        }
         Expr::Function {
             name, args, pos, ..
         } => {
@@ -652,7 +948,25 @@ impl AggCtx<'_> {
             "max" => AggFunc::Max,
             "first" => AggFunc::First,
             "last" => AggFunc::Last,
+            "spread" => AggFunc::Spread,
+            "stddev" => AggFunc::Stddev,
+            "twa" => AggFunc::Twa,
+            "elapsed" => AggFunc::Elapsed,
+            "percentile" => AggFunc::Percentile,
+            "apercentile" => AggFunc::Apercentile,
+            "leastsquares" => AggFunc::Leastsquares,
+            "mode" => AggFunc::Mode,
+            "irate" => AggFunc::Irate,
             _ => AggFunc::LastRow,
+        };
+        let precision = self.scope.precision;
+        // (min, max) number of arguments
+        let arity = match func {
+            AggFunc::Elapsed => (1, 2),
+            AggFunc::Percentile => (2, 2),
+            AggFunc::Apercentile => (2, 3),
+            AggFunc::Leastsquares => (3, 3),
+            _ => (1, 1),
         };
         if func == AggFunc::CountStar {
             return Ok(self.add(AggSpec {
@@ -662,18 +976,67 @@ impl AggCtx<'_> {
                 carry: vec![],
                 carry_of: None,
                 out_type: DataType::BigInt,
+                params: vec![],
             }));
         }
-        if star || args.len() != 1 {
+        if star || args.len() < arity.0 || args.len() > arity.1 {
             return Err(SqlError::Plan(format!(
-                "function '{name}' takes exactly one argument at {pos}"
+                "function '{name}' takes {} at {pos}",
+                match arity {
+                    (1, 1) => "exactly one argument".to_string(),
+                    (a, b) if a == b => format!("{a} arguments"),
+                    (a, b) => format!("{a} to {b} arguments"),
+                }
             )));
         }
         let arg = compile(&args[0], &mut ScalarCtx { scope: self.scope })?;
+        let mut params = Vec::new();
+        for a in &args[1..] {
+            params.push(const_arg(a, precision, name, pos)?);
+        }
+        match func {
+            AggFunc::Percentile | AggFunc::Apercentile => {
+                let p = params.first().and_then(Value::as_f64).unwrap_or(-1.0);
+                if !(0.0..=100.0).contains(&p) {
+                    return Err(SqlError::InvalidArgument(format!(
+                        "{name}: the percentile must be between 0 and 100 at {pos}"
+                    )));
+                }
+            }
+            AggFunc::Elapsed if arg.data_type() != DataType::Timestamp => {
+                return Err(SqlError::TypeMismatch(format!(
+                    "elapsed() needs the timestamp column at {pos}"
+                )));
+            }
+            AggFunc::Irate => params = vec![Value::Int(precision.from_nanos(1_000_000_000))],
+            _ => {}
+        }
         let at = arg.data_type();
         let numeric = at.is_numeric() || at == DataType::Bool;
         let out_type = match func {
             AggFunc::Count => DataType::BigInt,
+            AggFunc::Spread
+            | AggFunc::Stddev
+            | AggFunc::Twa
+            | AggFunc::Percentile
+            | AggFunc::Apercentile
+            | AggFunc::Leastsquares
+            | AggFunc::Irate
+                if !(numeric || at == DataType::Timestamp) =>
+            {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function '{name}' needs a numeric argument, '{}' is {at} at {pos}",
+                    args[0]
+                )))
+            }
+            AggFunc::Leastsquares => DataType::VarChar(64),
+            AggFunc::Spread
+            | AggFunc::Stddev
+            | AggFunc::Twa
+            | AggFunc::Percentile
+            | AggFunc::Apercentile
+            | AggFunc::Irate
+            | AggFunc::Elapsed => DataType::Double,
             AggFunc::Sum | AggFunc::Avg if !numeric => {
                 return Err(SqlError::TypeMismatch(format!(
                     "function '{name}' needs a numeric argument, '{}' is {at} at {pos}",
@@ -685,7 +1048,7 @@ impl AggCtx<'_> {
             AggFunc::Avg => DataType::Double,
             _ => at,
         };
-        let ts = if func.is_selector() {
+        let ts = if func.is_selector() || !func.is_mergeable() {
             self.scope.ts_expr()
         } else {
             None
@@ -697,23 +1060,55 @@ impl AggCtx<'_> {
             carry: vec![],
             carry_of: None,
             out_type,
+            params,
         }))
     }
 }
 
 impl Ctx for AggCtx<'_> {
     fn leaf(&mut self, e: &Expr) -> Result<Option<PExpr>, SqlError> {
-        if let Expr::Column { name, .. } = e {
-            if name == "_wend" || name == "_wduration" {
-                if let Some((ws, iv)) = self.scope.window.clone() {
+        if let Expr::Column { name, pos } = e {
+            if matches!(name.as_str(), "_wstart" | "_wend" | "_wduration") {
+                if let Some(w) = self.scope.window.clone() {
+                    let (ws, iv) = w.key();
+                    let Some(iv) = iv else {
+                        // row-defined windows: first and last row of the window
+                        let ts = self.scope.ts_expr().ok_or_else(|| {
+                            SqlError::Plan(format!("'{name}' needs a timestamp column at {pos}"))
+                        })?;
+                        let mut span = |func| {
+                            self.add(AggSpec {
+                                func,
+                                arg: Some(ts.clone()),
+                                ts: None,
+                                carry: vec![],
+                                carry_of: None,
+                                out_type: DataType::Timestamp,
+                                params: vec![],
+                            })
+                        };
+                        let lo = span(AggFunc::TsMin);
+                        let hi = span(AggFunc::TsMax);
+                        return Ok(Some(match name.as_str() {
+                            "_wstart" => lo,
+                            "_wend" => hi,
+                            _ => {
+                                PExpr::Bin(BinOp::Sub, Box::new(hi), Box::new(lo), DataType::BigInt)
+                            }
+                        }));
+                    };
                     let ivl = PExpr::Lit(Value::Int(iv), DataType::BigInt);
                     if name == "_wduration" {
                         return Ok(Some(ivl));
                     }
                     if let Some(k) = self.keys.iter().position(|k| *k == ws) {
+                        let kr = PExpr::Input(k, DataType::Timestamp);
+                        if name == "_wstart" {
+                            return Ok(Some(kr));
+                        }
                         return Ok(Some(PExpr::Bin(
                             BinOp::Add,
-                            Box::new(PExpr::Input(k, DataType::Timestamp)),
+                            Box::new(kr),
                             Box::new(ivl),
                             DataType::Timestamp,
                         )));
@@ -751,6 +1146,7 @@ impl Ctx for AggCtx<'_> {
             carry: vec![],
             carry_of: None,
             out_type: t,
+            params: vec![],
         };
         let before = self.aggs.len();
         let r = self.add(spec);
@@ -769,33 +1165,242 @@ impl Ctx for AggCtx<'_> {
     }
 }
 
+/// Multi-argument scalar functions: (function, min args, max args).
+fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
+    Some(match name {
+        "concat" => (CallFunc::Concat, 1, usize::MAX),
+        "concat_ws" => (CallFunc::ConcatWs, 2, usize::MAX),
+        "lower" => (CallFunc::Lower, 1, 1),
+        "upper" => (CallFunc::Upper, 1, 1),
+        "length" => (CallFunc::Length, 1, 1),
+        "char_length" => (CallFunc::CharLength, 1, 1),
+        "substr" | "substring" => (CallFunc::Substr, 2, 3),
+        "trim" => (CallFunc::Trim, 1, 1),
+        "ltrim" => (CallFunc::Ltrim, 1, 1),
+        "rtrim" => (CallFunc::Rtrim, 1, 1),
+        "sqrt" => (CallFunc::Sqrt, 1, 1),
+        "pow" => (CallFunc::Pow, 2, 2),
+        "log" => (CallFunc::Log, 1, 2),
+        "greatest" => (CallFunc::Greatest, 2, usize::MAX),
+        "least" => (CallFunc::Least, 2, usize::MAX),
+        _ => return None,
+    })
+}
+
+/// The result type of values of these types (CASE arms, GREATEST): strings win, then
+/// doubles; integers stay BIGINT.
+fn common_type(types: &[DataType]) -> DataType {
+    if types.is_empty() {
+        return DataType::BigInt;
+    }
+    if types.iter().any(|t| t.physical() == PhysicalType::Str) {
+        let len = types
+            .iter()
+            .map(|t| match t {
+                DataType::VarChar(l) | DataType::NChar(l) => *l,
+                _ => 32,
+            })
+            .max()
+            .unwrap_or(1);
+        return DataType::VarChar(len);
+    }
+    if types.iter().all(|t| *t == types[0]) {
+        return types[0];
+    }
+    if types.iter().any(|t| t.physical() == PhysicalType::Float) {
+        return DataType::Double;
+    }
+    DataType::BigInt
+}
+
+/// A constant argument of a function: a number, string, or duration (in the db precision).
+fn const_arg(e: &Expr, precision: Precision, fname: &str, pos: Pos) -> Result<Value, SqlError> {
+    match e {
+        Expr::Duration(ns) => Ok(Value::Int(precision.from_nanos(*ns))),
+        Expr::Literal(v) => Ok(v.clone()),
+        Expr::Neg(x) => match const_arg(x, precision, fname, pos)? {
+            Value::Int(i) => Ok(Value::Int(-i)),
+            Value::Float(f) => Ok(Value::Float(-f)),
+            _ => Err(SqlError::InvalidArgument(format!(
+                "{fname}: '{e}' is not a number at {pos}"
+            ))),
+        },
+        _ => Err(SqlError::InvalidArgument(format!(
+            "{fname}: argument '{e}' must be a constant at {pos}"
+        ))),
+    }
+}
+
 fn contains_row_func(e: &Expr) -> bool {
     let mut found = false;
     e.walk(&mut |x| {
-        if matches!(x, Expr::Function { name, .. } if name == "diff") {
+        if matches!(x, Expr::Function { name, .. } if ROW_FUNCS.contains(&name.as_str())) {
             found = true
         }
     });
     found
 }
 
-/// Row-function context: `diff(x)` becomes a reference to a pre-projected column that the Diff
-/// node replaces by differences; other column expressions are pre-projected as they are.
+/// Row-function context: each row function's argument becomes a pre-projected column that
+/// the RowFunc node replaces by the function's values; TOP/BOTTOM/SAMPLE pick rows by theirs;
+/// other column expressions are pre-projected as they are.
 struct RowCtx<'a> {
     scope: &'a mut Scope,
     pre: Vec<PExpr>,
-    diffs: Vec<usize>,
+    funcs: Vec<(usize, RowFn)>,
+    select: Option<(usize, usize, SelectMode)>,
 }
 
 impl RowCtx<'_> {
     fn pre_index(&mut self, p: PExpr) -> usize {
+        let taken = |i: usize, me: &Self| {
+            me.funcs.iter().any(|(c, _)| *c == i) || me.select.is_some_and(|s| s.0 == i)
+        };
         match self.pre.iter().position(|x| *x == p) {
-            Some(i) if !self.diffs.contains(&i) => i,
+            Some(i) if !taken(i, self) => i,
             _ => {
                 self.pre.push(p);
                 self.pre.len() - 1
             }
         }
+    }
+
+    fn row_func(&mut self, name: &str, args: &[Expr], pos: Pos) -> Result<PExpr, SqlError> {
+        let precision = self.scope.precision;
+        let arity = match name {
+            "diff" | "csum" => (1, 1),
+            "derivative" => (3, 3),
+            "mavg" | "top" | "bottom" | "sample" => (2, 2),
+            "statecount" => (3, 3),
+            _ => (3, 4),
+        };
+        if args.len() < arity.0 || args.len() > arity.1 || args.iter().any(contains_row_func) {
+            return Err(SqlError::Plan(format!(
+                "{name}() takes {} argument(s), none of them another row function, at {pos}",
+                if arity.0 == arity.1 {
+                    arity.0.to_string()
+                } else {
+                    format!("{} to {}", arity.0, arity.1)
+                }
+            )));
+        }
+        let a = compile(&args[0], &mut ScalarCtx { scope: self.scope })?;
+        let at = a.data_type();
+        if !(at.is_numeric() || at == DataType::Bool) {
+            return Err(SqlError::TypeMismatch(format!(
+                "{name}() needs a numeric argument, '{}' is {at} at {pos}",
+                args[0]
+            )));
+        }
+        let mut params = Vec::new();
+        for x in &args[1..] {
+            params.push(const_arg(x, precision, name, pos)?);
+        }
+        let int = |k: usize| params.get(k).and_then(Value::as_i64);
+        let num = |k: usize| params.get(k).and_then(Value::as_f64);
+        let positive = |k: usize, what: &str| -> Result<i64, SqlError> {
+            match int(k) {
+                Some(v) if v > 0 => Ok(v),
+                _ => Err(SqlError::InvalidArgument(format!(
+                    "{name}(): {what} must be a positive integer at {pos}"
+                ))),
+            }
+        };
+        let cmp_op = |k: usize| -> Result<BinOp, SqlError> {
+            let op = match params.get(k) {
+                Some(Value::Str(s)) => s.to_ascii_uppercase(),
+                _ => String::new(),
+            };
+            Ok(match op.as_str() {
+                "LT" => BinOp::Lt,
+                "GT" => BinOp::Gt,
+                "LE" => BinOp::LtEq,
+                "GE" => BinOp::GtEq,
+                "NE" => BinOp::NotEq,
+                "EQ" => BinOp::Eq,
+                _ => {
+                    return Err(SqlError::InvalidArgument(format!(
+                        "{name}(): the operator must be one of 'LT', 'GT', 'LE', 'GE', 'NE', 'EQ' at {pos}"
+                    )))
+                }
+            })
+        };
+        let float_in = at.physical() == PhysicalType::Float;
+        let (f, t) = match name {
+            "diff" => (
+                RowFn::Diff,
+                if float_in {
+                    DataType::Double
+                } else {
+                    DataType::BigInt
+                },
+            ),
+            "csum" => (
+                RowFn::Csum,
+                if float_in {
+                    DataType::Double
+                } else {
+                    DataType::BigInt
+                },
+            ),
+            "derivative" => (
+                RowFn::Derivative {
+                    unit: positive(0, "the time interval")?,
+                    ignore_negative: int(1).unwrap_or(0) != 0,
+                },
+                DataType::Double,
+            ),
+            "mavg" => {
+                let k = positive(0, "the window size")?;
+                if k > 1000 {
+                    return Err(SqlError::InvalidArgument(format!(
+                        "mavg(): the window size must be at most 1000 at {pos}"
+                    )));
+                }
+                (RowFn::Mavg(k as usize), DataType::Double)
+            }
+            "statecount" => (
+                RowFn::StateCount(cmp_op(0)?, num(1).unwrap_or(0.0)),
+                DataType::BigInt,
+            ),
+            "stateduration" => {
+                let unit = match params.get(2) {
+                    None => 1,
+                    Some(_) => positive(2, "the time unit")?,
+                };
+                (
+                    RowFn::StateDuration(cmp_op(0)?, num(1).unwrap_or(0.0), unit),
+                    DataType::BigInt,
+                )
+            }
+            _ => {
+                // top / bottom / sample: a row selector over the argument
+                let k = positive(0, "k")?;
+                if k > 100 {
+                    return Err(SqlError::InvalidArgument(format!(
+                        "{name}(): k must be between 1 and 100 at {pos}"
+                    )));
+                }
+                if self.select.is_some() {
+                    return Err(SqlError::Plan(format!(
+                        "only one of top/bottom/sample per query, at {pos}"
+                    )));
+                }
+                let mode = match name {
+                    "top" => SelectMode::Top,
+                    "bottom" => SelectMode::Bottom,
+                    _ => SelectMode::Sample,
+                };
+                self.pre.push(a);
+                let i = self.pre.len() - 1;
+                self.select = Some((i, k as usize, mode));
+                return Ok(PExpr::Input(i, at));
+            }
+        };
+        self.pre.push(a);
+        let i = self.pre.len() - 1;
+        self.funcs.push((i, f));
+        Ok(PExpr::Input(i, t))
     }
 }
 
@@ -807,29 +1412,11 @@ impl Ctx for RowCtx<'_> {
         {
             if AGG_FUNCS.contains(&name.as_str()) {
                 return Err(SqlError::Plan(format!(
-                    "aggregate function '{name}' cannot be mixed with diff() at {pos}"
+                    "aggregate function '{name}' cannot be mixed with row functions at {pos}"
                 )));
             }
-            if name == "diff" {
-                if args.len() != 1 || contains_row_func(&args[0]) {
-                    return Err(SqlError::Plan(format!(
-                        "diff() takes one argument (not another diff) at {pos}"
-                    )));
-                }
-                let a = compile(&args[0], &mut ScalarCtx { scope: self.scope })?;
-                let t = match a.data_type().physical() {
-                    PhysicalType::Float => DataType::Double,
-                    PhysicalType::Str => {
-                        return Err(SqlError::TypeMismatch(format!(
-                            "diff() needs a numeric argument at {pos}"
-                        )))
-                    }
-                    _ => DataType::BigInt,
-                };
-                self.pre.push(a);
-                let i = self.pre.len() - 1;
-                self.diffs.push(i);
-                return Ok(Some(PExpr::Input(i, t)));
+            if ROW_FUNCS.contains(&name.as_str()) {
+                return self.row_func(name, args, *pos).map(Some);
             }
         }
         if contains_row_func(e) || !has_columns(e) {
@@ -945,27 +1532,29 @@ impl Planner<'_> {
                 }
             }
         };
+        // windows run on the coordinator when they need rows in time order per partition
+        let mut coord_window: Option<(WindowKind, PExpr)> = None;
+        let mut fill: Option<(FillMode, i64, i64)> = None;
         if let Some(w) = &q.window {
+            let ts = scope.ts_expr().ok_or_else(|| {
+                SqlError::Plan(format!(
+                    "windows need a timestamp column in their input at {}",
+                    window_pos(w)
+                ))
+            })?;
             match w {
                 WindowClause::Interval {
                     interval_ns,
                     offset_ns,
                     sliding_ns,
-                    fill,
+                    fill: f,
                     pos,
                 } => {
-                    if sliding_ns.is_some_and(|s| s != *interval_ns) {
-                        return Err(SqlError::Unsupported(format!(
-                            "SLIDING different from the INTERVAL is not supported yet at {pos}"
-                        )));
-                    }
-                    if fill.as_ref().is_some_and(|f| *f != Fill::None) {
-                        return Err(SqlError::Unsupported(format!(
-                            "FILL is not supported yet at {pos}"
-                        )));
-                    }
                     let iv = scope.precision.from_nanos(*interval_ns);
                     let off = scope.precision.from_nanos(offset_ns.unwrap_or(0));
+                    let sl = sliding_ns
+                        .map(|s| scope.precision.from_nanos(s))
+                        .unwrap_or(iv);
                     if iv <= 0 {
                         return Err(SqlError::Plan(format!(
                             "INTERVAL must be at least one time unit of the database precision at {pos}"
@@ -976,22 +1565,108 @@ impl Planner<'_> {
                             "the INTERVAL offset must be smaller than the interval at {pos}"
                         )));
                     }
-                    let ts = scope.ts_expr().ok_or_else(|| {
-                        SqlError::Plan(format!(
-                            "INTERVAL needs a timestamp column in its input at {pos}"
-                        ))
-                    })?;
-                    scope.window = Some((PExpr::WinStart(Box::new(ts), iv, off), iv));
+                    if sl <= 0 || sl > iv {
+                        return Err(SqlError::Plan(format!(
+                            "SLIDING must be positive and at most the INTERVAL at {pos}"
+                        )));
+                    }
+                    if sl == iv {
+                        scope.window = Some(WinScope::Interval(
+                            PExpr::WinStart(Box::new(ts), iv, off),
+                            iv,
+                        ));
+                    } else {
+                        scope.window = Some(WinScope::Keyed(Some(iv)));
+                        coord_window = Some((
+                            WindowKind::Sliding {
+                                interval: iv,
+                                sliding: sl,
+                                offset: off % sl,
+                            },
+                            ts,
+                        ));
+                    }
+                    let grid = (sl, off % sl);
+                    fill = match f {
+                        None | Some(Fill::None) => None,
+                        Some(Fill::Null) => Some((FillMode::Null, grid.0, grid.1)),
+                        Some(Fill::Prev) => Some((FillMode::Prev, grid.0, grid.1)),
+                        Some(Fill::Next) => Some((FillMode::Next, grid.0, grid.1)),
+                        Some(Fill::Linear) => Some((FillMode::Linear, grid.0, grid.1)),
+                        Some(Fill::Value(v)) => Some((FillMode::Value(v.clone()), grid.0, grid.1)),
+                    };
                 }
-                WindowClause::StateWindow { pos, .. } | WindowClause::Session { pos, .. } => {
-                    return Err(SqlError::Unsupported(format!(
-                        "STATE_WINDOW and SESSION are not supported yet at {pos}"
-                    )));
+                WindowClause::StateWindow { expr, pos } => {
+                    if contains_agg(expr) {
+                        return Err(SqlError::Plan(format!(
+                            "STATE_WINDOW takes a column expression, not an aggregate, at {pos}"
+                        )));
+                    }
+                    let e = compile(expr, &mut ScalarCtx { scope: &mut scope })?;
+                    let t = e.data_type();
+                    if !matches!(
+                        t.physical(),
+                        PhysicalType::Int
+                            | PhysicalType::UInt
+                            | PhysicalType::Bool
+                            | PhysicalType::Str
+                    ) {
+                        return Err(SqlError::TypeMismatch(format!(
+                            "STATE_WINDOW needs an integer, bool or string expression, '{expr}' is {t} at {pos}"
+                        )));
+                    }
+                    scope.window = Some(WinScope::Keyed(None));
+                    coord_window = Some((WindowKind::State(e), ts));
+                }
+                WindowClause::Session {
+                    column,
+                    gap_ns,
+                    pos,
+                } => {
+                    let c = compile(column, &mut ScalarCtx { scope: &mut scope })?;
+                    if c != ts {
+                        return Err(SqlError::Plan(format!(
+                            "SESSION needs the timestamp column as its first argument, not '{column}', at {pos}"
+                        )));
+                    }
+                    let gap = scope.precision.from_nanos(*gap_ns);
+                    if gap <= 0 {
+                        return Err(SqlError::Plan(format!(
+                            "the SESSION gap must be at least one time unit at {pos}"
+                        )));
+                    }
+                    scope.window = Some(WinScope::Keyed(None));
+                    coord_window = Some((WindowKind::Session(gap), ts));
+                }
+                WindowClause::Event { start, end, pos } => {
+                    if contains_agg(start) || contains_agg(end) {
+                        return Err(SqlError::Plan(format!(
+                            "EVENT_WINDOW conditions cannot use aggregates at {pos}"
+                        )));
+                    }
+                    let a = compile(start, &mut ScalarCtx { scope: &mut scope })?;
+                    let b = compile(end, &mut ScalarCtx { scope: &mut scope })?;
+                    scope.window = Some(WinScope::Keyed(None));
+                    coord_window = Some((WindowKind::Event(a, b), ts));
+                }
+                WindowClause::Count { n, step, pos } => {
+                    let step = step.unwrap_or(*n);
+                    if *n == 0 || step == 0 || step > *n {
+                        return Err(SqlError::Plan(format!(
+                            "COUNT_WINDOW needs 0 < step <= count at {pos}"
+                        )));
+                    }
+                    scope.window = Some(WinScope::Keyed(None));
+                    coord_window = Some((WindowKind::Count(*n, step), ts));
                 }
             }
         }
-        if q.slimit.is_some() {
-            return Err(SqlError::Unsupported("SLIMIT is not supported yet".into()));
+
+        if q.slimit.is_some() && q.partition_by.is_empty() {
+            return Err(SqlError::Plan(
+                "SLIMIT/SOFFSET limit the partitions of PARTITION BY, which this query lacks"
+                    .into(),
+            ));
         }
 
         // ---- projection list with * expanded
@@ -1112,7 +1787,8 @@ impl Planner<'_> {
             let mut rctx = RowCtx {
                 scope: &mut scope,
                 pre: Vec::new(),
-                diffs: Vec::new(),
+                funcs: Vec::new(),
+                select: None,
             };
             let mut part = Vec::new();
             for k in &q.partition_by {
@@ -1120,7 +1796,7 @@ impl Planner<'_> {
                 part.push(rctx.pre_index(p));
             }
             let ts = rctx.scope.ts_expr().ok_or_else(|| {
-                SqlError::Plan("diff() needs a timestamp column in its input".into())
+                SqlError::Plan("row functions need a timestamp column in their input".into())
             })?;
             let ts_idx = rctx.pre_index(ts);
             let mut post = Vec::new();
@@ -1138,7 +1814,9 @@ impl Planner<'_> {
                 };
                 sort_keys.push((idx, o.asc));
             }
-            let RowCtx { pre, diffs, .. } = rctx;
+            let RowCtx {
+                pre, funcs, select, ..
+            } = rctx;
             let pre_fields = out_fields(&[], &pre);
             let node = match inner {
                 None => {
@@ -1179,14 +1857,28 @@ impl Planner<'_> {
             };
             let mut keys: Vec<(usize, bool)> = part.iter().map(|i| (*i, true)).collect();
             keys.push((ts_idx, true));
-            let node = Node::Diff {
-                input: Box::new(Node::Sort {
-                    input: Box::new(node),
-                    keys,
-                }),
-                partition: part,
-                cols: diffs,
+            let mut node = Node::Sort {
+                input: Box::new(node),
+                keys,
             };
+            if let Some((col, k, mode)) = select {
+                node = Node::SelectRows {
+                    input: Box::new(node),
+                    partition: part.clone(),
+                    ts: ts_idx,
+                    col,
+                    k,
+                    mode,
+                };
+            }
+            if !funcs.is_empty() {
+                node = Node::RowFunc {
+                    input: Box::new(node),
+                    partition: part,
+                    ts: ts_idx,
+                    funcs,
+                };
+            }
             let fields = out_fields(&names, &post);
             let node = Node::Project {
                 input: Box::new(node),
@@ -1199,6 +1891,7 @@ impl Planner<'_> {
                 nvis,
                 sort_keys,
                 q.limit.as_ref(),
+                q.distinct,
             ));
         }
         if !agg_mode {
@@ -1219,7 +1912,7 @@ impl Planner<'_> {
             }
             // PARTITION BY + LIMIT: the limit applies per partition, rows in time order
             let mut part_limit = None;
-            if let (false, Some(l)) = (q.partition_by.is_empty(), &q.limit) {
+            if !q.partition_by.is_empty() && (q.limit.is_some() || q.slimit.is_some()) {
                 let mut keys = Vec::new();
                 for k in &q.partition_by {
                     exprs.push(compile(k, &mut ScalarCtx { scope: &mut scope })?);
@@ -1230,7 +1923,7 @@ impl Planner<'_> {
                     exprs.push(ts);
                     keys.push(exprs.len() - 1);
                 }
-                part_limit = Some((keys, part, l.clone()));
+                part_limit = Some((keys, part, q.limit.clone()));
             }
             let fields = out_fields(&names, &exprs);
             let node = match inner {
@@ -1246,7 +1939,10 @@ impl Planner<'_> {
                         tag_filter,
                         filter,
                         op: FragmentOp::Project { exprs },
-                        limit: match (&q.limit, q.order_by.is_empty() && part_limit.is_none()) {
+                        limit: match (
+                            &q.limit,
+                            q.order_by.is_empty() && part_limit.is_none() && !q.distinct,
+                        ) {
                             (Some(l), true) => Some(l.limit.saturating_add(l.offset)),
                             _ => None,
                         },
@@ -1274,21 +1970,34 @@ impl Planner<'_> {
                 }
             };
             let (node, limit) = match part_limit {
-                Some((keys, part, l)) => (
-                    Node::Limit {
-                        input: Box::new(Node::Sort {
+                Some((keys, part, l)) => {
+                    let mut node = Node::Sort {
+                        input: Box::new(node),
+                        keys: keys.into_iter().map(|k| (k, true)).collect(),
+                    };
+                    if let Some(sl) = &q.slimit {
+                        node = Node::SLimit {
                             input: Box::new(node),
-                            keys: keys.into_iter().map(|k| (k, true)).collect(),
-                        }),
-                        limit: Some(l.limit),
-                        offset: l.offset,
-                        partition: part,
-                    },
-                    None,
-                ),
+                            partition: part.clone(),
+                            limit: sl.limit,
+                            offset: sl.offset,
+                        };
+                    }
+                    if let Some(l) = l {
+                        node = Node::Limit {
+                            input: Box::new(node),
+                            limit: Some(l.limit),
+                            offset: l.offset,
+                            partition: part,
+                        };
+                    }
+                    (node, None)
+                }
                 None => (node, q.limit.as_ref()),
             };
-            return Ok(finish_level(node, fields, nvis, sort_keys, limit));
+            return Ok(finish_level(
+                node, fields, nvis, sort_keys, limit, q.distinct,
+            ));
         }
 
         // aggregation: keys = PARTITION BY ++ GROUP BY
@@ -1312,12 +2021,16 @@ impl Planner<'_> {
         }
         let npart = keys.len();
         let win_key = match &scope.window {
-            Some((ws, _)) => {
-                keys.push(ws.clone());
+            Some(w) => {
+                keys.push(w.key().0);
                 Some(keys.len() - 1)
             }
             None => None,
         };
+        // the state of a STATE_WINDOW is constant per window: selectable next to aggregates
+        if let Some((WindowKind::State(e), _)) = &coord_window {
+            keys.push(e.clone());
+        }
         let mut actx = AggCtx {
             scope: &mut scope,
             keys,
@@ -1393,61 +2106,134 @@ impl Planner<'_> {
             }
         }
         let fields = out_fields(&names, &post);
-        let agg_node = match inner {
-            None => {
-                let (db, target, scan) =
-                    stable_src.ok_or_else(|| SqlError::Plan("query has no source".into()))?;
-                let frag = Fragment {
-                    target: scan,
-                    ts_min,
-                    ts_max,
-                    layout: scope.layout(),
-                    tag_layout,
-                    tag_filter,
-                    filter,
-                    op: FragmentOp::PartialAgg {
-                        keys: keys.clone(),
-                        aggs: aggs.clone(),
-                    },
-                    limit: None,
-                };
-                let gf = frag.output_fields();
-                let id = self.push_fragment(db, target, frag);
-                Node::Aggregate {
-                    input: Box::new(Node::Gather {
-                        fragment: id,
-                        fields: gf,
-                    }),
-                    keys,
-                    aggs,
-                    merge: true,
+        let agg_specs = aggs.clone();
+        // Row-defined windows and aggregates that need all of a group's rows aggregate on the
+        // coordinator over the gathered (filtered) rows.
+        let raw = coord_window.is_some() || aggs.iter().any(|a| !a.func.is_mergeable());
+        let agg_node = if raw {
+            let (source, width) = match inner {
+                None => {
+                    let (db, target, scan) =
+                        stable_src.ok_or_else(|| SqlError::Plan("query has no source".into()))?;
+                    let types = scope.layout_types();
+                    let frag = Fragment {
+                        target: scan,
+                        ts_min,
+                        ts_max,
+                        layout: scope.layout(),
+                        tag_layout,
+                        tag_filter,
+                        filter,
+                        op: FragmentOp::Project {
+                            exprs: types
+                                .iter()
+                                .enumerate()
+                                .map(|(i, t)| PExpr::Input(i, *t))
+                                .collect(),
+                        },
+                        limit: None,
+                    };
+                    let gf = frag.output_fields();
+                    let id = self.push_fragment(db, target, frag);
+                    (
+                        Node::Gather {
+                            fragment: id,
+                            fields: gf,
+                        },
+                        types.len(),
+                    )
+                }
+                Some(input) => {
+                    let width = scope.width();
+                    let input = match filter {
+                        Some(pred) => Node::Filter {
+                            input: Box::new(input),
+                            pred,
+                        },
+                        None => input,
+                    };
+                    (input, width)
+                }
+            };
+            let mut keys = keys;
+            let mut aggs = aggs;
+            for k in keys.iter_mut() {
+                remap_wid(k, width);
+            }
+            for a in aggs.iter_mut() {
+                for e in a
+                    .arg
+                    .iter_mut()
+                    .chain(a.ts.iter_mut())
+                    .chain(a.carry.iter_mut())
+                {
+                    remap_wid(e, width);
                 }
             }
-            Some(input) => {
-                let input = match filter {
-                    Some(pred) => Node::Filter {
+            let source = match coord_window {
+                Some((kind, ts)) => Node::Window {
+                    input: Box::new(source),
+                    partition: keys[..npart].to_vec(),
+                    ts,
+                    kind,
+                },
+                None => source,
+            };
+            Node::Aggregate {
+                input: Box::new(source),
+                keys,
+                aggs,
+                merge: false,
+            }
+        } else {
+            match inner {
+                None => {
+                    let (db, target, scan) =
+                        stable_src.ok_or_else(|| SqlError::Plan("query has no source".into()))?;
+                    let frag = Fragment {
+                        target: scan,
+                        ts_min,
+                        ts_max,
+                        layout: scope.layout(),
+                        tag_layout,
+                        tag_filter,
+                        filter,
+                        op: FragmentOp::PartialAgg {
+                            keys: keys.clone(),
+                            aggs: aggs.clone(),
+                        },
+                        limit: None,
+                    };
+                    let gf = frag.output_fields();
+                    let id = self.push_fragment(db, target, frag);
+                    Node::Aggregate {
+                        input: Box::new(Node::Gather {
+                            fragment: id,
+                            fields: gf,
+                        }),
+                        keys,
+                        aggs,
+                        merge: true,
+                    }
+                }
+                Some(input) => {
+                    let input = match filter {
+                        Some(pred) => Node::Filter {
+                            input: Box::new(input),
+                            pred,
+                        },
+                        None => input,
+                    };
+                    Node::Aggregate {
                         input: Box::new(input),
-                        pred,
-                    },
-                    None => input,
-                };
-                Node::Aggregate {
-                    input: Box::new(input),
-                    keys,
-                    aggs,
-                    merge: false,
+                        keys,
+                        aggs,
+                        merge: false,
+                    }
                 }
             }
         };
-        let mut node = match having {
-            Some(pred) => Node::Filter {
-                input: Box::new(agg_node),
-                pred,
-            },
-            None => agg_node,
-        };
-        // windows come out ordered by partition, then window start; with PARTITION BY,
-        // LIMIT applies per partition (TDengine 3)
+        let mut node = agg_node;
         if let Some(wk) = win_key {
             let mut keys: Vec<(usize, bool)> = (0..npart).map(|i| (i, true)).collect();
             keys.push((wk, true));
@@ -1455,10 +2241,53 @@ impl Planner<'_> {
                 input: Box::new(node),
                 keys,
             };
-        } else if npart > 0 && q.limit.is_some() && !q.partition_by.is_empty() {
+            if let Some((mode, step, offset)) = fill {
+                let nk = wk + 1;
+                let (mut cols, mut consts) = (Vec::new(), Vec::new());
+                for (i, a) in agg_specs.iter().enumerate() {
+                    if matches!(a.func, AggFunc::Any) {
+                        consts.push(nk + i);
+                    } else {
+                        cols.push(nk + i);
+                    }
+                }
+                node = Node::Fill {
+                    input: Box::new(node),
+                    npart,
+                    step,
+                    offset,
+                    range: (ts_min != i64::MIN && ts_max != i64::MAX).then_some((ts_min, ts_max)),
+                    mode,
+                    cols,
+                    consts,
+                };
+            }
+        }
+        let mut node = match having {
+            Some(pred) => Node::Filter {
+                input: Box::new(node),
+                pred,
+            },
+            None => node,
+        };
+        // windows come out ordered by partition, then window start (sorted above); with
+        // PARTITION BY, LIMIT applies per partition (TDengine 3)
+        if win_key.is_none()
+            && npart > 0
+            && (q.limit.is_some() || q.slimit.is_some())
+            && !q.partition_by.is_empty()
+        {
             node = Node::Sort {
                 input: Box::new(node),
                 keys: (0..npart).map(|i| (i, true)).collect(),
+            };
+        }
+        if let (Some(sl), false) = (&q.slimit, q.partition_by.is_empty()) {
+            node = Node::SLimit {
+                input: Box::new(node),
+                partition: (0..npart).collect(),
+                limit: sl.limit,
+                offset: sl.offset,
             };
         }
         let mut limit = q.limit.as_ref();
@@ -1476,7 +2305,9 @@ impl Planner<'_> {
             exprs: post,
             fields: fields.clone(),
         };
-        Ok(finish_level(node, fields, nvis, sort_keys, limit))
+        Ok(finish_level(
+            node, fields, nvis, sort_keys, limit, q.distinct,
+        ))
     }
 
     fn inner_precision(&self, q: &Query) -> Precision {
@@ -1615,8 +2446,14 @@ fn finish_level(
     nvis: usize,
     sort_keys: Vec<(usize, bool)>,
     limit: Option<&Limit>,
+    distinct: bool,
 ) -> (Node, Vec<Field>) {
     let mut node = node;
+    if distinct {
+        node = Node::Distinct {
+            input: Box::new(node),
+        };
+    }
     if !sort_keys.is_empty() {
         node = Node::Sort {
             input: Box::new(node),
@@ -1645,4 +2482,23 @@ fn finish_level(
         return (node, vis);
     }
     (node, fields)
+}
+
+fn window_pos(w: &WindowClause) -> Pos {
+    match w {
+        WindowClause::Interval { pos, .. }
+        | WindowClause::StateWindow { pos, .. }
+        | WindowClause::Session { pos, .. }
+        | WindowClause::Event { pos, .. }
+        | WindowClause::Count { pos, .. } => *pos,
+    }
+}
+
+/// Replaces the window id placeholder `WID` by the real input index.
+fn remap_wid(e: &mut PExpr, to: usize) {
+    e.for_each_input_mut(&mut |i| {
+        if *i == WID {
+            *i = to;
+        }
+    });
 }

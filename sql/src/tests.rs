@@ -1236,10 +1236,10 @@ fn planning_errors_name_the_problem() {
     );
     let e = err("select * from readings where count(*) > 1");
     assert!(e.to_string().contains("not allowed in WHERE"), "{e}");
-    let e = err("select csum(velocity) from readings");
+    let e = err("select median(velocity) from readings");
     assert!(
         e.to_string()
-            .contains("function 'csum' is not supported yet at 1:8"),
+            .contains("function 'median' is not supported yet at 1:8"),
         "{e}"
     );
     let e = err("select avg(name) from readings");
@@ -1333,16 +1333,16 @@ fn interval_windows_per_partition() {
     assert_eq!(r[0][2], Value::Float(east0 as f64 / 144.0));
     // errors
     assert!(
-        err("select count(*) from readings interval(10m) fill(prev)")
+        err("select count(*) from readings interval(10m) sliding(20m)")
             .to_string()
-            .contains("FILL")
+            .contains("SLIDING must be positive and at most the INTERVAL at 1:31")
     );
     assert!(err("select _wstart, count(*) from readings")
         .to_string()
         .contains("needs an INTERVAL"));
     assert_eq!(
-        err("select count(*) from readings state_window(status)").status_code(),
-        StatusCode::Unimplemented
+        err("select count(*) from readings state_window(velocity)").status_code(),
+        StatusCode::TypeMismatch
     );
 }
 
@@ -1931,5 +1931,453 @@ fn block_summaries_give_the_same_answers_as_rows() {
             after > before,
             "{q}: no block was answered from its summary"
         );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// windows, FILL, aggregates and row functions of the TDengine dialect
+
+fn ts(ms: i64) -> Value {
+    Value::Timestamp(T0 + ms)
+}
+
+fn col(b: &Batch, c: usize) -> Vec<Value> {
+    rows(b).into_iter().map(|r| r[c].clone()).collect()
+}
+
+#[test]
+fn sliding_interval_windows() {
+    // rows every 10 s; 20 s windows every 10 s: the first starts 10 s before the first row
+    let b = run("select _wstart, _wend, count(*) from r_truck_0 interval(20s) sliding(10s)");
+    let r = rows(&b);
+    assert_eq!(r.len(), 11);
+    assert_eq!(r[0], vec![ts(-10_000), ts(10_000), Value::Int(1)]);
+    assert_eq!(r[1], vec![ts(0), ts(20_000), Value::Int(2)]);
+    assert_eq!(r[10], vec![ts(90_000), ts(110_000), Value::Int(1)]);
+    // per partition on the STABLE, with a time range
+    let b = run("select _wstart, tbname, count(*), max(latitude) from readings where ts >= 1451606400000 and ts < 1451606430000 partition by tbname interval(20s) sliding(10s)");
+    let r = rows(&b);
+    assert_eq!(r.len(), 6 * 4);
+    assert_eq!(r[0][1], Value::Str("r_truck_0".into()));
+    assert_eq!(
+        col(&b, 2)[..4].to_vec(),
+        vec![Value::Int(1), Value::Int(2), Value::Int(2), Value::Int(1)]
+    );
+    // truck 1 rows at +1 ms: window starting at 10 s holds rows 1 and 2
+    assert_eq!(
+        r[6],
+        vec![
+            ts(10_000),
+            Value::Str("r_truck_1".into()),
+            Value::Int(2),
+            Value::Float(10.5)
+        ]
+    );
+}
+
+#[test]
+fn fill_modes_over_the_query_range() {
+    let q = |mode: &str| {
+        run(&format!("select _wstart, avg(latitude), count(*) from r_truck_0 where ts >= 1451606390000 and ts < 1451606430000 interval(5s) fill({mode})"))
+    };
+    // windows -10 s .. 25 s: data at 0, 10, 20 s (latitude r/4)
+    let b = q("null");
+    assert_eq!(
+        col(&b, 0),
+        (-2..6).map(|k| ts(k * 5_000)).collect::<Vec<_>>()
+    );
+    let n = Value::Null;
+    let f = Value::Float;
+    assert_eq!(
+        col(&b, 1),
+        vec![
+            n.clone(),
+            n.clone(),
+            f(0.0),
+            n.clone(),
+            f(0.25),
+            n.clone(),
+            f(0.5),
+            n.clone()
+        ]
+    );
+    let b = q("prev");
+    assert_eq!(
+        col(&b, 1),
+        vec![
+            n.clone(),
+            n.clone(),
+            f(0.0),
+            f(0.0),
+            f(0.25),
+            f(0.25),
+            f(0.5),
+            f(0.5)
+        ]
+    );
+    assert_eq!(col(&b, 2)[3], Value::Int(1));
+    let b = q("next");
+    assert_eq!(
+        col(&b, 1),
+        vec![
+            f(0.0),
+            f(0.0),
+            f(0.0),
+            f(0.25),
+            f(0.25),
+            f(0.5),
+            f(0.5),
+            n.clone()
+        ]
+    );
+    let b = q("linear");
+    assert_eq!(
+        col(&b, 1),
+        vec![
+            n.clone(),
+            n.clone(),
+            f(0.0),
+            f(0.125),
+            f(0.25),
+            f(0.375),
+            f(0.5),
+            n.clone()
+        ]
+    );
+    let b = q("value, -1, 0");
+    assert_eq!(col(&b, 1)[0], f(-1.0));
+    assert_eq!(col(&b, 2)[0], Value::Int(0));
+    assert_eq!(col(&b, 2)[2], Value::Int(1));
+    // no time range: between each partition's first and last window; tags stay per partition
+    let b = run("select _wstart, tbname, count(*) from readings where fleet = 'South' partition by tbname interval(5s) fill(value, 0)");
+    let r = rows(&b);
+    assert_eq!(r.len(), 2 * 19);
+    assert_eq!(
+        r[1],
+        vec![ts(5_000), Value::Str("r_truck_0".into()), Value::Int(0)]
+    );
+    assert_eq!(r[19][1], Value::Str("r_truck_3".into()));
+}
+
+#[test]
+fn state_session_event_and_count_windows() {
+    // truck 0: status = r % 3 -> status > 0: F T T F T T F T T F
+    let b = run("select _wstart, _wend, _wduration, count(*), status > 0 from r_truck_0 state_window(status > 0)");
+    let r = rows(&b);
+    assert_eq!(r.len(), 7);
+    assert_eq!(
+        r[1],
+        vec![
+            ts(10_000),
+            ts(20_000),
+            Value::Int(10_000),
+            Value::Int(2),
+            Value::Bool(true)
+        ]
+    );
+    assert_eq!(col(&b, 3), [1, 2, 1, 2, 1, 2, 1].map(Value::Int).to_vec());
+    // the same per truck on the STABLE equals each subtable's answer
+    let b = run("select tbname, count(*) from readings partition by tbname state_window(status)");
+    assert_eq!(rows(&b).len(), 60); // status changes on every row
+                                    // session: rows with status != 1 of truck 0 are at 0,20,30,50,60,80,90 s
+    let b = run("select _wstart, count(*) from r_truck_0 where status != 1 session(ts, 15s)");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![ts(0), Value::Int(1)],
+            vec![ts(20_000), Value::Int(2)],
+            vec![ts(50_000), Value::Int(2)],
+            vec![ts(80_000), Value::Int(2)],
+        ]
+    );
+    let b = run("select tbname, count(*) from readings partition by tbname session(ts, 10s)");
+    assert_eq!(col(&b, 1), vec![Value::Int(10); 6]);
+    // event: opens at status = 2 (r = 2, 5, 8), closes at the next status = 0
+    let b = run("select _wstart, _wend, count(*) from r_truck_0 event_window start with status = 2 end with status = 0");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![ts(20_000), ts(30_000), Value::Int(2)],
+            vec![ts(50_000), ts(60_000), Value::Int(2)],
+            vec![ts(80_000), ts(90_000), Value::Int(2)],
+        ]
+    );
+    // count windows
+    let b = run("select _wstart, count(*), sum(status) from r_truck_0 count_window(4)");
+    assert_eq!(col(&b, 1), [4, 4, 2].map(Value::Int).to_vec());
+    assert_eq!(col(&b, 0), vec![ts(0), ts(40_000), ts(80_000)]);
+    let b = run("select count(*) from r_truck_0 count_window(4, 2)");
+    assert_eq!(col(&b, 0), [4, 4, 4, 4].map(Value::Int).to_vec());
+    let b =
+        run("select tbname, count(*) from readings partition by tbname count_window(3) limit 2");
+    assert_eq!(rows(&b).len(), 12);
+    // windows over a subquery's output (its first timestamp column)
+    let b = run(
+        "select _wstart, count(*) from (select ts, status from r_truck_0) state_window(status)",
+    );
+    assert_eq!(rows(&b).len(), 10);
+    let b = run("select _wstart, sum(c) from (select _wstart as w, count(*) as c from readings interval(10s)) session(w, 10s)");
+    assert_eq!(rows(&b), vec![vec![ts(0), Value::Int(60)]]);
+    // errors
+    assert!(err("select count(*) from readings session(velocity, 10s)")
+        .to_string()
+        .contains("SESSION needs the timestamp column"));
+    assert!(err("select count(*) from readings count_window(2, 3)")
+        .to_string()
+        .contains("COUNT_WINDOW needs 0 < step <= count at 1:31"));
+}
+
+/// Non-NULL (ts, velocity) of one truck.
+fn velocities(t: usize) -> Vec<(i64, f64)> {
+    tables()[t]
+        .rows
+        .iter()
+        .filter_map(|r| Some((r[0].as_i64()?, r[2].as_f64()?)))
+        .collect()
+}
+
+fn close(a: &Value, b: f64) -> bool {
+    a.as_f64().is_some_and(|x| (x - b).abs() < 1e-9)
+}
+
+#[test]
+fn statistical_aggregates() {
+    let b = run("select tbname, spread(velocity), stddev(velocity), elapsed(ts), elapsed(ts, 1s), twa(velocity), percentile(velocity, 50), apercentile(velocity, 90), mode(status), irate(velocity), leastsquares(velocity, 1, 1) from readings partition by tbname order by tbname");
+    let r = rows(&b);
+    assert_eq!(r.len(), 6);
+    for (t, row) in r.iter().enumerate() {
+        let v = velocities(t);
+        let xs: Vec<f64> = v.iter().map(|p| p.1).collect();
+        let n = xs.len() as f64;
+        let max = xs.iter().cloned().fold(f64::MIN, f64::max);
+        let min = xs.iter().cloned().fold(f64::MAX, f64::min);
+        assert!(close(&row[1], max - min), "{row:?}");
+        let mean = xs.iter().sum::<f64>() / n;
+        let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert!(close(&row[2], sd), "{row:?} {sd}");
+        assert_eq!(row[3], Value::Float(90_000.0));
+        assert_eq!(row[4], Value::Float(90.0));
+        let area: f64 = v
+            .windows(2)
+            .map(|w| (w[1].0 - w[0].0) as f64 * (w[0].1 + w[1].1) / 2.0)
+            .sum();
+        let span = (v[v.len() - 1].0 - v[0].0) as f64;
+        assert!(close(&row[5], area / span), "{row:?}");
+        let mut s = xs.clone();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let pct = |p: f64| {
+            let pos = p * (s.len() - 1) as f64;
+            let lo = pos.floor() as usize;
+            s[lo] + (s[pos.ceil() as usize] - s[lo]) * (pos - lo as f64)
+        };
+        assert!(close(&row[6], pct(0.5)), "{row:?}");
+        assert!(close(&row[7], pct(0.9)), "{row:?}");
+        // status = (t + r) % 3 over 10 rows: the value that occurs 4 times
+        assert_eq!(row[8], Value::Int((t % 3) as i64), "{row:?}");
+        let (a, z) = (v[v.len() - 2], v[v.len() - 1]);
+        let rate = if z.1 < a.1 { z.1 } else { z.1 - a.1 } / ((z.0 - a.0) as f64 / 1000.0);
+        assert!(close(&row[9], rate), "{row:?}");
+        assert!(
+            matches!(&row[10], Value::Str(s) if s.starts_with("{slop:")),
+            "{row:?}"
+        );
+    }
+    // spread and stddev merge partials across vnodes (run() compares 1, 2 and 3 vnodes)
+    let b = run("select fleet, spread(latitude), stddev(latitude) from readings group by fleet order by fleet");
+    assert_eq!(rows(&b).len(), 3);
+    // least squares of an exact line: latitude = 10 t + r / 4 on truck 1
+    let b = run("select leastsquares(latitude, 0, 1) from r_truck_1");
+    assert_eq!(
+        rows(&b)[0][0],
+        Value::Str("{slop:0.250000, intercept:10.000000}".into())
+    );
+    // windows + coordinator-only aggregates
+    let b = run("select _wstart, percentile(latitude, 100), count(*) from r_truck_2 interval(30s)");
+    assert_eq!(col(&b, 1)[0], Value::Float(20.5));
+    assert!(err("select percentile(velocity, 101) from r_truck_0")
+        .to_string()
+        .contains("between 0 and 100"));
+    assert!(err("select percentile(velocity) from r_truck_0")
+        .to_string()
+        .contains("takes 2 arguments at 1:8"));
+}
+
+#[test]
+fn row_functions_per_partition() {
+    // truck 1: latitude = 10 + r / 4, one row every 10 s
+    let b = run(
+        "select ts, csum(latitude), derivative(latitude, 1s, 0), mavg(latitude, 2) from r_truck_1",
+    );
+    let r = rows(&b);
+    assert_eq!(r.len(), 9);
+    assert!(close(&r[0][1], 10.0 + 10.25));
+    assert!(close(&r[0][2], 0.025));
+    assert!(close(&r[0][3], 10.125));
+    let b = run("select ts, status, statecount(status, 'GT', 0), stateduration(status, 'GT', 0, 1s) from r_truck_0");
+    assert_eq!(
+        col(&b, 2),
+        [-1, 1, 2, -1, 1, 2, -1, 1, 2, -1].map(Value::Int).to_vec()
+    );
+    assert_eq!(
+        col(&b, 3),
+        [-1, 0, 10, -1, 0, 10, -1, 0, 10, -1]
+            .map(Value::Int)
+            .to_vec()
+    );
+    let b = run("select tbname, csum(status) from readings partition by tbname");
+    assert_eq!(rows(&b).len(), 60);
+    // top / bottom / sample: k rows per partition, in time order
+    let b = run("select ts, top(latitude, 2) from readings partition by tbname");
+    assert_eq!(rows(&b).len(), 12);
+    assert_eq!(rows(&b)[0], vec![ts(80_000), Value::Float(2.0)]);
+    let b = run("select ts, bottom(latitude, 3), tbname from r_truck_2");
+    assert_eq!(
+        col(&b, 1),
+        vec![Value::Float(20.0), Value::Float(20.25), Value::Float(20.5)]
+    );
+    let b = run("select sample(latitude, 4) from readings partition by tbname");
+    assert_eq!(rows(&b).len(), 24);
+    assert!(err("select statecount(status, 'XX', 1) from r_truck_0")
+        .to_string()
+        .contains("the operator must be one of"));
+    assert!(err("select mavg(status, 0) from r_truck_0")
+        .to_string()
+        .contains("positive integer"));
+}
+
+#[test]
+fn distinct_slimit_case_and_string_functions() {
+    let b = run("select distinct fleet from readings order by fleet");
+    assert_eq!(
+        col(&b, 0),
+        ["East", "North", "South"]
+            .map(|s| Value::Str(s.into()))
+            .to_vec()
+    );
+    let b = run("select distinct fleet, driver from readings");
+    assert_eq!(rows(&b).len(), 6);
+    let b = run("select distinct status from r_truck_0 limit 2");
+    assert_eq!(rows(&b).len(), 2);
+    // SLIMIT: partitions 1..3 in partition order
+    let b = run("select tbname, count(*) from readings partition by tbname slimit 2 soffset 1");
+    assert_eq!(
+        col(&b, 0),
+        vec![
+            Value::Str("r_truck_1".into()),
+            Value::Str("r_truck_2".into())
+        ]
+    );
+    let b = run("select tbname, _wstart, count(*) from readings partition by tbname interval(30s) slimit 1 limit 2");
+    assert_eq!(rows(&b).len(), 2);
+    let b = run("select tbname, ts from readings partition by tbname slimit 1");
+    assert_eq!(rows(&b).len(), 10);
+    assert!(err("select count(*) from readings slimit 1")
+        .to_string()
+        .contains("PARTITION BY"));
+    // CASE in both forms, with NULL and ELSE
+    let b = run("select case when status = 0 then 'idle' when status = 1 then 'slow' else 'fast' end as s, case status when 2 then 20 end from r_truck_0 limit 3");
+    assert_eq!(names(&b)[0], "s");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("idle".into()), Value::Null],
+            vec![Value::Str("slow".into()), Value::Null],
+            vec![Value::Str("fast".into()), Value::Int(20)],
+        ]
+    );
+    let b = run("select fleet, sum(case when velocity > 10 then 1 else 0 end) from readings group by fleet order by fleet");
+    assert_eq!(rows(&b).len(), 3);
+    // string functions
+    let b = run("select concat(fleet, '-', driver), lower(fleet), upper(driver), length(fleet), substr(fleet, 2, 3), substr(fleet, -2), trim('  x '), concat_ws('/', fleet, name) from r_truck_4");
+    assert_eq!(
+        rows(&b)[0],
+        vec![
+            Value::Str("North-Derek".into()),
+            Value::Str("north".into()),
+            Value::Str("DEREK".into()),
+            Value::Int(5),
+            Value::Str("ort".into()),
+            Value::Str("th".into()),
+            Value::Str("x".into()),
+            Value::Str("North/truck_4".into()),
+        ]
+    );
+    // truck 5 has a NULL name: CONCAT gives NULL, CONCAT_WS skips it
+    let b = run("select concat(name, 'x'), concat_ws('-', fleet, name), sqrt(16), pow(2, 10), greatest(1, 5, 3) from r_truck_5 limit 1");
+    assert_eq!(
+        rows(&b)[0],
+        vec![
+            Value::Null,
+            Value::Str("East".into()),
+            Value::Float(4.0),
+            Value::Float(1024.0),
+            Value::Int(5)
+        ]
+    );
+    assert!(err("select lower(velocity) from readings")
+        .to_string()
+        .contains("needs a string argument"));
+    // NOW arithmetic in a time range: the data is in 2016
+    let b = run("select count(*) from readings where ts > now - 3650d");
+    assert_eq!(rows(&b)[0][0], Value::Int(0));
+    let b =
+        run("select count(*) from readings where ts < now() - 1h and ts >= '2016-01-01 00:00:30'");
+    assert_eq!(rows(&b)[0][0], Value::Int(42));
+}
+
+#[test]
+fn explain_shows_vnode_and_coordinator_parts() {
+    let sql = "select fleet, avg(velocity) from readings where ts >= 1451606400000 and fleet = 'South' partition by fleet interval(30s) fill(prev)";
+    let plan = plan_query(&query(sql), Some("iot"), &Cat).expect("plan");
+    let text: Vec<String> = rows(&explain(&plan))
+        .into_iter()
+        .map(|r| r[0].to_string())
+        .collect();
+    let all = text.join("\n");
+    assert!(all.contains("Coordinator:"), "{all}");
+    assert!(all.contains("Fill PREV"), "{all}");
+    assert!(all.contains("Merge partial aggregate"), "{all}");
+    assert!(
+        all.contains("Vnode fragment 0 on every vgroup of database iot"),
+        "{all}"
+    );
+    assert!(all.contains("Tag filter"), "{all}");
+    assert!(
+        all.contains("Partial aggregate: 2 group keys; Avg"),
+        "{all}"
+    );
+    // ANALYZE: every coordinator operator reports its rows and time
+    let mut results = Vec::new();
+    for f in &plan.fragments {
+        let b: Vec<Batch> = cluster(2)
+            .iter()
+            .map(|v| execute_fragment(&f.fragment, v).expect("fragment"))
+            .collect();
+        results.push((f.id, b));
+    }
+    let stats = vec![FragmentStats {
+        fragment: 0,
+        vgroups: 2,
+        rows: 8,
+        max_time: std::time::Duration::from_millis(1),
+    }];
+    let b = finish_analyze(&plan, results, &stats).expect("analyze");
+    let all: Vec<String> = rows(&b).into_iter().map(|r| r[0].to_string()).collect();
+    assert!(all[0].starts_with("Result: 4 rows"), "{all:?}");
+    assert!(
+        all.iter().any(|l| l.contains("Fill PREV  (rows=4")),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|l| l.contains("(vgroups=2 rows=8 slowest=1.000 ms)")),
+        "{all:?}"
+    );
+    match parse("explain analyze select count(*) from readings")
+        .expect("parse")
+        .remove(0)
+    {
+        Statement::Explain { analyze, .. } => assert!(analyze),
+        s => panic!("{s:?}"),
     }
 }

@@ -5,6 +5,7 @@
 //! and merging the partial results (`tidal_sql::finish`).
 
 mod catalog;
+mod explain;
 pub mod schemaless;
 mod show;
 
@@ -230,6 +231,7 @@ impl SqlService {
             }
             Statement::Insert { items } => self.insert(db, items).await,
             Statement::Select(q) => self.select(db, &q).await,
+            Statement::Explain { analyze, query } => self.explain(db, &query, analyze).await,
             Statement::ShowDatabases => show::databases(self, db).await,
             Statement::ShowStables { db: sdb } => {
                 let sdb = self.db_of(&sdb, db)?.to_string();

@@ -364,6 +364,9 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     ) -> Result<Vec<Option<(i64, Value)>>, String> {
         self.0.last_values(uid, columns).map_err(|e| e.to_string())
     }
+    fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Option<Vec<TableMeta>> {
+        Some(self.0.tables_by_first_tag(stable, values))
+    }
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
         self.0.ranges_desc(uid).map_err(|e| e.to_string())
     }
@@ -592,6 +595,13 @@ impl DnodeRpc for DnodeService {
             mem_bytes: s.mem_bytes,
             wal_bytes: s.wal_bytes,
             disk_bytes: s.disk_bytes,
+            cache_entries: s.cache_entries,
+            cache_bytes: s.cache_bytes,
+            cache_hits: s.cache_hits,
+            cache_misses: s.cache_misses,
+            stt_files: s.stt_files,
+            flushes: s.flushes,
+            merges: s.merges,
         }))
     }
 }

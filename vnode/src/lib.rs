@@ -819,7 +819,8 @@ impl VnodeCore {
             // Hand a full memtable to the worker now rather than at the next write, so a
             // quiet vnode does not sit on a full buffer.
             let st = self.state.read();
-            let full = st.mem.bytes() > self.buffer_bytes_max.load(Ordering::Relaxed) && st.frozen.is_none();
+            let full = st.mem.bytes() > self.buffer_bytes_max.load(Ordering::Relaxed)
+                && st.frozen.is_none();
             drop(st);
             if full {
                 if let Err(e) = self.freeze() {
@@ -935,6 +936,17 @@ impl VnodeCore {
 
     pub fn stable_schema(&self, stable: &str) -> Option<StableSchema> {
         self.state.read().meta.stables.get(stable).cloned()
+    }
+
+    /// The subtables of `stable` whose first tag equals one of `values` (from the tag index).
+    pub fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Vec<TableMeta> {
+        self.state
+            .read()
+            .meta
+            .tables_by_first_tag(stable, values)
+            .into_iter()
+            .cloned()
+            .collect()
     }
 
     /// All subtables, or those of one STABLE; sorted by name.

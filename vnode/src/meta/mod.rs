@@ -7,8 +7,8 @@
 //! durable by the WAL (creates/drops/schema records) and by the snapshot in the manifest.
 
 use crate::codec::{DResult, Reader, Writer};
-use std::collections::{BTreeMap, HashMap};
-use tidal_common::{StableSchema, TableMeta, TableUid};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use tidal_common::{StableSchema, TableMeta, TableUid, Value};
 
 #[derive(Default, Clone)]
 pub struct Meta {
@@ -16,6 +16,33 @@ pub struct Meta {
     pub tables: BTreeMap<String, TableMeta>,
     pub by_uid: HashMap<TableUid, String>,
     pub next_uid: u64,
+    /// Tag index on each STABLE's first tag (as TDengine indexes it): (stable, value) -> the
+    /// names of its subtables with that value. Kept exactly in step with `tables`.
+    first_tag: HashMap<(String, TagKey), BTreeSet<String>>,
+}
+
+/// A tag value as a hashable key (floats by their bits, -0.0 as 0.0).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TagKey {
+    Null,
+    B(bool),
+    I(i64),
+    U(u64),
+    F(u64),
+    S(String),
+}
+
+impl TagKey {
+    pub fn of(v: &Value) -> TagKey {
+        match v {
+            Value::Null => TagKey::Null,
+            Value::Bool(b) => TagKey::B(*b),
+            Value::Int(i) | Value::Timestamp(i) => TagKey::I(*i),
+            Value::UInt(u) => TagKey::U(*u),
+            Value::Float(f) => TagKey::F(if *f == 0.0 { 0 } else { f.to_bits() }),
+            Value::Str(s) => TagKey::S(s.clone()),
+        }
+    }
 }
 
 impl Meta {
@@ -45,17 +72,43 @@ impl Meta {
 
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
-        if let Some(old) = self.tables.get(&t.name) {
-            self.by_uid.remove(&old.uid);
+        if let Some(old) = self.remove_table(&t.name) {
+            let _ = old;
         }
         self.by_uid.insert(t.uid, t.name.clone());
+        let key = first_tag_key(&t);
+        self.first_tag
+            .entry(key)
+            .or_default()
+            .insert(t.name.clone());
         self.tables.insert(t.name.clone(), t);
     }
 
     pub fn remove_table(&mut self, name: &str) -> Option<TableMeta> {
         let t = self.tables.remove(name)?;
         self.by_uid.remove(&t.uid);
+        let key = first_tag_key(&t);
+        if let Some(set) = self.first_tag.get_mut(&key) {
+            set.remove(name);
+            if set.is_empty() {
+                self.first_tag.remove(&key);
+            }
+        }
         Some(t)
+    }
+
+    /// The subtables of `stable` whose first tag is one of `values`, sorted by name.
+    pub fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Vec<&TableMeta> {
+        let mut names: BTreeSet<&String> = BTreeSet::new();
+        for v in values {
+            if let Some(set) = self.first_tag.get(&(stable.to_string(), TagKey::of(v))) {
+                names.extend(set.iter());
+            }
+        }
+        names
+            .into_iter()
+            .filter_map(|n| self.tables.get(n))
+            .collect()
     }
 
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {
@@ -98,4 +151,11 @@ impl Meta {
         m.next_uid = m.next_uid.max(next_uid);
         Ok(m)
     }
+}
+
+fn first_tag_key(t: &TableMeta) -> (String, TagKey) {
+    (
+        t.stable.clone(),
+        TagKey::of(t.tags.first().unwrap_or(&Value::Null)),
+    )
 }

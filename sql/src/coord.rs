@@ -1,0 +1,547 @@
+//! Coordinator-only operators over gathered batches: row-defined windows (state, session,
+//! event, count, sliding INTERVAL), FILL, row functions (DIFF, DERIVATIVE, CSUM, MAVG,
+//! STATECOUNT, STATEDURATION), the multi-row selectors TOP/BOTTOM/SAMPLE, DISTINCT and
+//! SLIMIT. They need all rows of a partition in time order, which only the coordinator has.
+
+use crate::agg::normalize;
+use crate::ast::BinOp;
+use crate::error::SqlError;
+use crate::expr::{eval, true_rows, PExpr};
+use crate::plan::{FillMode, RowFn, SelectMode, WindowKind};
+use std::cmp::Ordering;
+use tidal_common::types::PhysicalType;
+use tidal_common::{Batch, Column, ColumnData, DataType, Field, Value};
+
+/// Fill never produces more rows than this (a tiny INTERVAL over a long range would).
+const MAX_FILL_ROWS: i64 = 10_000_000;
+
+/// Runs of equal values in `cols` (the batch is sorted by them): `(start, end)` pairs.
+fn runs(b: &Batch, cols: &[usize]) -> Vec<(usize, usize)> {
+    let n = b.num_rows();
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let mut end = start + 1;
+        while end < n
+            && cols.iter().all(|c| {
+                b.columns
+                    .get(*c)
+                    .is_some_and(|col| col.get(end) == col.get(start))
+            })
+        {
+            end += 1;
+        }
+        out.push((start, end));
+        start = end;
+    }
+    out
+}
+
+/// Sorts row indices by (partition values, ts).
+fn sorted_order(parts: &[Column], ts: &Column, n: usize) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.sort_by(|&x, &y| {
+        for c in parts {
+            let o = c.get(x).total_cmp(&c.get(y));
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        ts.get(x)
+            .as_i64()
+            .unwrap_or(i64::MIN)
+            .cmp(&ts.get(y).as_i64().unwrap_or(i64::MIN))
+    });
+    idx
+}
+
+/// [`crate::plan::Node::Window`]: appends the window id, repeating rows per window.
+pub fn window(
+    b: Batch,
+    partition: &[PExpr],
+    ts: &PExpr,
+    kind: &WindowKind,
+) -> Result<Batch, SqlError> {
+    let n = b.num_rows();
+    let parts = partition
+        .iter()
+        .map(|p| eval(p, &b.columns, n))
+        .collect::<Result<Vec<_>, _>>()?;
+    let tsc = eval(ts, &b.columns, n)?;
+    let order = sorted_order(&parts, &tsc, n);
+    let t = |i: usize| tsc.get(i).as_i64().unwrap_or(i64::MIN);
+    let (c1, c2) = match kind {
+        WindowKind::State(e) => (Some(eval(e, &b.columns, n)?), None),
+        WindowKind::Event(s, e) => (Some(eval(s, &b.columns, n)?), Some(eval(e, &b.columns, n)?)),
+        _ => (None, None),
+    };
+    let truth = |c: &Option<Column>, i: usize| {
+        c.as_ref()
+            .is_some_and(|c| !c.is_null(i) && !true_rows(&c.slice(i, i + 1), 1).is_empty())
+    };
+    let same_part = |i: usize, j: usize| parts.iter().all(|c| c.get(i) == c.get(j));
+    let mut rows: Vec<usize> = Vec::new();
+    let mut wids: Vec<i64> = Vec::new();
+    let mut next_id = 0i64;
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && same_part(order[end], order[start]) {
+            end += 1;
+        }
+        let run = &order[start..end];
+        match kind {
+            WindowKind::Sliding {
+                interval,
+                sliding,
+                offset,
+            } => {
+                for &r in run {
+                    let tr = t(r);
+                    let last = tr - (tr - offset).rem_euclid(*sliding);
+                    // every window [s, s + interval) on the sliding grid holding tr, oldest
+                    // first so that ids stay in time order
+                    let mut s = last;
+                    let mut starts = Vec::new();
+                    while s > tr - interval {
+                        starts.push(s);
+                        s -= sliding;
+                    }
+                    for s in starts.into_iter().rev() {
+                        rows.push(r);
+                        wids.push(s);
+                    }
+                }
+            }
+            WindowKind::State(_) => {
+                let col = c1.as_ref();
+                let mut prev: Option<Value> = None;
+                for &r in run {
+                    let Some(c) = col else { break };
+                    if c.is_null(r) {
+                        continue;
+                    }
+                    let v = c.get(r);
+                    if prev.as_ref() != Some(&v) {
+                        next_id += 1;
+                        prev = Some(v);
+                    }
+                    rows.push(r);
+                    wids.push(next_id);
+                }
+            }
+            WindowKind::Session(gap) => {
+                let mut prev: Option<i64> = None;
+                for &r in run {
+                    let tr = t(r);
+                    if prev.is_none_or(|p| tr - p > *gap) {
+                        next_id += 1;
+                    }
+                    prev = Some(tr);
+                    rows.push(r);
+                    wids.push(next_id);
+                }
+            }
+            WindowKind::Event(..) => {
+                let mut open: Vec<usize> = Vec::new();
+                let mut is_open = false;
+                for &r in run {
+                    if !is_open && truth(&c1, r) {
+                        is_open = true;
+                        open.clear();
+                    }
+                    if is_open {
+                        open.push(r);
+                        if truth(&c2, r) {
+                            next_id += 1;
+                            for &o in &open {
+                                rows.push(o);
+                                wids.push(next_id);
+                            }
+                            is_open = false;
+                        }
+                    }
+                }
+            }
+            WindowKind::Count(size, step) => {
+                let (size, step) = (*size as usize, (*step as usize).max(1));
+                let mut w = 0;
+                while w * step < run.len() {
+                    next_id += 1;
+                    let from = w * step;
+                    for &r in &run[from..(from + size).min(run.len())] {
+                        rows.push(r);
+                        wids.push(next_id);
+                    }
+                    if from + size >= run.len() {
+                        break;
+                    }
+                    w += 1;
+                }
+            }
+        }
+        start = end;
+    }
+    let mut out = b.take(&rows);
+    let (data, t) = match kind {
+        WindowKind::Sliding { .. } => (ColumnData::Timestamp(wids), DataType::Timestamp),
+        _ => (ColumnData::Int(wids), DataType::BigInt),
+    };
+    out.fields.push(Field::new("_wid", t));
+    out.columns.push(Column::new(data));
+    Ok(out)
+}
+
+/// [`crate::plan::Node::Fill`].
+#[allow(clippy::too_many_arguments)]
+pub fn fill(
+    b: Batch,
+    npart: usize,
+    step: i64,
+    offset: i64,
+    range: Option<(i64, i64)>,
+    mode: &FillMode,
+    cols: &[usize],
+    consts: &[usize],
+) -> Result<Batch, SqlError> {
+    let step = step.max(1);
+    let align = |t: i64| t - (t - offset).rem_euclid(step);
+    let key = npart;
+    let part_cols: Vec<usize> = (0..npart).collect();
+    let mut out: Vec<Vec<Value>> = Vec::new();
+    let mut budget = MAX_FILL_ROWS;
+    for (s, e) in runs(&b, &part_cols) {
+        let win = |i: usize| b.columns[key].get(i).as_i64().unwrap_or(0);
+        let (first, last) = match range {
+            Some((lo, hi)) => (align(lo).min(win(s)), align(hi).max(win(e - 1))),
+            None => (win(s), win(e - 1)),
+        };
+        let mut i = s;
+        let mut prev: Option<usize> = None;
+        let mut w = first;
+        while w <= last {
+            budget -= 1;
+            if budget < 0 {
+                return Err(SqlError::Execution(format!(
+                    "FILL would produce more than {MAX_FILL_ROWS} rows: use a larger INTERVAL or a narrower time range"
+                )));
+            }
+            // rows before the grid position (other alignment) pass through
+            while i < e && win(i) < w {
+                out.push(b.row(i));
+                prev = Some(i);
+                i += 1;
+            }
+            if i < e && win(i) == w {
+                out.push(b.row(i));
+                prev = Some(i);
+                i += 1;
+            } else {
+                let next = (i < e).then_some(i);
+                let mut row = b.row(s);
+                row[key] = Value::Timestamp(w);
+                for &c in consts {
+                    row[c] = b.columns[c].get(s);
+                }
+                let mut vi = 0;
+                for &c in cols {
+                    let t = b.fields[c].data_type;
+                    let v = match mode {
+                        FillMode::Null => Value::Null,
+                        FillMode::Prev => prev.map(|p| b.columns[c].get(p)).unwrap_or(Value::Null),
+                        FillMode::Next => next.map(|p| b.columns[c].get(p)).unwrap_or(Value::Null),
+                        FillMode::Value(vals) => {
+                            let v = vals.get(vi).cloned().unwrap_or(Value::Null);
+                            vi += 1;
+                            cast_value(v, t)
+                        }
+                        FillMode::Linear => match (prev, next) {
+                            (Some(p), Some(q)) => {
+                                let (a, bb) = (b.columns[c].get(p), b.columns[c].get(q));
+                                match (a.as_f64(), bb.as_f64()) {
+                                    (Some(y0), Some(y1)) if t.is_numeric() => {
+                                        let (x0, x1) = (win(p) as f64, win(q) as f64);
+                                        let y = y0 + (y1 - y0) * (w as f64 - x0) / (x1 - x0);
+                                        cast_value(Value::Float(y), t)
+                                    }
+                                    _ => Value::Null,
+                                }
+                            }
+                            _ => Value::Null,
+                        },
+                    };
+                    row[c] = v;
+                }
+                out.push(row);
+            }
+            w += step;
+        }
+        while i < e {
+            out.push(b.row(i));
+            i += 1;
+        }
+    }
+    Ok(Batch::from_rows(b.fields.clone(), &out))
+}
+
+/// Converts a fill value to the column's type (integers truncate).
+fn cast_value(v: Value, t: DataType) -> Value {
+    match (t.physical(), &v) {
+        (_, Value::Null) => Value::Null,
+        (PhysicalType::Int, _) => v.as_f64().map(|f| Value::Int(f as i64)).unwrap_or(v),
+        (PhysicalType::UInt, _) => v
+            .as_f64()
+            .map(|f| Value::UInt(f.max(0.0) as u64))
+            .unwrap_or(v),
+        (PhysicalType::Float, _) => v.as_f64().map(Value::Float).unwrap_or(v),
+        (PhysicalType::Str, Value::Str(_)) => v,
+        (PhysicalType::Str, _) => Value::Str(v.to_string()),
+        _ => normalize(v, t),
+    }
+}
+
+fn cmp_holds(op: BinOp, x: f64, v: f64) -> bool {
+    match op {
+        BinOp::Lt => x < v,
+        BinOp::Gt => x > v,
+        BinOp::LtEq => x <= v,
+        BinOp::GtEq => x >= v,
+        BinOp::NotEq => x != v,
+        _ => x == v,
+    }
+}
+
+/// [`crate::plan::Node::RowFunc`]: the input is sorted by (partition, ts).
+// row indices address the input column, the timestamps and the output at once
+#[allow(clippy::needless_range_loop)]
+pub fn row_funcs(
+    b: Batch,
+    partition: &[usize],
+    ts: usize,
+    funcs: &[(usize, RowFn)],
+) -> Result<Batch, SqlError> {
+    let n = b.num_rows();
+    let t = |i: usize| {
+        b.columns
+            .get(ts)
+            .and_then(|c| c.get(i).as_i64())
+            .unwrap_or(0)
+    };
+    // per function: the output value of each row, None = the row has no output
+    let mut outs: Vec<Vec<Option<Value>>> = Vec::with_capacity(funcs.len());
+    let mut types = Vec::with_capacity(funcs.len());
+    for (col, f) in funcs {
+        let c = b
+            .columns
+            .get(*col)
+            .ok_or_else(|| SqlError::Execution(format!("row function input {col} missing")))?;
+        let float = matches!(c.data, ColumnData::Float(_));
+        let ty = match f {
+            RowFn::Diff | RowFn::Csum if !float => DataType::BigInt,
+            RowFn::StateCount(..) | RowFn::StateDuration(..) => DataType::BigInt,
+            _ => DataType::Double,
+        };
+        types.push(ty);
+        let mut o: Vec<Option<Value>> = vec![None; n];
+        for (s, e) in runs(&b, partition) {
+            match f {
+                RowFn::Diff => {
+                    for i in s + 1..e {
+                        let (cur, prev) = (c.get(i), c.get(i - 1));
+                        o[i] = Some(match (cur, prev) {
+                            (Value::Null, _) | (_, Value::Null) => Value::Null,
+                            (x, p) if float => {
+                                Value::Float(x.as_f64().unwrap_or(0.0) - p.as_f64().unwrap_or(0.0))
+                            }
+                            (x, p) => Value::Int(
+                                x.as_i64()
+                                    .unwrap_or(0)
+                                    .wrapping_sub(p.as_i64().unwrap_or(0)),
+                            ),
+                        });
+                    }
+                }
+                RowFn::Derivative {
+                    unit,
+                    ignore_negative,
+                } => {
+                    let mut prev: Option<(i64, f64)> = None;
+                    for i in s..e {
+                        let Some(v) = c.get(i).as_f64() else { continue };
+                        if let Some((pt, pv)) = prev {
+                            if t(i) > pt {
+                                let d = (v - pv) / (t(i) - pt) as f64 * *unit as f64;
+                                if !(*ignore_negative && d < 0.0) {
+                                    o[i] = Some(Value::Float(d));
+                                }
+                            }
+                        }
+                        prev = Some((t(i), v));
+                    }
+                }
+                RowFn::Csum => {
+                    let (mut fi, mut ii) = (0.0f64, 0i64);
+                    for i in s..e {
+                        let v = c.get(i);
+                        if v.is_null() {
+                            continue;
+                        }
+                        o[i] = Some(if float {
+                            fi += v.as_f64().unwrap_or(0.0);
+                            Value::Float(fi)
+                        } else {
+                            ii = ii.wrapping_add(v.as_i64().unwrap_or(0));
+                            Value::Int(ii)
+                        });
+                    }
+                }
+                RowFn::Mavg(k) => {
+                    let mut win: std::collections::VecDeque<f64> = Default::default();
+                    let mut sum = 0.0;
+                    for i in s..e {
+                        let Some(v) = c.get(i).as_f64() else { continue };
+                        win.push_back(v);
+                        sum += v;
+                        if win.len() > *k {
+                            sum -= win.pop_front().unwrap_or(0.0);
+                        }
+                        if win.len() == *k {
+                            o[i] = Some(Value::Float(sum / *k as f64));
+                        }
+                    }
+                }
+                RowFn::StateCount(op, v) => {
+                    let mut cnt = 0i64;
+                    for i in s..e {
+                        o[i] = Some(match c.get(i).as_f64() {
+                            None => Value::Null,
+                            Some(x) if cmp_holds(*op, x, *v) => {
+                                cnt += 1;
+                                Value::Int(cnt)
+                            }
+                            Some(_) => {
+                                cnt = 0;
+                                Value::Int(-1)
+                            }
+                        });
+                    }
+                }
+                RowFn::StateDuration(op, v, unit) => {
+                    let mut since: Option<i64> = None;
+                    for i in s..e {
+                        o[i] = Some(match c.get(i).as_f64() {
+                            None => Value::Null,
+                            Some(x) if cmp_holds(*op, x, *v) => {
+                                let st = *since.get_or_insert(t(i));
+                                Value::Int((t(i) - st) / (*unit).max(1))
+                            }
+                            Some(_) => {
+                                since = None;
+                                Value::Int(-1)
+                            }
+                        });
+                    }
+                }
+            }
+        }
+        outs.push(o);
+    }
+    let keep: Vec<usize> = (0..n)
+        .filter(|&i| outs.iter().all(|o| o[i].is_some()))
+        .collect();
+    let mut out = b.take(&keep);
+    for (k, (col, _)) in funcs.iter().enumerate() {
+        let mut c = Column::empty(types[k], keep.len());
+        for &i in &keep {
+            c.push(outs[k][i].as_ref().unwrap_or(&Value::Null));
+        }
+        if let Some(slot) = out.columns.get_mut(*col) {
+            *slot = c;
+        }
+        if let Some(f) = out.fields.get_mut(*col) {
+            f.data_type = types[k];
+        }
+    }
+    Ok(out)
+}
+
+/// [`crate::plan::Node::SelectRows`]: the input is sorted by (partition, ts).
+pub fn select_rows(
+    b: Batch,
+    partition: &[usize],
+    ts: usize,
+    col: usize,
+    k: usize,
+    mode: SelectMode,
+) -> Result<Batch, SqlError> {
+    let c = b
+        .columns
+        .get(col)
+        .ok_or_else(|| SqlError::Execution(format!("selector input {col} missing")))?;
+    let mut keep = Vec::new();
+    for (s, e) in runs(&b, partition) {
+        let mut cand: Vec<usize> = (s..e).filter(|i| !c.is_null(*i)).collect();
+        match mode {
+            SelectMode::Top | SelectMode::Bottom => {
+                // stable sort: among equal values the earlier row wins
+                cand.sort_by(|&x, &y| {
+                    let o = c.get(x).total_cmp(&c.get(y));
+                    if mode == SelectMode::Top {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                });
+                cand.truncate(k);
+            }
+            SelectMode::Sample => {
+                // reservoir sampling with a fixed seed: repeatable answers for the same data
+                let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
+                let mut res: Vec<usize> = Vec::with_capacity(k);
+                for (j, &r) in cand.iter().enumerate() {
+                    if j < k {
+                        res.push(r);
+                    } else {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let x = (rng % (j as u64 + 1)) as usize;
+                        if x < k {
+                            res[x] = r;
+                        }
+                    }
+                }
+                cand = res;
+            }
+        }
+        cand.sort_by_key(|&i| (b.columns.get(ts).and_then(|t| t.get(i).as_i64()), i));
+        keep.extend(cand);
+    }
+    Ok(b.take(&keep))
+}
+
+/// [`crate::plan::Node::Distinct`].
+pub fn distinct(b: Batch) -> Batch {
+    let n = b.num_rows();
+    let mut seen = std::collections::HashSet::new();
+    let keep: Vec<usize> = (0..n)
+        .filter(|&i| seen.insert(format!("{:?}", b.row(i))))
+        .collect();
+    if keep.len() == n {
+        b
+    } else {
+        b.take(&keep)
+    }
+}
+
+/// [`crate::plan::Node::SLimit`].
+pub fn slimit(b: Batch, partition: &[usize], limit: u64, offset: u64) -> Batch {
+    let mut keep = Vec::new();
+    for (k, (s, e)) in runs(&b, partition).into_iter().enumerate() {
+        let k = k as u64;
+        if k >= offset && k - offset < limit {
+            keep.extend(s..e);
+        }
+    }
+    b.take(&keep)
+}

@@ -1,0 +1,429 @@
+//! The figures of a `bench run` ([`Results`], saved as JSON next to the report so later runs
+//! can be compared) and their rendering as docs/BENCHMARKS.md ([`markdown`]): the machine,
+//! the engines' versions and durability settings, one table per figure with the ratio to the
+//! best peer, the answer check, what was skipped, and links to the charts.
+
+use super::answers::Check;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub ram_bytes: u64,
+    pub kernel: String,
+    pub os: String,
+    /// `/proc/loadavg` at the start and at the end of the run.
+    pub load_start: String,
+    pub load_end: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DataSet {
+    pub scale: u32,
+    pub start: String,
+    pub end: String,
+    pub seed: u64,
+    pub points: u64,
+    pub readings: u64,
+    pub diagnostics: u64,
+    pub rows_per_truck_per_day: [f64; 2],
+    pub generate_seconds: f64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Ingest {
+    pub rows: u64,
+    pub seconds: f64,
+    pub rows_per_s: f64,
+    pub cpu_s: f64,
+    pub cpu_s_per_million_rows: f64,
+    pub method: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct QueryFigures {
+    pub query: String,
+    /// `None` when the engine cannot express the type; otherwise the figures or an error.
+    pub supported: bool,
+    pub error: Option<String>,
+    pub cold_ms: Option<f64>,
+    pub mean_ms: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub runs: usize,
+    /// Rows of the cold run's answer.
+    pub rows: Option<usize>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EngineResult {
+    pub name: String,
+    pub version: String,
+    pub settings: String,
+    pub durability: String,
+    pub ingest: Option<Ingest>,
+    pub disk_bytes: Option<u64>,
+    pub disk_detail: String,
+    /// Peak summed RSS of the server processes over load, settle and queries.
+    pub peak_rss_bytes: Option<u64>,
+    pub query_cpu_s: Option<f64>,
+    pub queries: Vec<QueryFigures>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Results {
+    pub format: u32,
+    pub started_at: String,
+    pub finished_at: String,
+    pub command: String,
+    pub small: bool,
+    pub machine: Machine,
+    pub data: DataSet,
+    pub queries_per_type: u64,
+    pub engines: Vec<EngineResult>,
+    /// (engine, why it is not in the tables).
+    pub skipped: Vec<(String, String)>,
+    pub checks: Vec<Check>,
+    /// Query types with no check (no comparable engine answered).
+    pub unchecked: Vec<String>,
+    pub charts: Vec<String>,
+}
+
+pub fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn ms(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v >= 100.0 => format!("{v:.0}"),
+        Some(v) if v >= 10.0 => format!("{v:.1}"),
+        Some(v) => format!("{v:.2}"),
+        None => "-".into(),
+    }
+}
+
+/// `tidal / best peer` for a figure, `higher` when bigger is better; the ratio is written so
+/// that > 1 always means Tidal is better.
+fn ratio(tidal: Option<f64>, peers: &[Option<f64>], higher: bool) -> String {
+    let best =
+        peers
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|v| *v > 0.0)
+            .fold(None, |acc: Option<f64>, v| match acc {
+                None => Some(v),
+                Some(a) => Some(if higher { a.max(v) } else { a.min(v) }),
+            });
+    match (tidal, best) {
+        (Some(t), Some(b)) if t > 0.0 => {
+            let r = if higher { t / b } else { b / t };
+            format!("{r:.2}×")
+        }
+        _ => "-".into(),
+    }
+}
+
+fn q<'a>(e: &'a EngineResult, name: &str) -> Option<&'a QueryFigures> {
+    e.queries.iter().find(|x| x.query == name)
+}
+
+/// Renders the report. `chart_dir` is the charts' folder relative to the report.
+pub fn markdown(r: &Results, chart_dir: &str) -> String {
+    let mut s = String::new();
+    let tidal = r.engines.iter().find(|e| e.name == "tidal");
+    let peers: Vec<&EngineResult> = r.engines.iter().filter(|e| e.name != "tidal").collect();
+    let _ = writeln!(s, "# Benchmarks: the TSBS IoT workload\n");
+    let _ = writeln!(
+        s,
+        "Tidal and its peers on the same generated TSBS IoT data set, loaded and queried on the same machine in one run of `{}` ({} → {}). The raw figures are in [`{chart_dir}/results.json`]({chart_dir}/results.json); rerun the command to reproduce them (see the README, \"Benchmarks\").\n",
+        r.command, r.started_at, r.finished_at
+    );
+    if r.small {
+        let _ = writeln!(s, "**This is the `--small` smoke configuration** (seconds, for the test suite): its figures say nothing about performance.\n");
+    }
+    let _ = writeln!(s, "**Caveat: the figures come from a loaded, shared machine** (load average {} at the start, {} at the end: other builds ran at the same time). Ratios between engines are more telling than absolute numbers; an idle-machine rerun will replace them.\n", r.machine.load_start, r.machine.load_end);
+    let _ = writeln!(s, "Ratios: every \"vs best peer\" column divides so that a value above 1× means Tidal is better (faster, smaller, less CPU or memory) than the best peer on that figure, below 1× that the best peer is better.\n");
+
+    let _ = writeln!(s, "## Machine\n");
+    let m = &r.machine;
+    let _ = writeln!(s, "| | |\n| --- | --- |");
+    let _ = writeln!(s, "| CPU | {} |", m.cpu);
+    let _ = writeln!(s, "| cores | {} |", m.cores);
+    let _ = writeln!(s, "| RAM | {} |", human_bytes(m.ram_bytes));
+    let _ = writeln!(s, "| kernel | {} |", m.kernel);
+    let _ = writeln!(s, "| OS | {} |", m.os);
+    let _ = writeln!(s, "| date | {} |", r.started_at);
+    let _ = writeln!(
+        s,
+        "| pinning | none: the load generator (this process) and the servers share all cores |\n"
+    );
+
+    let _ = writeln!(s, "## Data set\n");
+    let d = &r.data;
+    let _ = writeln!(s, "TSBS IoT (`tidal bench generate`, the `tidal-tsbs` crate): {} trucks, {} → {}, 10 s interval, seed {}, with TSBS's perturbations (missing and out-of-order batches and entries, NULL fields and tags).\n", d.scale, d.start, d.end, d.seed);
+    let _ = writeln!(s, "| points | readings | diagnostics | rows per truck per day (readings / diagnostics) | generated in |\n| ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        s,
+        "| {} | {} | {} | {:.1} / {:.1} | {:.1} s |\n",
+        d.points,
+        d.readings,
+        d.diagnostics,
+        d.rows_per_truck_per_day[0],
+        d.rows_per_truck_per_day[1],
+        d.generate_seconds
+    );
+    let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop).\n");
+
+    let _ = writeln!(s, "## Engines, versions and settings\n");
+    let _ = writeln!(
+        s,
+        "| engine | version | settings | durability (what is fsynced before a write is acknowledged) |\n| --- | --- | --- | --- |"
+    );
+    for e in &r.engines {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} |",
+            e.name, e.version, e.settings, e.durability
+        );
+    }
+    let _ = writeln!(s);
+    if !r.skipped.is_empty() {
+        let _ = writeln!(s, "Skipped:\n");
+        for (e, why) in &r.skipped {
+            let _ = writeln!(s, "- **{e}**: {why}");
+        }
+        let _ = writeln!(s);
+    }
+
+    let figure = |s: &mut String,
+                  title: &str,
+                  unit: &str,
+                  higher: bool,
+                  get: &dyn Fn(&EngineResult) -> Option<f64>,
+                  fmt: &dyn Fn(f64) -> String| {
+        let _ = writeln!(s, "### {title}\n");
+        let _ = writeln!(
+            s,
+            "| engine | {unit} | vs best peer |\n| --- | ---: | ---: |"
+        );
+        let peer_vals: Vec<Option<f64>> = peers.iter().map(|e| get(e)).collect();
+        for e in &r.engines {
+            let v = get(e);
+            let rt = if e.name == "tidal" {
+                ratio(v, &peer_vals, higher)
+            } else {
+                ratio(tidal.and_then(get), &[v], higher)
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} |",
+                e.name,
+                v.map(fmt).unwrap_or_else(|| "-".into()),
+                if e.name == "tidal" {
+                    rt
+                } else {
+                    format!("(Tidal {rt})")
+                }
+            );
+        }
+        let _ = writeln!(s);
+    };
+
+    let _ = writeln!(s, "## Ingest\n");
+    let _ = writeln!(s, "Rows/s = points acknowledged / wall time from the first write to the last acknowledgement. CPU = user + system seconds of the server processes (and their children) during the load, read from /proc as ../shared/peers/stats.sh does, per million rows. Memory = the highest summed RSS of the server processes, sampled every 0.5 s over load, settle and queries.\n");
+    for e in &r.engines {
+        if let Some(i) = &e.ingest {
+            let _ = writeln!(
+                s,
+                "- {}: {} rows in {:.1} s via {}",
+                e.name, i.rows, i.seconds, i.method
+            );
+        }
+    }
+    let _ = writeln!(s);
+    figure(
+        &mut s,
+        "Ingest rate",
+        "rows/s",
+        true,
+        &|e| e.ingest.as_ref().map(|i| i.rows_per_s),
+        &|v| format!("{v:.0}"),
+    );
+    figure(
+        &mut s,
+        "Server CPU per million rows ingested",
+        "CPU s / M rows",
+        false,
+        &|e| e.ingest.as_ref().map(|i| i.cpu_s_per_million_rows),
+        &|v| format!("{v:.2}"),
+    );
+    figure(
+        &mut s,
+        "Peak server memory",
+        "peak RSS",
+        false,
+        &|e| e.peak_rss_bytes.map(|b| b as f64),
+        &|v| human_bytes(v as u64),
+    );
+
+    let _ = writeln!(s, "## Bytes on disk\n");
+    let _ = writeln!(s, "After settling: Tidal `FLUSH DATABASE` + `COMPACT DATABASE`, then every file under its data folder (mnode, WAL, data files); the peers through ../shared/peers/size.sh (InfluxDB: WAL empty and TSM set unchanged for 75 s; ClickHouse: `OPTIMIZE ... FINAL`; VictoriaMetrics: force flush + merge; PostgreSQL: `CHECKPOINT`, heap + indexes, WAL not counted). Allocated bytes (`du -B1`).\n");
+    figure(
+        &mut s,
+        "On-disk size",
+        "bytes",
+        false,
+        &|e| e.disk_bytes.map(|b| b as f64),
+        &|v| format!("{} ({})", v as u64, human_bytes(v as u64)),
+    );
+    for e in &r.engines {
+        if !e.disk_detail.is_empty() {
+            let _ = writeln!(s, "- {}: {}", e.name, e.disk_detail);
+        }
+    }
+    let _ = writeln!(s);
+
+    let _ = writeln!(s, "## Query latency\n");
+    let _ = writeln!(s, "Each of the 13 IoT query types, on the settled data: **cold** is the first run of the type (parameters of query 0; no cache dropped, but that query's data has not been read by a query before), **warm** the next {} runs with different random parameters (TSBS's draws). Client-observed wall time in ms: Tidal through the client library (gRPC), InfluxDB and ClickHouse over HTTP, PostgreSQL as `psql`'s `\\timing` in one session per type. \"-\" = not run; \"n/s\" = the engine's dialect cannot express the type; \"err\" = it failed (see below).\n", r.queries_per_type);
+    let names: Vec<String> = tidal_tsbs::QueryType::all()
+        .iter()
+        .map(|x| x.name().to_string())
+        .collect();
+    let qengines: Vec<&EngineResult> = r.engines.iter().filter(|e| !e.queries.is_empty()).collect();
+    let cell = |f: Option<&QueryFigures>, get: &dyn Fn(&QueryFigures) -> Option<f64>| match f {
+        None => "-".to_string(),
+        Some(x) if !x.supported => "n/s".into(),
+        Some(x) if x.error.is_some() => "err".into(),
+        Some(x) => ms(get(x)),
+    };
+    let table = |s: &mut String, title: &str, get: &dyn Fn(&QueryFigures) -> Option<f64>| {
+        let _ = writeln!(s, "### {title}\n");
+        let _ = write!(s, "| query |");
+        for e in &qengines {
+            let _ = write!(s, " {} |", e.name);
+        }
+        let _ = writeln!(s, " Tidal vs best peer |");
+        let _ = write!(s, "| --- |");
+        for _ in &qengines {
+            let _ = write!(s, " ---: |");
+        }
+        let _ = writeln!(s, " ---: |");
+        for n in &names {
+            let _ = write!(s, "| {n} |");
+            for e in &qengines {
+                let _ = write!(s, " {} |", cell(q(e, n), get));
+            }
+            let ok = |f: Option<&QueryFigures>| {
+                f.filter(|x| x.supported && x.error.is_none())
+                    .and_then(get)
+            };
+            let t = tidal.and_then(|e| ok(q(e, n)));
+            let p: Vec<Option<f64>> = peers.iter().map(|e| ok(q(e, n))).collect();
+            let _ = writeln!(s, " {} |", ratio(t, &p, false));
+        }
+        let _ = writeln!(s);
+    };
+    table(&mut s, "Warm p50 (ms)", &|x| x.p50_ms);
+    table(&mut s, "Warm mean (ms)", &|x| x.mean_ms);
+    table(&mut s, "Warm p95 (ms)", &|x| x.p95_ms);
+    table(&mut s, "Cold, first run (ms)", &|x| x.cold_ms);
+    let mut errors = Vec::new();
+    for e in &r.engines {
+        for x in &e.queries {
+            if let Some(err) = &x.error {
+                let short: String = err.chars().take(300).collect();
+                errors.push(format!(
+                    "- {} {}: {}",
+                    e.name,
+                    x.query,
+                    short.replace('\n', " ")
+                ));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        let _ = writeln!(s, "Errors:\n\n{}\n", errors.join("\n"));
+    }
+    let _ = writeln!(s, "Not supported: ClickHouse 18.16 has no window functions, so the ClickHouse forms of avg-daily-driving-session and breakdown-frequency (`lagInFrame ... OVER`) cannot run there; VictoriaMetrics is measured for ingest and size only (PromQL/MetricsQL cannot express these queries).\n");
+
+    let _ = writeln!(s, "## Do the engines agree?\n");
+    let _ = writeln!(s, "The answers of query 0 of each type (the cold run, same parameters everywhere), normalised (timestamps to epoch ms, numbers to 6 significant digits, rows sorted), compared with Tidal's. PostgreSQL and ClickHouse run forms written to compute what the TDengine forms compute; two differences remain by construction: their tags are per row, so a point with a NULL tag drops out of a tag filter where Tidal uses the subtable's tags, and Tidal partitions by subtable where they group by `name`. InfluxDB is compared on avg-vs-projected-fuel-consumption only: TSBS's InfluxQL forms compute something else for the other types (last-loc returns the first point, etc.).\n");
+    if r.checks.is_empty() {
+        let _ = writeln!(s, "No comparable answers (no peer ran).\n");
+    } else {
+        let _ = writeln!(s, "| query | result |\n| --- | --- |");
+        for c in &r.checks {
+            let parts: Vec<String> = c
+                .engines
+                .iter()
+                .map(|(e, ok)| format!("{e} {}", if *ok { "agrees" } else { "**differs**" }))
+                .collect();
+            let peers = match c.peers_agree {
+                Some(true) => "; the differing peers agree with one another",
+                Some(false) => "; the differing peers also differ from one another",
+                None => "",
+            };
+            let _ = writeln!(s, "| {} | {}{peers} |", c.query, parts.join(", "));
+        }
+        let _ = writeln!(s);
+        let notes: Vec<String> = r
+            .checks
+            .iter()
+            .flat_map(|c| c.notes.iter().map(move |n| format!("- {}: {n}", c.query)))
+            .collect();
+        if !notes.is_empty() {
+            let _ = writeln!(s, "Differences:\n\n{}\n", notes.join("\n"));
+        }
+    }
+    if !r.unchecked.is_empty() {
+        let _ = writeln!(
+            s,
+            "Not checked (no comparable pair of answers): {}.\n",
+            r.unchecked.join(", ")
+        );
+    }
+
+    if !r.charts.is_empty() {
+        let _ = writeln!(s, "## Charts\n");
+        for c in &r.charts {
+            let _ = writeln!(s, "![{c}]({chart_dir}/{c})\n");
+        }
+    }
+    let _ = writeln!(s, "## Notes\n");
+    for e in &r.engines {
+        for n in &e.notes {
+            let _ = writeln!(s, "- {}: {n}", e.name);
+        }
+    }
+    let _ = writeln!(s, "- Nothing is pinned to a core; the load generator shares the machine with the server under test. Fairer figures pin the server and the client apart (see ../shared/peers/README.md, \"Fair settings\").");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_read_as_tidal_better_above_one() {
+        assert_eq!(
+            ratio(Some(200.0), &[Some(100.0), Some(50.0)], true),
+            "2.00×"
+        );
+        assert_eq!(ratio(Some(50.0), &[Some(100.0), None], false), "2.00×");
+        assert_eq!(ratio(None, &[Some(1.0)], false), "-");
+        assert_eq!(ratio(Some(1.0), &[None], false), "-");
+    }
+}

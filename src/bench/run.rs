@@ -1,0 +1,577 @@
+//! `tidal bench run`: the side-by-side benchmark. Generates the data set once (deterministic),
+//! then for Tidal and each available peer in turn: start it fresh, load the same points,
+//! settle and measure the bytes on disk, run the 13 IoT query types (cold, then warm runs with
+//! other random parameters), record CPU and peak memory, and stop it. Finally it checks the
+//! answers agree, and writes the report, the JSON figures and the charts.
+//!
+//! One engine runs at a time so that each gets the whole machine (as ../shared/peers advises);
+//! a peer that fails to start or load is skipped and the report says why.
+
+use super::answers::{self, Answer};
+use super::generate::write_files;
+use super::peers::{self, Kind, PeerServer};
+use super::procfs::{self, PeakSampler};
+use super::queries::Engine;
+use super::report::{self, DataSet, EngineResult, Ingest, Machine, QueryFigures, Results};
+use super::tidal::{self as tidal_engine, TidalEngine};
+use super::DataArgs;
+use crate::server::BoxError;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+use tidal_tsbs::format::tidal::TableWriteBatches;
+use tidal_tsbs::{Config, Generator, QueryParams, QueryType};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Number of trucks.
+    #[arg(long, default_value_t = 100)]
+    scale: u32,
+    /// Length of the data set (`30m`, `12h`, `1d`).
+    #[arg(long, default_value = "1d")]
+    duration: String,
+    /// First timestamp of the data set.
+    #[arg(long, default_value = "2016-01-01T00:00:00Z")]
+    start: String,
+    #[arg(long, default_value_t = 123)]
+    seed: u64,
+    /// Peers to compare with, comma-separated: influxdb,clickhouse,postgres,victoria, or none.
+    #[arg(long, default_value = "influxdb,clickhouse,postgres,victoria")]
+    peers: String,
+    /// Warm runs per query type (each with its own random parameters), after the cold run.
+    #[arg(long, default_value_t = 20)]
+    queries: u64,
+    /// The report; charts and results.json go to a `bench` folder beside it. Default
+    /// docs/BENCHMARKS.md, or with --small a file in the temporary folder (so a smoke run
+    /// never overwrites the committed report).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The test suite's configuration, seconds long: scale 4, 30 minutes, no peers, 1 run.
+    #[arg(long)]
+    small: bool,
+    /// Working folder for the data files and the engines' data (default: a temporary folder,
+    /// removed at the end).
+    #[arg(long)]
+    work: Option<PathBuf>,
+}
+
+fn now_iso() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    tidal_tsbs::time::rfc3339_seconds(ms)
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn loadavg() -> String {
+    read("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn machine() -> Machine {
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let ram_bytes = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024;
+    let os = read("/etc/os-release")
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|s| s.trim_matches('"').to_string())
+        .unwrap_or_default();
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        ram_bytes,
+        kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+        os,
+        load_start: loadavg(),
+        load_end: String::new(),
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Figures of one query type from its latencies (first = cold).
+fn figures(q: QueryType, ms: &[f64], error: Option<String>, rows: Option<usize>) -> QueryFigures {
+    let mut warm: Vec<f64> = ms.iter().skip(1).copied().collect();
+    warm.sort_by(|a, b| a.total_cmp(b));
+    let mean = (!warm.is_empty()).then(|| warm.iter().sum::<f64>() / warm.len() as f64);
+    QueryFigures {
+        query: q.name().to_string(),
+        supported: true,
+        error,
+        cold_ms: ms.first().copied(),
+        mean_ms: mean,
+        p50_ms: percentile(&warm, 50.0),
+        p95_ms: percentile(&warm, 95.0),
+        runs: ms.len(),
+        rows,
+    }
+}
+
+fn texts(engine: Engine, q: QueryType, params: &QueryParams, warm: u64) -> Option<Vec<String>> {
+    (0..=warm)
+        .map(|k| engine.text(&tidal_tsbs::generate_query(q, params, k)))
+        .collect()
+}
+
+fn unsupported(q: QueryType) -> QueryFigures {
+    QueryFigures {
+        query: q.name().to_string(),
+        supported: false,
+        ..QueryFigures::default()
+    }
+}
+
+/// Answers of query 0 per type, per engine, for the agreement check.
+type FirstAnswers = Vec<(QueryType, String, Answer)>;
+
+pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
+    if args.small {
+        args.scale = 4;
+        args.duration = "30m".into();
+        args.peers = "none".into();
+        args.queries = 1;
+    }
+    let data = DataArgs {
+        scale: args.scale,
+        start: args.start.clone(),
+        end: None,
+        duration: Some(args.duration.clone()),
+        seed: args.seed,
+    };
+    let cfg = data.config()?;
+    let mut kinds = Vec::new();
+    for p in args
+        .peers
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        if p == "none" {
+            continue;
+        }
+        let k = Kind::parse(p).ok_or_else(|| {
+            format!("--peers: unknown peer '{p}'; expected influxdb, clickhouse, postgres, victoria or none")
+        })?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    let out = args.out.clone().unwrap_or_else(|| {
+        if args.small {
+            std::env::temp_dir()
+                .join("tidal-bench-small")
+                .join("BENCHMARKS.md")
+        } else {
+            PathBuf::from("docs/BENCHMARKS.md")
+        }
+    });
+    let out_dir = out.parent().map(Path::to_path_buf).unwrap_or_default();
+    let chart_dir = out_dir.join("bench");
+    std::fs::create_dir_all(&chart_dir)
+        .map_err(|e| format!("cannot create {}: {e}", chart_dir.display()))?;
+    let (work, temp) = match &args.work {
+        Some(w) => (w.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("tidal-bench-{}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&work).map_err(|e| format!("cannot create {}: {e}", work.display()))?;
+    let command = if args.small {
+        "tidal bench run --small".to_string()
+    } else {
+        format!(
+            "tidal bench run --scale {} --duration {} --seed {} --peers {} --queries {}",
+            args.scale,
+            args.duration,
+            args.seed,
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
+            },
+            args.queries
+        )
+    };
+    let result = bench(&args, &cfg, &kinds, &work, command).await;
+    if temp {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let mut results = result?;
+    let (charts, text) =
+        tokio::task::block_in_place(|| super::chart::write_all(&results, &chart_dir))
+            .unwrap_or_else(|e| {
+                eprintln!("warning: charts not written: {e}");
+                (Vec::new(), false)
+            });
+    results.charts = charts;
+    if !text && !results.charts.is_empty() {
+        for e in results.engines.iter_mut().take(1) {
+            e.notes.push("no TrueType font was found (DejaVu Sans / Liberation Sans, or TIDAL_BENCH_FONT), so the charts have no text".into());
+        }
+    }
+    let json = serde_json::to_string_pretty(&results)?;
+    let json_path = chart_dir.join("results.json");
+    std::fs::write(&json_path, json)
+        .map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
+    let md = report::markdown(&results, "bench");
+    std::fs::write(&out, md).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    eprintln!(
+        "wrote {}, {} and {} chart(s) in {}",
+        out.display(),
+        json_path.display(),
+        results.charts.len(),
+        chart_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(
+    args: &RunArgs,
+    cfg: &Config,
+    kinds: &[Kind],
+    work: &Path,
+    command: String,
+) -> Result<Results, BoxError> {
+    let mut results = Results {
+        format: 1,
+        started_at: now_iso(),
+        command,
+        small: args.small,
+        machine: machine(),
+        queries_per_type: args.queries,
+        ..Results::default()
+    };
+    let params = QueryParams::for_data(cfg);
+
+    // The data set, once: the statistics, then the peers' input files.
+    eprintln!(
+        "== generating the data set: {} trucks, {} from {}",
+        cfg.scale, args.duration, args.start
+    );
+    let t = Instant::now();
+    let stats = tokio::task::block_in_place(|| tidal_tsbs::stats::collect(cfg))?;
+    let scripts = if kinds.is_empty() {
+        None
+    } else {
+        peers::scripts_dir()
+    };
+    let mut kinds: Vec<Kind> = kinds.to_vec();
+    if !kinds.is_empty() && scripts.is_none() {
+        for k in &kinds {
+            results.skipped.push((
+                k.name().into(),
+                "../shared/peers (start.sh) was not found; set TIDAL_PEERS_DIR".into(),
+            ));
+        }
+        kinds.clear();
+    }
+    let files = tokio::task::block_in_place(|| {
+        write_files(
+            cfg,
+            work,
+            kinds
+                .iter()
+                .any(|k| matches!(k, Kind::Influx | Kind::Victoria)),
+            kinds.contains(&Kind::ClickHouse),
+            kinds.contains(&Kind::Postgres),
+        )
+    })?;
+    results.data = DataSet {
+        scale: cfg.scale,
+        start: tidal_tsbs::time::rfc3339_seconds(cfg.start_ms),
+        end: tidal_tsbs::time::rfc3339_seconds(cfg.end_ms),
+        seed: cfg.seed,
+        points: stats.points,
+        readings: stats.per_measurement[0],
+        diagnostics: stats.per_measurement[1],
+        rows_per_truck_per_day: stats.rows_per_truck_per_day,
+        generate_seconds: t.elapsed().as_secs_f64(),
+    };
+    let mut first: FirstAnswers = Vec::new();
+
+    // Tidal.
+    eprintln!("== tidal");
+    let tidal = run_tidal(args, cfg, &params, work, &mut first).await?;
+    results.engines.push(tidal);
+
+    // The peers, one at a time.
+    let peer_root = work.join("peers");
+    if let Some(scripts) = scripts {
+        for k in kinds {
+            eprintln!("== {}", k.name());
+            let r = tokio::task::block_in_place(|| {
+                run_peer(
+                    k,
+                    &scripts,
+                    &peer_root,
+                    &files,
+                    args.queries,
+                    &params,
+                    &mut first,
+                )
+            });
+            match r {
+                Ok(e) => results.engines.push(e),
+                Err(why) => {
+                    eprintln!("skipping {}: {why}", k.name());
+                    results.skipped.push((k.name().into(), why));
+                }
+            }
+        }
+    }
+
+    for q in QueryType::all() {
+        let answers: Vec<(String, Answer)> = first
+            .iter()
+            .filter(|(t, _, _)| t == q)
+            .map(|(_, e, a)| (e.clone(), a.clone()))
+            .collect();
+        match answers::compare(*q, &answers) {
+            Some(c) => results.checks.push(c),
+            None => results.unchecked.push(q.name().to_string()),
+        }
+    }
+    results.machine.load_end = loadavg();
+    results.finished_at = now_iso();
+    Ok(results)
+}
+
+async fn run_tidal(
+    args: &RunArgs,
+    cfg: &Config,
+    params: &QueryParams,
+    work: &Path,
+    first: &mut FirstAnswers,
+) -> Result<EngineResult, BoxError> {
+    let mut r = EngineResult {
+        name: "tidal".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        settings: tidal_engine::settings(),
+        durability: tidal_engine::DURABILITY.into(),
+        ..EngineResult::default()
+    };
+    // The columnar batches are built before the clock starts, as the peers' files are.
+    let batches: Vec<_> = tokio::task::block_in_place(|| {
+        Generator::new(cfg.clone())
+            .map(|g| TableWriteBatches::new(g, tidal_engine::BATCH_ROWS).collect::<Vec<_>>())
+    })?;
+    let engine = TidalEngine::start(&work.join("tidal")).await?;
+    let outcome = tidal_phases(&engine, &mut r, batches, args.queries, params, first).await;
+    engine.stop().await;
+    outcome?;
+    Ok(r)
+}
+
+async fn tidal_phases(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    batches: Vec<Vec<tidal_common::TableWrite>>,
+    warm: u64,
+    params: &QueryParams,
+    first: &mut FirstAnswers,
+) -> Result<(), BoxError> {
+    let pids = engine.pids();
+    engine.create().await?;
+    let sampler = PeakSampler::start(pids.clone());
+    let cpu0 = procfs::cpu_seconds(&pids);
+    let t = Instant::now();
+    let rows = engine.load(batches).await?;
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = procfs::cpu_seconds(&pids) - cpu0;
+    r.ingest = Some(ingest(
+        rows,
+        secs,
+        cpu,
+        "client library Writer (columnar TableWrites over gRPC)",
+    ));
+    eprintln!("   loaded {rows} rows in {secs:.1} s");
+    let (bytes, detail) = engine.settle().await?;
+    r.disk_bytes = Some(bytes);
+    r.disk_detail = detail;
+    let qcpu0 = procfs::cpu_seconds(&pids);
+    for q in QueryType::all() {
+        let Some(texts) = texts(Engine::Tidal, *q, params, warm) else {
+            r.queries.push(unsupported(*q));
+            continue;
+        };
+        let mut ms = Vec::new();
+        let mut error = None;
+        let mut rows = None;
+        for (i, text) in texts.iter().enumerate() {
+            let t = Instant::now();
+            match engine.query(text).await {
+                Ok(a) => {
+                    ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                    if i == 0 {
+                        rows = Some(a.len());
+                        first.push((*q, "tidal".into(), a));
+                    }
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        r.queries.push(figures(*q, &ms, error, rows));
+    }
+    r.query_cpu_s = Some(procfs::cpu_seconds(&pids) - qcpu0);
+    r.peak_rss_bytes = Some(sampler.finish());
+    Ok(())
+}
+
+fn ingest(rows: u64, secs: f64, cpu: f64, method: &str) -> Ingest {
+    Ingest {
+        rows,
+        seconds: secs,
+        rows_per_s: if secs > 0.0 { rows as f64 / secs } else { 0.0 },
+        cpu_s: cpu,
+        cpu_s_per_million_rows: if rows > 0 {
+            cpu / (rows as f64 / 1e6)
+        } else {
+            0.0
+        },
+        method: method.into(),
+    }
+}
+
+fn run_peer(
+    kind: Kind,
+    scripts: &Path,
+    root: &Path,
+    files: &super::generate::DataFiles,
+    warm: u64,
+    params: &QueryParams,
+    first: &mut FirstAnswers,
+) -> Result<EngineResult, String> {
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let server = PeerServer::start(kind, scripts, root)?;
+    let outcome = peer_phases(&server, files, warm, params, first);
+    if let Err(e) = server.stop() {
+        eprintln!("warning: {e}");
+    }
+    outcome
+}
+
+fn peer_phases(
+    server: &PeerServer,
+    files: &super::generate::DataFiles,
+    warm: u64,
+    params: &QueryParams,
+    first: &mut FirstAnswers,
+) -> Result<EngineResult, String> {
+    let kind = server.kind;
+    let mut r = EngineResult {
+        name: kind.name().into(),
+        version: server.version(),
+        settings: kind.settings().into(),
+        durability: kind.durability().into(),
+        ..EngineResult::default()
+    };
+    server.prepare()?;
+    let pids = || procfs::with_descendants(&[server.pid]);
+    let sampler = PeakSampler::start(vec![server.pid]);
+    let cpu0 = procfs::cpu_seconds(&pids());
+    let t = Instant::now();
+    let loaded = server.load(files);
+    let secs = t.elapsed().as_secs_f64();
+    let (rows, method) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            sampler.finish();
+            return Err(format!("load failed: {e}"));
+        }
+    };
+    let cpu = procfs::cpu_seconds(&pids()) - cpu0;
+    r.ingest = Some(ingest(rows, secs, cpu, &method));
+    eprintln!("   loaded {rows} rows in {secs:.1} s");
+    if rows != files.points {
+        r.notes.push(format!(
+            "{rows} rows sent of {} points generated{}",
+            files.points,
+            if matches!(kind, Kind::Influx | Kind::Victoria) {
+                " (line protocol omits points whose every field is NULL, as TSBS does)"
+            } else {
+                ""
+            }
+        ));
+    }
+    match server.size() {
+        Ok((b, line)) => {
+            r.disk_bytes = Some(b);
+            r.disk_detail = format!("size.sh: `{line}`");
+        }
+        Err(e) => r.notes.push(format!("size not measured: {e}")),
+    }
+    if kind.queries() {
+        let engine = match kind {
+            Kind::Influx => Engine::Influx,
+            Kind::ClickHouse => Engine::Clickhouse18,
+            _ => Engine::Postgres,
+        };
+        let qcpu0 = procfs::cpu_seconds(&pids());
+        for q in QueryType::all() {
+            let Some(texts) = texts(engine, *q, params, warm) else {
+                r.queries.push(unsupported(*q));
+                continue;
+            };
+            let run = server.run_queries(&texts);
+            let rows = run.first.as_ref().map(Answer::len);
+            if let Some(a) = run.first {
+                if run.error.is_none() {
+                    first.push((*q, kind.name().into(), a));
+                }
+            }
+            r.queries.push(figures(*q, &run.ms, run.error, rows));
+        }
+        r.query_cpu_s = Some(procfs::cpu_seconds(&pids()) - qcpu0);
+    }
+    r.peak_rss_bytes = Some(sampler.finish());
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_and_figures() {
+        let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0];
+        assert_eq!(percentile(&v, 50.0), Some(5.0));
+        assert_eq!(percentile(&v, 95.0), Some(10.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        let f = figures(QueryType::AvgLoad, &[100.0, 2.0, 4.0], None, Some(3));
+        assert_eq!(f.cold_ms, Some(100.0));
+        assert_eq!(f.mean_ms, Some(3.0));
+        assert_eq!(f.p50_ms, Some(2.0));
+        assert_eq!(f.runs, 3);
+    }
+}

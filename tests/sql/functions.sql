@@ -1,0 +1,43 @@
+-- Aggregates, selectors, row functions and scalar functions of the TDengine dialect, plus
+-- DISTINCT, SLIMIT/SOFFSET, CASE and NOW arithmetic.
+CREATE DATABASE f VGROUPS 4 PRECISION 'ms' KEEP 36500d DURATION 10d;
+USE f;
+CREATE STABLE m (ts TIMESTAMP, v DOUBLE, s INT) TAGS (loc VARCHAR(16), gid INT);
+INSERT INTO d1 USING m TAGS ('a', 1) VALUES ('2024-01-01 00:00:00.000', 1, 0) ('2024-01-01 00:00:10.000', 2, 0) ('2024-01-01 00:00:20.000', 4, 1) ('2024-01-01 00:00:30.000', 3, 1) ('2024-01-01 00:01:10.000', 5, 0) ('2024-01-01 00:01:20.000', NULL, 0);
+INSERT INTO d2 USING m TAGS ('b', 2) VALUES ('2024-01-01 00:00:05.000', 10, 1) ('2024-01-01 00:00:15.000', 20, 1) ('2024-01-01 00:00:25.000', 30, 0);
+INSERT INTO d3 USING m TAGS ('a', 3) VALUES ('2024-01-01 00:00:00.000', 7, 2) ('2024-01-01 00:01:00.000', 8, 2);
+-- Mergeable aggregates (partials from every vnode) and coordinator-only ones.
+SELECT SPREAD(v), STDDEV(v), ELAPSED(ts), ELAPSED(ts, 1s) FROM m;
+SELECT loc, SPREAD(v), STDDEV(v), COUNT(*) FROM m GROUP BY loc ORDER BY loc;
+SELECT TWA(v), PERCENTILE(v, 50), PERCENTILE(v, 100), APERCENTILE(v, 25), MODE(s), IRATE(v), LEASTSQUARES(v, 1, 1) FROM d1;
+SELECT tbname, TWA(v), MODE(s), ELAPSED(ts, 1s) FROM m PARTITION BY tbname ORDER BY tbname;
+SELECT _wstart, STDDEV(v), PERCENTILE(v, 50) FROM m INTERVAL(30s);
+-- Row functions, per partition in time order.
+SELECT ts, v, CSUM(v), DERIVATIVE(v, 10s, 0) FROM d1;
+SELECT ts, DERIVATIVE(v, 1s, 1) FROM d1;
+SELECT ts, MAVG(v, 2) FROM d1;
+SELECT ts, s, STATECOUNT(s, 'EQ', 0), STATEDURATION(s, 'EQ', 0, 1s) FROM d1;
+SELECT tbname, ts, DIFF(v) FROM m PARTITION BY tbname ORDER BY tbname, ts;
+-- Multi-row selectors.
+SELECT ts, TOP(v, 2) FROM d1;
+SELECT tbname, ts, BOTTOM(v, 1) FROM m PARTITION BY tbname ORDER BY tbname;
+SELECT COUNT(*) FROM (SELECT SAMPLE(v, 2) FROM m PARTITION BY tbname);
+-- DISTINCT, SLIMIT/SOFFSET, CASE, string functions, NOW arithmetic.
+SELECT DISTINCT loc FROM m ORDER BY loc;
+SELECT DISTINCT s FROM d1 ORDER BY s;
+SELECT tbname, COUNT(*) FROM m PARTITION BY tbname SLIMIT 2 SOFFSET 1;
+SELECT ts, CASE WHEN v IS NULL THEN 'none' WHEN v < 3 THEN 'low' ELSE 'high' END AS level, CASE s WHEN 1 THEN 'one' END FROM d1;
+SELECT loc, SUM(CASE WHEN v > 4 THEN 1 ELSE 0 END) AS big FROM m GROUP BY loc ORDER BY loc;
+SELECT CONCAT(loc, '-', tbname), UPPER(loc), LENGTH(tbname), SUBSTR('tidal', 2, 3), CONCAT_WS('/', loc, 'x'), LTRIM('  a') FROM d2 LIMIT 1;
+SELECT COUNT(*) FROM m WHERE ts < NOW - 1h;
+SELECT COUNT(*) FROM m WHERE ts > NOW() - 1d;
+-- Errors.
+SELECT PERCENTILE(v, 120) FROM d1;
+SELECT STATECOUNT(s, 'XX', 0) FROM d1;
+SELECT LOWER(v) FROM d1;
+SELECT velocty FROM m;
+SELECT COUNT(*) FROM m SLIMIT 1;
+SELECT MEDIAN(v) FROM m;
+-- EXPLAIN shows what runs on the vnodes and what on the coordinator.
+EXPLAIN SELECT loc, AVG(v) FROM m WHERE ts >= '2024-01-01 00:00:00.000' AND loc = 'a' PARTITION BY loc INTERVAL(30s) FILL(PREV);
+EXPLAIN SELECT tbname, _wstart, COUNT(*) FROM m PARTITION BY tbname STATE_WINDOW(s) SLIMIT 1;
