@@ -350,7 +350,7 @@ fn main() {
          thread on a shared 2-core machine (expect ±20% noise).\n"
     );
     for rows in [1000usize, 4096] {
-        println!("## Default codec (ENCODE 'auto') by database COMP, {rows}-row blocks\n");
+        println!("## Default codec (ColumnCodec::default_for) by database COMP 0/1/2, plus LEVEL high, {rows}-row blocks\n");
         println!("{HEADER}");
         for k in &ks {
             let bl = blocks(&k.col, rows);

@@ -426,6 +426,10 @@ fn tsbs_like_columns_compress() {
         })
         .collect();
     let col = Column::new(ColumnData::Float(lat));
-    let b = roundtrip(&col, DataType::Double, &codec);
+    let b = roundtrip(
+        &col,
+        DataType::Double,
+        &ColumnCodec::default_for(DataType::Double, 2),
+    );
     assert!(b.len() < 2 * 4096, "{}", b.len());
 }

@@ -367,7 +367,6 @@ impl Aggregator {
             .map(|k| eval(k, cols, n))
             .collect::<Result<Vec<_>, _>>()?;
         let gids = self.group_ids(&key_cols, n);
-        let ngroups = self.keys.len();
         let specs = self.specs.clone();
         for (si, spec) in specs.iter().enumerate() {
             let arg = match &spec.arg {
@@ -497,13 +496,20 @@ impl Aggregator {
                         .map(|e| eval(e, cols, n))
                         .collect::<Result<Vec<_>, _>>()?;
                     let skip_null = !matches!(spec.func, AggFunc::LastRow | AggFunc::Any);
-                    // best row per group within this batch
-                    let mut best: Vec<Option<usize>> = vec![None; ngroups];
+                    // Best row per group within this batch. Only the groups this batch
+                    // touches are visited: a per-group array would cost O(all groups) per
+                    // batch, quadratic when every subtable is its own group.
+                    let mut slot: HashMap<usize, usize> = HashMap::new();
+                    let mut best: Vec<(usize, Option<usize>)> = Vec::new();
                     for (i, g) in gids.iter().enumerate() {
                         if skip_null && c.is_null(i) {
                             continue;
                         }
-                        let replace = match best[*g] {
+                        let k = *slot.entry(*g).or_insert_with(|| {
+                            best.push((*g, None));
+                            best.len() - 1
+                        });
+                        let replace = match best[k].1 {
                             None => true,
                             Some(j) => match spec.func {
                                 AggFunc::First => ts[i] < ts[j],
@@ -518,14 +524,14 @@ impl Aggregator {
                             },
                         };
                         if replace {
-                            best[*g] = Some(i);
+                            best[k].1 = Some(i);
                         }
                     }
                     let State::Sel(st) = &mut self.states[si] else {
                         continue;
                     };
-                    for (g, b) in best.iter().enumerate() {
-                        let Some(i) = *b else { continue };
+                    for &(g, b) in &best {
+                        let Some(i) = b else { continue };
                         let cv = c.get(i);
                         let cc: Vec<Value> = carry_cols.iter().map(|k| k.get(i)).collect();
                         let take = match &st[g] {

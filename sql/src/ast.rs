@@ -213,6 +213,14 @@ pub enum WindowClause {
         end: Expr,
         pos: Pos,
     },
+    /// `RANGE(start [, end]) [EVERY(d)] [FILL(..)]` of INTERP queries.
+    Interp {
+        start: Expr,
+        end: Option<Expr>,
+        every_ns: Option<i64>,
+        fill: Option<Fill>,
+        pos: Pos,
+    },
     /// `COUNT_WINDOW(n [, step])`
     Count {
         n: u64,

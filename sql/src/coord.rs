@@ -545,3 +545,139 @@ pub fn slimit(b: Batch, partition: &[usize], limit: u64, offset: u64) -> Batch {
     }
     b.take(&keep)
 }
+
+/// [`crate::plan::Node::Interp`]: the input is sorted by (partition, ts).
+#[allow(clippy::too_many_arguments)]
+pub fn interp(
+    b: Batch,
+    partition: &[usize],
+    ts: usize,
+    cols: &[usize],
+    start: i64,
+    end: i64,
+    every: i64,
+    fill: Option<&FillMode>,
+) -> Result<Batch, SqlError> {
+    let every = every.max(1);
+    let t = |i: usize| {
+        b.columns
+            .get(ts)
+            .and_then(|c| c.get(i).as_i64())
+            .unwrap_or(i64::MIN)
+    };
+    let mut out: Vec<Vec<Value>> = Vec::new();
+    let width = b.columns.len();
+    for (s, e) in runs(&b, partition) {
+        // per interp column: its non-NULL (ts, value) points in time order
+        let pts: Vec<Vec<(i64, Value)>> = cols
+            .iter()
+            .map(|c| {
+                (s..e)
+                    .filter(|i| !b.columns[*c].is_null(*i))
+                    .map(|i| (t(i), b.columns[*c].get(i)))
+                    .collect()
+            })
+            .collect();
+        let mut p = start;
+        while p <= end {
+            let mut row = vec![Value::Null; width];
+            for &k in partition {
+                row[k] = b.columns[k].get(s);
+            }
+            row[ts] = Value::Timestamp(p);
+            let mut any = false;
+            for (j, &c) in cols.iter().enumerate() {
+                let v = &pts[j];
+                let at = v.partition_point(|x| x.0 < p);
+                let exact = v.get(at).filter(|x| x.0 == p).map(|x| x.1.clone());
+                let ty = b.fields[c].data_type;
+                let val = match (exact, fill) {
+                    (Some(x), _) => Some(x),
+                    (None, None) => None,
+                    (None, Some(FillMode::Null)) => Some(Value::Null),
+                    (None, Some(FillMode::Value(vals))) => {
+                        Some(cast_value(vals.get(j).cloned().unwrap_or(Value::Null), ty))
+                    }
+                    (None, Some(FillMode::Prev)) => at.checked_sub(1).map(|k| v[k].1.clone()),
+                    (None, Some(FillMode::Next)) => v.get(at).map(|x| x.1.clone()),
+                    (None, Some(FillMode::Linear)) => match (at.checked_sub(1), v.get(at)) {
+                        (Some(k), Some(n)) => {
+                            let (t0, y0) = (v[k].0, v[k].1.as_f64());
+                            match (y0, n.1.as_f64()) {
+                                (Some(y0), Some(y1)) if ty.is_numeric() => {
+                                    let y = y0 + (y1 - y0) * (p - t0) as f64 / (n.0 - t0) as f64;
+                                    Some(cast_value(Value::Float(y), ty))
+                                }
+                                _ => None,
+                            }
+                        }
+                        _ => None,
+                    },
+                };
+                if let Some(x) = val {
+                    any = true;
+                    row[c] = x;
+                }
+            }
+            if any {
+                out.push(row);
+            }
+            p = match p.checked_add(every) {
+                Some(n) => n,
+                None => break,
+            };
+        }
+    }
+    Ok(Batch::from_rows(b.fields.clone(), &out))
+}
+
+/// [`crate::plan::Node::Histogram`].
+pub fn histogram(
+    b: Batch,
+    partition: &[usize],
+    col: usize,
+    bins: &[f64],
+    normalized: bool,
+) -> Result<Batch, SqlError> {
+    let c = b
+        .columns
+        .get(col)
+        .ok_or_else(|| SqlError::Execution(format!("histogram input {col} missing")))?;
+    let mut fields = b.fields.clone();
+    if let Some(f) = fields.get_mut(col) {
+        f.data_type = DataType::VarChar(128);
+    }
+    let mut out = Vec::new();
+    for (s, e) in runs(&b, partition) {
+        let mut counts = vec![0u64; bins.len().saturating_sub(1)];
+        for i in s..e {
+            let Some(x) = c.get(i).as_f64() else { continue };
+            // bins are (lower, upper]: the first boundary >= x closes x's bin
+            let k = bins.partition_point(|u| *u < x);
+            if k >= 1 && k < bins.len() {
+                counts[k - 1] += 1;
+            }
+        }
+        let total: u64 = counts.iter().sum();
+        for (k, n) in counts.iter().enumerate() {
+            let mut row = b.row(s);
+            let count = if normalized {
+                let f = if total == 0 {
+                    0.0
+                } else {
+                    *n as f64 / total as f64
+                };
+                format!("{f}")
+            } else {
+                n.to_string()
+            };
+            row[col] = Value::Str(format!(
+                "{{\"lower_bin\":{}, \"upper_bin\":{}, \"count\":{count}}}",
+                bins[k],
+                bins[k + 1]
+            ));
+            out.push(row);
+        }
+    }
+    Ok(Batch::from_rows(fields, &out))
+}

@@ -208,7 +208,7 @@ fn latest_rows(
     schema: &StableSchema,
     scan_cols: &[usize],
     out: &mut Batch,
-    agg: Option<&mut Aggregator>,
+    agg: Option<&mut BufferedAgg>,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
     match mode {
@@ -425,10 +425,10 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
     let mut schemas: HashMap<String, StableSchema> = HashMap::new();
     let mut out = Batch::empty(f.output_fields());
     let mut agg = match &f.op {
-        FragmentOp::PartialAgg { keys, aggs } => Some(Aggregator::new(
+        FragmentOp::PartialAgg { keys, aggs } => Some(BufferedAgg::new(Aggregator::new(
             keys.iter().map(|k| k.data_type()).collect(),
             aggs.clone(),
-        )),
+        ))),
         FragmentOp::Project { .. } => None,
     };
     let sma = match &f.op {
@@ -500,8 +500,8 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
                         continue;
                     };
                     let used = summary_update(
-                        a, keys, args, &f.layout, meta, schema, &scan_cols, rows, ts_min, ts_max,
-                        &sums,
+                        &mut a.agg, keys, args, &f.layout, meta, schema, &scan_cols, rows, ts_min,
+                        ts_max, &sums,
                     )?;
                     if used {
                         #[cfg(test)]
@@ -519,17 +519,68 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
             process_rows(f, &mut out, agg.as_mut(), meta, schema, &scan_cols, scanned)?;
         }
     }
-    if let Some(a) = agg {
-        return Ok(a.partial());
+    if let (Some(mut a), FragmentOp::PartialAgg { keys, .. }) = (agg, &f.op) {
+        a.flush(keys)?;
+        return Ok(a.agg.partial());
     }
     Ok(out)
+}
+
+/// Rows bound for the partial aggregation, gathered across subtables: many subtables hold a
+/// few rows each (a last row, a short time range), and one update over thousands of rows is
+/// far cheaper than thousands of one-row updates. Order is kept, so results are unchanged.
+struct BufferedAgg {
+    agg: Aggregator,
+    buf: Vec<Column>,
+    n: usize,
+}
+
+/// Rows gathered before the aggregator is fed.
+const AGG_BATCH_ROWS: usize = 4096;
+
+impl BufferedAgg {
+    fn new(agg: Aggregator) -> BufferedAgg {
+        BufferedAgg {
+            agg,
+            buf: Vec::new(),
+            n: 0,
+        }
+    }
+
+    fn update(&mut self, keys: &[PExpr], cols: Vec<Column>, n: usize) -> Result<(), SqlError> {
+        if n >= AGG_BATCH_ROWS {
+            self.flush(keys)?;
+            return self.agg.update(keys, &cols, n);
+        }
+        if self.buf.is_empty() {
+            self.buf = cols;
+        } else {
+            for (b, c) in self.buf.iter_mut().zip(&cols) {
+                b.extend(c);
+            }
+        }
+        self.n += n;
+        if self.n >= AGG_BATCH_ROWS {
+            self.flush(keys)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, keys: &[PExpr]) -> Result<(), SqlError> {
+        if self.n > 0 {
+            let cols = std::mem::take(&mut self.buf);
+            let n = std::mem::replace(&mut self.n, 0);
+            self.agg.update(keys, &cols, n)?;
+        }
+        Ok(())
+    }
 }
 
 /// Feeds one scanned run of rows through layout, filter and the fragment's operator.
 fn process_rows(
     f: &Fragment,
     out: &mut Batch,
-    agg: Option<&mut Aggregator>,
+    agg: Option<&mut BufferedAgg>,
     meta: &TableMeta,
     schema: &StableSchema,
     scan_cols: &[usize],
@@ -564,7 +615,7 @@ fn process_rows(
                 return Ok(());
             }
             match (&f.op, agg) {
-                (FragmentOp::PartialAgg { keys, .. }, Some(a)) => a.update(keys, &cols, n)?,
+                (FragmentOp::PartialAgg { keys, .. }, Some(a)) => a.update(keys, cols, n)?,
                 (FragmentOp::Project { exprs }, _) => {
                     let res = exprs
                         .iter()
@@ -803,6 +854,32 @@ fn run_inner(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch
             cols,
             consts,
         ),
+        Node::Interp {
+            input,
+            partition,
+            ts,
+            cols,
+            start,
+            end,
+            every,
+            fill,
+        } => crate::coord::interp(
+            run(input, inputs)?,
+            partition,
+            *ts,
+            cols,
+            *start,
+            *end,
+            *every,
+            fill.as_ref(),
+        ),
+        Node::Histogram {
+            input,
+            partition,
+            col,
+            bins,
+            normalized,
+        } => crate::coord::histogram(run(input, inputs)?, partition, *col, bins, *normalized),
         Node::Distinct { input } => Ok(crate::coord::distinct(run(input, inputs)?)),
         Node::SLimit {
             input,

@@ -212,6 +212,23 @@ fn node_lines(n: &Node, depth: usize, an: Option<Analysis>, out: &mut Vec<String
             };
             (format!("Fill {m}"), vec![input])
         }
+        Node::Interp {
+            input,
+            start,
+            end,
+            every,
+            ..
+        } => (
+            format!("Interp from {start} to {end} every {every}"),
+            vec![input],
+        ),
+        Node::Histogram { input, bins, .. } => (
+            format!(
+                "Histogram {} bins per partition",
+                bins.len().saturating_sub(1)
+            ),
+            vec![input],
+        ),
         Node::Distinct { input } => ("Distinct".into(), vec![input]),
         Node::SLimit {
             input,

@@ -1,5 +1,6 @@
-//! Recursive-descent parser for the TDengine dialect (DDL, INSERT, SELECT with PARTITION BY,
-//! INTERVAL/SLIDING/FILL, STATE_WINDOW, SESSION, nested subqueries).
+//! Recursive-descent parser for the TDengine dialect (DDL, INSERT, SELECT [DISTINCT] with
+//! PARTITION BY, INTERVAL/SLIDING/FILL, STATE_WINDOW, SESSION, EVENT_WINDOW, COUNT_WINDOW,
+//! RANGE/EVERY, SLIMIT, CASE, nested subqueries, EXPLAIN [ANALYZE]).
 
 use crate::ast::*;
 use crate::error::{syntax, Pos, SqlError};
@@ -53,6 +54,8 @@ const RESERVED: &[&str] = &[
     "else",
     "end",
     "distinct",
+    "range",
+    "every",
 ];
 
 /// Parses one or more `;`-separated statements; empty statements are skipped.
@@ -991,7 +994,64 @@ impl Parser {
         })
     }
 
+    /// `FILL(NONE|NULL|PREV|NEXT|LINEAR|VALUE, v, ...)`, if present.
+    fn fill_clause(&mut self, pos: Pos) -> Result<Option<Fill>, SqlError> {
+        if !self.eat_kw("fill") {
+            return Ok(None);
+        }
+        self.expect_op("(")?;
+        let w = self.ident("a FILL mode")?;
+        let fill = match w.as_str() {
+            "none" => Fill::None,
+            "null" => Fill::Null,
+            "prev" => Fill::Prev,
+            "next" => Fill::Next,
+            "linear" => Fill::Linear,
+            "value" => {
+                let mut vals = Vec::new();
+                while self.eat_op(",") {
+                    match self.insert_value()? {
+                        InsertValue::Value(v) => vals.push(v),
+                        InsertValue::Now { .. } => {
+                            return Err(syntax(pos, "NOW is not a FILL value"))
+                        }
+                    }
+                }
+                Fill::Value(vals)
+            }
+            other => return Err(syntax(pos, format!("unknown FILL mode '{other}'"))),
+        };
+        self.expect_op(")")?;
+        Ok(Some(fill))
+    }
+
     fn window(&mut self) -> Result<Option<WindowClause>, SqlError> {
+        if self.peek_kw("range") && matches!(self.peek_at(1), Tok::Op("(")) {
+            let pos = self.pos();
+            self.advance();
+            self.advance();
+            let start = self.expr()?;
+            let end = if self.eat_op(",") {
+                Some(self.expr()?)
+            } else {
+                None
+            };
+            self.expect_op(")")?;
+            let mut every_ns = None;
+            if self.eat_kw("every") {
+                self.expect_op("(")?;
+                every_ns = Some(self.duration_ns()?);
+                self.expect_op(")")?;
+            }
+            let fill = self.fill_clause(pos)?;
+            return Ok(Some(WindowClause::Interp {
+                start,
+                end,
+                every_ns,
+                fill,
+                pos,
+            }));
+        }
         let pos = self.pos();
         if self.peek_kw("interval") && matches!(self.peek_at(1), Tok::Op("(")) {
             self.advance();
@@ -1009,32 +1069,7 @@ impl Parser {
                 sliding_ns = Some(self.duration_ns()?);
                 self.expect_op(")")?;
             }
-            let mut fill = None;
-            if self.eat_kw("fill") {
-                self.expect_op("(")?;
-                let w = self.ident("a FILL mode")?;
-                fill = Some(match w.as_str() {
-                    "none" => Fill::None,
-                    "null" => Fill::Null,
-                    "prev" => Fill::Prev,
-                    "next" => Fill::Next,
-                    "linear" => Fill::Linear,
-                    "value" => {
-                        let mut vals = Vec::new();
-                        while self.eat_op(",") {
-                            match self.insert_value()? {
-                                InsertValue::Value(v) => vals.push(v),
-                                InsertValue::Now { .. } => {
-                                    return Err(syntax(pos, "NOW is not a FILL value"))
-                                }
-                            }
-                        }
-                        Fill::Value(vals)
-                    }
-                    other => return Err(syntax(pos, format!("unknown FILL mode '{other}'"))),
-                });
-                self.expect_op(")")?;
-            }
+            let fill = self.fill_clause(pos)?;
             return Ok(Some(WindowClause::Interval {
                 interval_ns,
                 offset_ns,

@@ -188,6 +188,29 @@ pub enum Node {
         cols: Vec<usize>,
         consts: Vec<usize>,
     },
+    /// INTERP: per partition (input sorted by partition columns, then `ts`), one row per
+    /// point start, start + every, ..., end: `cols` hold the value at that instant or, when no
+    /// row has it, per `fill` (None = FILL(NONE): no row); `ts` becomes the point.
+    Interp {
+        input: Box<Node>,
+        partition: Vec<usize>,
+        ts: usize,
+        cols: Vec<usize>,
+        start: i64,
+        end: i64,
+        every: i64,
+        fill: Option<FillMode>,
+    },
+    /// HISTOGRAM: per partition, one row per bin (lower, upper] of `bins` with column `col`
+    /// replaced by `{"lower_bin":.., "upper_bin":.., "count":..}`; the other columns come
+    /// from the partition's first row.
+    Histogram {
+        input: Box<Node>,
+        partition: Vec<usize>,
+        col: usize,
+        bins: Vec<f64>,
+        normalized: bool,
+    },
     /// Removes duplicate rows (SELECT DISTINCT), keeping the first of each.
     Distinct {
         input: Box<Node>,
@@ -342,6 +365,7 @@ const ROW_FUNCS: &[&str] = &[
     "top",
     "bottom",
     "sample",
+    "histogram",
 ];
 
 /// Placeholder input index of the window id column a coordinator [`Node::Window`] appends;
@@ -1213,6 +1237,61 @@ fn common_type(types: &[DataType]) -> DataType {
     DataType::BigInt
 }
 
+/// Bin boundaries of HISTOGRAM: `user_input` '[b0, b1, ...]', `linear_bin`
+/// '{"start": s, "width": w, "count": n, "infinity": bool}', `log_bin`
+/// '{"start": s, "factor": f, "count": n, "infinity": bool}'.
+fn histogram_bins(kind: &str, desc: &str) -> Result<Vec<f64>, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(desc).map_err(|e| format!("bin description is not JSON: {e}"))?;
+    let b: Vec<f64> = match kind.to_ascii_lowercase().as_str() {
+        "user_input" => json
+            .as_array()
+            .ok_or("user_input needs an array of boundaries")?
+            .iter()
+            .map(|v| v.as_f64().ok_or("boundaries must be numbers"))
+            .collect::<Result<_, _>>()?,
+        k @ ("linear_bin" | "log_bin") => {
+            let num = |f: &str| {
+                json.get(f)
+                    .and_then(serde_json::Value::as_f64)
+                    .ok_or(format!("{k} needs a numeric \"{f}\""))
+            };
+            let start = num("start")?;
+            let count = num("count")?;
+            if !(1.0..=1000.0).contains(&count) {
+                return Err("count must be between 1 and 1000".into());
+            }
+            let step = num(if k == "linear_bin" { "width" } else { "factor" })?;
+            let mut v: Vec<f64> = (0..=count as usize)
+                .map(|i| {
+                    if k == "linear_bin" {
+                        start + step * i as f64
+                    } else {
+                        start * step.powi(i as i32)
+                    }
+                })
+                .collect();
+            if json
+                .get("infinity")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+            {
+                v.insert(0, f64::NEG_INFINITY);
+                v.push(f64::INFINITY);
+            }
+            v
+        }
+        other => return Err(format!("unknown bin type '{other}'")),
+    };
+    if b.len() < 2
+        || b.windows(2)
+            .any(|w| w[0].partial_cmp(&w[1]) != Some(std::cmp::Ordering::Less))
+    {
+        return Err("bin boundaries must be at least two increasing numbers".into());
+    }
+    Ok(b)
+}
+
 /// A constant argument of a function: a number, string, or duration (in the db precision).
 fn const_arg(e: &Expr, precision: Precision, fname: &str, pos: Pos) -> Result<Value, SqlError> {
     match e {
@@ -1249,6 +1328,8 @@ struct RowCtx<'a> {
     pre: Vec<PExpr>,
     funcs: Vec<(usize, RowFn)>,
     select: Option<(usize, usize, SelectMode)>,
+    /// HISTOGRAM: (column, bin boundaries, normalized)
+    histogram: Option<(usize, Vec<f64>, bool)>,
 }
 
 impl RowCtx<'_> {
@@ -1271,6 +1352,7 @@ impl RowCtx<'_> {
             "diff" | "csum" => (1, 1),
             "derivative" => (3, 3),
             "mavg" | "top" | "bottom" | "sample" => (2, 2),
+            "histogram" => (4, 4),
             "statecount" => (3, 3),
             _ => (3, 4),
         };
@@ -1373,6 +1455,35 @@ impl RowCtx<'_> {
                     DataType::BigInt,
                 )
             }
+            "histogram" => {
+                if self.histogram.is_some() || self.select.is_some() || !self.funcs.is_empty() {
+                    return Err(SqlError::Plan(format!(
+                        "histogram() cannot be combined with other row functions at {pos}"
+                    )));
+                }
+                let (Some(Value::Str(kind)), Some(Value::Str(desc))) =
+                    (params.first(), params.get(1))
+                else {
+                    return Err(SqlError::InvalidArgument(format!(
+                        "histogram(): bin type and description must be strings at {pos}"
+                    )));
+                };
+                let bins = histogram_bins(kind, desc)
+                    .map_err(|m| SqlError::InvalidArgument(format!("histogram(): {m} at {pos}")))?;
+                let normalized = match int(2) {
+                    Some(0) => false,
+                    Some(1) => true,
+                    _ => {
+                        return Err(SqlError::InvalidArgument(format!(
+                            "histogram(): normalized must be 0 or 1 at {pos}"
+                        )))
+                    }
+                };
+                self.pre.push(a);
+                let i = self.pre.len() - 1;
+                self.histogram = Some((i, bins, normalized));
+                return Ok(PExpr::Input(i, DataType::VarChar(128)));
+            }
             _ => {
                 // top / bottom / sample: a row selector over the argument
                 let k = positive(0, "k")?;
@@ -1425,6 +1536,67 @@ impl Ctx for RowCtx<'_> {
         let p = compile(e, &mut ScalarCtx { scope: self.scope })?;
         let t = p.data_type();
         Ok(Some(PExpr::Input(self.pre_index(p), t)))
+    }
+    fn column(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError> {
+        Err(SqlError::Plan(format!(
+            "column '{name}' is not allowed here at {pos}"
+        )))
+    }
+    fn precision(&self) -> Precision {
+        self.scope.precision
+    }
+}
+
+/// INTERP context: `interp(x)` becomes a pre-projected column the Interp node fills at each
+/// RANGE point, `_irowts` the point itself; other expressions must be PARTITION BY keys.
+struct InterpCtx<'a> {
+    scope: &'a mut Scope,
+    /// Pre-projected columns: 0 = the timestamp, then partition keys, then interp arguments.
+    pre: Vec<PExpr>,
+    part: Vec<usize>,
+    cols: Vec<usize>,
+}
+
+impl Ctx for InterpCtx<'_> {
+    fn leaf(&mut self, e: &Expr) -> Result<Option<PExpr>, SqlError> {
+        match e {
+            Expr::Function {
+                name, args, pos, ..
+            } if name == "interp" => {
+                if args.len() != 1 || contains_agg(&args[0]) || contains_row_func(&args[0]) {
+                    return Err(SqlError::Plan(format!(
+                        "interp() takes one column expression at {pos}"
+                    )));
+                }
+                let a = compile(&args[0], &mut ScalarCtx { scope: self.scope })?;
+                let t = a.data_type();
+                self.pre.push(a);
+                self.cols.push(self.pre.len() - 1);
+                Ok(Some(PExpr::Input(self.pre.len() - 1, t)))
+            }
+            Expr::Function { name, pos, .. }
+                if AGG_FUNCS.contains(&name.as_str()) || ROW_FUNCS.contains(&name.as_str()) =>
+            {
+                Err(SqlError::Plan(format!(
+                    "'{name}' cannot be used with RANGE/EVERY at {pos}"
+                )))
+            }
+            Expr::Column { name, .. } if name == "_irowts" => {
+                Ok(Some(PExpr::Input(0, DataType::Timestamp)))
+            }
+            e if has_columns(e) => {
+                let p = compile(e, &mut ScalarCtx { scope: self.scope })?;
+                match self.part.iter().find(|i| self.pre[**i] == p) {
+                    Some(i) => Ok(Some(PExpr::Input(*i, p.data_type()))),
+                    None if !matches!(e, Expr::Column { .. }) => Ok(None),
+                    None => Err(SqlError::Plan(format!(
+                        "'{e}' must be a PARTITION BY key to be selected with INTERP{}",
+                        e.position().map(|p| format!(" at {p}")).unwrap_or_default()
+                    ))),
+                }
+            }
+            _ => Ok(None),
+        }
     }
     fn column(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError> {
         Err(SqlError::Plan(format!(
@@ -1534,6 +1706,8 @@ impl Planner<'_> {
         };
         // windows run on the coordinator when they need rows in time order per partition
         let mut coord_window: Option<(WindowKind, PExpr)> = None;
+        // INTERP's RANGE: (start, end, every, fill, ts)
+        let mut interp: Option<(i64, i64, i64, Option<FillMode>, PExpr)> = None;
         let mut fill: Option<(FillMode, i64, i64)> = None;
         if let Some(w) = &q.window {
             let ts = scope.ts_expr().ok_or_else(|| {
@@ -1659,6 +1833,52 @@ impl Planner<'_> {
                     scope.window = Some(WinScope::Keyed(None));
                     coord_window = Some((WindowKind::Count(*n, step), ts));
                 }
+                WindowClause::Interp {
+                    start,
+                    end,
+                    every_ns,
+                    fill,
+                    pos,
+                } => {
+                    let mut point = |e: &Expr| -> Result<i64, SqlError> {
+                        let p = compile(e, &mut ScalarCtx { scope: &mut scope })?;
+                        let p = ts_literal(&ts, p, scope.precision)?;
+                        match const_value(&p) {
+                            Some(Value::Timestamp(t)) | Some(Value::Int(t)) => Ok(t),
+                            _ => Err(SqlError::Plan(format!(
+                                "RANGE needs constant timestamps, found '{e}' at {pos}"
+                            ))),
+                        }
+                    };
+                    let a = point(start)?;
+                    let b = match end {
+                        Some(e) => point(e)?,
+                        None => a,
+                    };
+                    let every = match every_ns {
+                        Some(ns) => scope.precision.from_nanos(*ns),
+                        None if a == b => 1,
+                        None => {
+                            return Err(SqlError::Plan(format!(
+                                "RANGE with two bounds needs EVERY(..) at {pos}"
+                            )))
+                        }
+                    };
+                    if b < a || every <= 0 || (b - a) / every > 10_000_000 {
+                        return Err(SqlError::Plan(format!(
+                            "RANGE needs start <= end and EVERY of at least one time unit, at most 10000000 points, at {pos}"
+                        )));
+                    }
+                    let mode = match fill {
+                        None | Some(Fill::None) => None,
+                        Some(Fill::Null) => Some(FillMode::Null),
+                        Some(Fill::Prev) => Some(FillMode::Prev),
+                        Some(Fill::Next) => Some(FillMode::Next),
+                        Some(Fill::Linear) => Some(FillMode::Linear),
+                        Some(Fill::Value(v)) => Some(FillMode::Value(v.clone())),
+                    };
+                    interp = Some((a, b, every, mode, ts));
+                }
             }
         }
 
@@ -1783,12 +2003,92 @@ impl Planner<'_> {
         let names: Vec<String> = items.iter().map(|i| i.name.clone()).collect();
         let nvis = items.len();
 
+        if let Some((start, end, every, fill, ts)) = interp {
+            if agg_mode {
+                return Err(SqlError::Plan(
+                    "INTERP (RANGE/EVERY) cannot be combined with aggregates or GROUP BY".into(),
+                ));
+            }
+            let mut ictx = InterpCtx {
+                scope: &mut scope,
+                pre: vec![ts],
+                part: Vec::new(),
+                cols: Vec::new(),
+            };
+            for k in &q.partition_by {
+                let p = compile(k, &mut ScalarCtx { scope: ictx.scope })?;
+                ictx.pre.push(p);
+                ictx.part.push(ictx.pre.len() - 1);
+            }
+            let mut post = Vec::new();
+            for it in &items {
+                post.push(compile(&it.expr, &mut ictx)?);
+            }
+            let mut sort_keys = Vec::new();
+            for o in &q.order_by {
+                let idx = match order_index(&o.expr, &names)? {
+                    Some(i) => i,
+                    None => {
+                        post.push(compile(&o.expr, &mut ictx)?);
+                        post.len() - 1
+                    }
+                };
+                sort_keys.push((idx, o.asc));
+            }
+            let InterpCtx {
+                pre, part, cols, ..
+            } = ictx;
+            if cols.is_empty() {
+                return Err(SqlError::Plan(
+                    "RANGE/EVERY need INTERP(..) in the select list".into(),
+                ));
+            }
+            let node = self.row_source(
+                inner,
+                stable_src,
+                &scope,
+                (ts_min, ts_max),
+                (tag_layout, tag_filter, filter),
+                pre,
+            )?;
+            let mut keys: Vec<(usize, bool)> = part.iter().map(|i| (*i, true)).collect();
+            keys.push((0, true));
+            let node = Node::Interp {
+                input: Box::new(Node::Sort {
+                    input: Box::new(node),
+                    keys,
+                }),
+                partition: part,
+                ts: 0,
+                cols,
+                start,
+                end,
+                every,
+                fill,
+            };
+            let fields = out_fields(&names, &post);
+            let node = Node::Project {
+                input: Box::new(node),
+                exprs: post,
+                fields: fields.clone(),
+            };
+            return Ok(finish_level(
+                node,
+                fields,
+                nvis,
+                sort_keys,
+                q.limit.as_ref(),
+                q.distinct,
+            ));
+        }
+
         if !agg_mode && items.iter().any(|i| contains_row_func(&i.expr)) {
             let mut rctx = RowCtx {
                 scope: &mut scope,
                 pre: Vec::new(),
                 funcs: Vec::new(),
                 select: None,
+                histogram: None,
             };
             let mut part = Vec::new();
             for k in &q.partition_by {
@@ -1815,7 +2115,11 @@ impl Planner<'_> {
                 sort_keys.push((idx, o.asc));
             }
             let RowCtx {
-                pre, funcs, select, ..
+                pre,
+                funcs,
+                select,
+                histogram,
+                ..
             } = rctx;
             let pre_fields = out_fields(&[], &pre);
             let node = match inner {
@@ -1869,6 +2173,15 @@ impl Planner<'_> {
                     col,
                     k,
                     mode,
+                };
+            }
+            if let Some((col, bins, normalized)) = histogram {
+                node = Node::Histogram {
+                    input: Box::new(node),
+                    partition: part.clone(),
+                    col,
+                    bins,
+                    normalized,
                 };
             }
             if !funcs.is_empty() {
@@ -2310,6 +2623,57 @@ impl Planner<'_> {
         ))
     }
 
+    /// The per-row input of a coordinator operator: a Project fragment over the table, or
+    /// the filtered subquery result, evaluating `exprs`.
+    fn row_source(
+        &mut self,
+        inner: Option<Node>,
+        stable_src: Option<(String, FragmentTarget, ScanTarget)>,
+        scope: &Scope,
+        (ts_min, ts_max): (i64, i64),
+        (tag_layout, tag_filter, filter): (Vec<InputCol>, Option<PExpr>, Option<PExpr>),
+        exprs: Vec<PExpr>,
+    ) -> Result<Node, SqlError> {
+        Ok(match inner {
+            None => {
+                let (db, target, scan) =
+                    stable_src.ok_or_else(|| SqlError::Plan("query has no source".into()))?;
+                let frag = Fragment {
+                    target: scan,
+                    ts_min,
+                    ts_max,
+                    layout: scope.layout(),
+                    tag_layout,
+                    tag_filter,
+                    filter,
+                    op: FragmentOp::Project { exprs },
+                    limit: None,
+                };
+                let gf = frag.output_fields();
+                let id = self.push_fragment(db, target, frag);
+                Node::Gather {
+                    fragment: id,
+                    fields: gf,
+                }
+            }
+            Some(input) => {
+                let fields = out_fields(&[], &exprs);
+                let input = match filter {
+                    Some(pred) => Node::Filter {
+                        input: Box::new(input),
+                        pred,
+                    },
+                    None => input,
+                };
+                Node::Project {
+                    input: Box::new(input),
+                    exprs,
+                    fields,
+                }
+            }
+        })
+    }
+
     fn inner_precision(&self, q: &Query) -> Precision {
         let refs = referenced_tables(q);
         refs.first()
@@ -2490,7 +2854,8 @@ fn window_pos(w: &WindowClause) -> Pos {
         | WindowClause::StateWindow { pos, .. }
         | WindowClause::Session { pos, .. }
         | WindowClause::Event { pos, .. }
-        | WindowClause::Count { pos, .. } => *pos,
+        | WindowClause::Count { pos, .. }
+        | WindowClause::Interp { pos, .. } => *pos,
     }
 }
 

@@ -2381,3 +2381,98 @@ fn explain_shows_vnode_and_coordinator_parts() {
         s => panic!("{s:?}"),
     }
 }
+
+#[test]
+fn interp_range_every_fill() {
+    let q = |fill: &str| {
+        run(&format!("select _irowts, interp(latitude) from r_truck_0 range('2016-01-01 00:00:00', '2016-01-01 00:00:20') every(5s) {fill}"))
+    };
+    let f = Value::Float;
+    let n = Value::Null;
+    let b = q("fill(linear)");
+    assert_eq!(names(&b), vec!["_irowts", "interp(latitude)"]);
+    assert_eq!(
+        col(&b, 0),
+        (0..5).map(|k| ts(k * 5_000)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        col(&b, 1),
+        vec![f(0.0), f(0.125), f(0.25), f(0.375), f(0.5)]
+    );
+    assert_eq!(col(&b, 1), col(&q("fill(linear)"), 1), "repeatable");
+    assert_eq!(
+        col(&q("fill(prev)"), 1),
+        vec![f(0.0), f(0.0), f(0.25), f(0.25), f(0.5)]
+    );
+    assert_eq!(
+        col(&q("fill(next)"), 1),
+        vec![f(0.0), f(0.25), f(0.25), f(0.5), f(0.5)]
+    );
+    assert_eq!(
+        col(&q("fill(null)"), 1),
+        vec![f(0.0), n.clone(), f(0.25), n, f(0.5)]
+    );
+    assert_eq!(col(&q("fill(value, 9)"), 1)[1], f(9.0));
+    assert_eq!(col(&q(""), 1), vec![f(0.0), f(0.25), f(0.5)]);
+    // per partition; a single point without EVERY
+    let b = run("select _irowts, tbname, interp(latitude) from readings where fleet = 'South' partition by tbname range('2016-01-01 00:00:05') fill(prev)");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![ts(5_000), Value::Str("r_truck_0".into()), f(0.0)],
+            vec![ts(5_000), Value::Str("r_truck_3".into()), f(30.0)],
+        ]
+    );
+    assert!(
+        err("select interp(latitude) from r_truck_0 range('2016-01-01', '2016-01-02')")
+            .to_string()
+            .contains("needs EVERY")
+    );
+    assert!(
+        err("select interp(latitude), fleet from readings range('2016-01-01') fill(prev)")
+            .to_string()
+            .contains("must be a PARTITION BY key")
+    );
+}
+
+#[test]
+fn histogram_bins_per_partition() {
+    // truck 0: latitude = r / 4 for r in 0..10 (0 .. 2.25); bins are (lower, upper]
+    let b = run("select histogram(latitude, 'user_input', '[0, 1, 2]', 0) from r_truck_0");
+    assert_eq!(
+        col(&b, 0),
+        vec![
+            Value::Str("{\"lower_bin\":0, \"upper_bin\":1, \"count\":4}".into()),
+            Value::Str("{\"lower_bin\":1, \"upper_bin\":2, \"count\":4}".into()),
+        ]
+    );
+    let b = run("select tbname, histogram(latitude, 'linear_bin', '{\"start\": 0, \"width\": 1, \"count\": 2, \"infinity\": true}', 1) from readings where fleet = 'South' partition by tbname");
+    let r = rows(&b);
+    assert_eq!(r.len(), 8);
+    assert_eq!(
+        r[0][1],
+        Value::Str("{\"lower_bin\":-inf, \"upper_bin\":0, \"count\":0.1}".into())
+    );
+    assert_eq!(
+        r[3][1],
+        Value::Str("{\"lower_bin\":2, \"upper_bin\":inf, \"count\":0.1}".into())
+    );
+    assert_eq!(r[4][0], Value::Str("r_truck_3".into()));
+    let b = run("select histogram(latitude, 'log_bin', '{\"start\": 1, \"factor\": 2, \"count\": 1, \"infinity\": false}', 0) from r_truck_0");
+    assert_eq!(
+        col(&b, 0),
+        vec![Value::Str(
+            "{\"lower_bin\":1, \"upper_bin\":2, \"count\":4}".into()
+        )]
+    );
+    assert!(
+        err("select histogram(latitude, 'user_input', '[2, 1]', 0) from r_truck_0")
+            .to_string()
+            .contains("increasing")
+    );
+    assert!(
+        err("select histogram(latitude, 'nope', '[1, 2]', 0) from r_truck_0")
+            .to_string()
+            .contains("unknown bin type 'nope'")
+    );
+}

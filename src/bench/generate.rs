@@ -6,6 +6,7 @@
 
 use super::DataArgs;
 use crate::server::BoxError;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -256,12 +257,18 @@ pub struct DataFiles {
 }
 
 /// Writes the requested files in one pass over the generator.
+///
+/// With `subtable_tags`, every point carries the tags of its Tidal/TDengine subtable (those of
+/// the first point seen for it; the null-name points share one subtable) instead of its own:
+/// then the peers hold the same logical data as Tidal, and their answers can be compared row
+/// for row. Without it the files are TSBS's, where a point's NULL tag is its own.
 pub fn write_files(
     cfg: &Config,
     dir: &Path,
     influx: bool,
     clickhouse: bool,
     postgres: bool,
+    subtable_tags: bool,
 ) -> Result<DataFiles, String> {
     let create = |name: &str| -> Result<(PathBuf, BufWriter<File>), String> {
         let p = dir.join(name);
@@ -293,7 +300,19 @@ pub fn write_files(
     let err = |e: io::Error| format!("writing the data files in {}: {e}", dir.display());
     let mut gen = Generator::new(cfg.clone()).map_err(|e| e.to_string())?;
     let mut buf = Vec::with_capacity(512);
-    while let Some(p) = gen.next_point() {
+    // Subtable key (measurement, truck or None for the null-name subtable) → the truck and
+    // NULL-tag mask of its first point.
+    let mut first: HashMap<(Measurement, Option<u32>), (u32, u8)> = HashMap::new();
+    while let Some(raw) = gen.next_raw() {
+        let mut p = gen.view(&raw);
+        if subtable_tags {
+            let key = (raw.measurement, p.name().is_some().then_some(raw.truck));
+            let (truck, null_tags) = *first.entry(key).or_insert((raw.truck, raw.null_tags));
+            if let Some(tags) = gen.trucks().get(truck as usize) {
+                p.tags = tags;
+                p.null_tags = null_tags;
+            }
+        }
         files.points += 1;
         let m = p.measurement as usize;
         if let Some(w) = lp.as_mut() {

@@ -30,6 +30,8 @@ pub struct DataSet {
     pub diagnostics: u64,
     pub rows_per_truck_per_day: [f64; 2],
     pub generate_seconds: f64,
+    /// The peers' points carry their subtable's tags (see `generate::write_files`).
+    pub subtable_tags: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -186,6 +188,11 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
         d.generate_seconds
     );
     let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop).\n");
+    if d.subtable_tags {
+        let _ = writeln!(s, "Tags: Tidal, like TDengine, keeps a subtable's tags from its first point (TSBS's NULL tags then hold for the whole subtable, and the null-name points share one subtable). The peers' points carry those same subtable tags, so every engine holds the same logical data and the answers can be compared row for row; `--row-tags` gives the peers TSBS's per-point tags instead (about 1% of the points differ).\n");
+    } else {
+        let _ = writeln!(s, "Tags: the peers got TSBS's per-point tags (`--row-tags`): a point's NULL tag is its own, where Tidal keeps its subtable's tags, so tag-filtered and tag-grouped answers differ by construction.\n");
+    }
 
     let _ = writeln!(s, "## Engines, versions and settings\n");
     let _ = writeln!(
@@ -327,8 +334,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
                 let _ = write!(s, " {} |", cell(q(e, n), get));
             }
             let ok = |f: Option<&QueryFigures>| {
-                f.filter(|x| x.supported && x.error.is_none())
-                    .and_then(get)
+                f.filter(|x| x.supported && x.error.is_none()).and_then(get)
             };
             let t = tidal.and_then(|e| ok(q(e, n)));
             let p: Vec<Option<f64>> = peers.iter().map(|e| ok(q(e, n))).collect();
@@ -360,7 +366,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     let _ = writeln!(s, "Not supported: ClickHouse 18.16 has no window functions, so the ClickHouse forms of avg-daily-driving-session and breakdown-frequency (`lagInFrame ... OVER`) cannot run there; VictoriaMetrics is measured for ingest and size only (PromQL/MetricsQL cannot express these queries).\n");
 
     let _ = writeln!(s, "## Do the engines agree?\n");
-    let _ = writeln!(s, "The answers of query 0 of each type (the cold run, same parameters everywhere), normalised (timestamps to epoch ms, numbers to 6 significant digits, rows sorted), compared with Tidal's. PostgreSQL and ClickHouse run forms written to compute what the TDengine forms compute; two differences remain by construction: their tags are per row, so a point with a NULL tag drops out of a tag filter where Tidal uses the subtable's tags, and Tidal partitions by subtable where they group by `name`. InfluxDB is compared on avg-vs-projected-fuel-consumption only: TSBS's InfluxQL forms compute something else for the other types (last-loc returns the first point, etc.).\n");
+    let _ = writeln!(s, "The answers of query 0 of each type (the cold run, same parameters everywhere), normalised (timestamps to epoch ms, numbers to 6 significant digits, rows sorted), compared with Tidal's. PostgreSQL and ClickHouse run forms written to compute what the TDengine forms compute (Tidal partitions by subtable where they group by `name`, which is the same grouping). InfluxDB is compared on avg-vs-projected-fuel-consumption only: TSBS's InfluxQL forms compute something else for the other types (last-loc returns the first point, etc.).{}\n", if r.data.subtable_tags { "" } else { " With `--row-tags` the peers' tags are per point, so tag-filtered answers differ by construction." });
     if r.checks.is_empty() {
         let _ = writeln!(s, "No comparable answers (no peer ran).\n");
     } else {

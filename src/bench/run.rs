@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// The test suite's configuration, seconds long: scale 4, 30 minutes, no peers, 1 run.
     #[arg(long)]
     small: bool,
+    /// Give the peers TSBS's per-point tags (a point's NULL tag is its own) instead of each
+    /// point's subtable tags, which Tidal stores and which make the answers comparable.
+    #[arg(long)]
+    row_tags: bool,
     /// Working folder for the data files and the engines' data (default: a temporary folder,
     /// removed at the end).
     #[arg(long)]
@@ -208,7 +212,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
         "tidal bench run --small".to_string()
     } else {
         format!(
-            "tidal bench run --scale {} --duration {} --seed {} --peers {} --queries {}",
+            "tidal bench run --scale {} --duration {} --seed {} --peers {} --queries {}{}",
             args.scale,
             args.duration,
             args.seed,
@@ -217,7 +221,8 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
             } else {
                 kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
             },
-            args.queries
+            args.queries,
+            if args.row_tags { " --row-tags" } else { "" }
         )
     };
     let result = bench(&args, &cfg, &kinds, &work, command).await;
@@ -302,6 +307,7 @@ async fn bench(
                 .any(|k| matches!(k, Kind::Influx | Kind::Victoria)),
             kinds.contains(&Kind::ClickHouse),
             kinds.contains(&Kind::Postgres),
+            !args.row_tags,
         )
     })?;
     results.data = DataSet {
@@ -314,6 +320,7 @@ async fn bench(
         diagnostics: stats.per_measurement[1],
         rows_per_truck_per_day: stats.rows_per_truck_per_day,
         generate_seconds: t.elapsed().as_secs_f64(),
+        subtable_tags: !args.row_tags,
     };
     let mut first: FirstAnswers = Vec::new();
 

@@ -18,10 +18,20 @@ SELECT ts, DERIVATIVE(v, 1s, 1) FROM d1;
 SELECT ts, MAVG(v, 2) FROM d1;
 SELECT ts, s, STATECOUNT(s, 'EQ', 0), STATEDURATION(s, 'EQ', 0, 1s) FROM d1;
 SELECT tbname, ts, DIFF(v) FROM m PARTITION BY tbname ORDER BY tbname, ts;
+-- HISTOGRAM: one row per bin (lower, upper].
+SELECT HISTOGRAM(v, 'user_input', '[0, 2, 4, 10]', 0) FROM d1;
+SELECT tbname, HISTOGRAM(v, 'linear_bin', '{"start": 0, "width": 10, "count": 2, "infinity": true}', 1) FROM m PARTITION BY tbname ORDER BY tbname;
 -- Multi-row selectors.
 SELECT ts, TOP(v, 2) FROM d1;
 SELECT tbname, ts, BOTTOM(v, 1) FROM m PARTITION BY tbname ORDER BY tbname;
 SELECT COUNT(*) FROM (SELECT SAMPLE(v, 2) FROM m PARTITION BY tbname);
+-- INTERP at RANGE points, per partition, with each FILL mode.
+SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(LINEAR);
+SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(PREV);
+SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(NEXT);
+SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(VALUE, 0);
+SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(NONE);
+SELECT _irowts, tbname, INTERP(v) FROM m PARTITION BY tbname RANGE('2024-01-01 00:00:20.000') FILL(NULL);
 -- DISTINCT, SLIMIT/SOFFSET, CASE, string functions, NOW arithmetic.
 SELECT DISTINCT loc FROM m ORDER BY loc;
 SELECT DISTINCT s FROM d1 ORDER BY s;
