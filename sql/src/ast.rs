@@ -73,6 +73,12 @@ pub enum Statement {
         items: Vec<InsertItem>,
     },
     Select(Box<Query>),
+    /// `INSERT INTO t [USING ..] [(cols)] SELECT ...`: `target.rows` is empty; the frontend
+    /// fills it with the query's result.
+    InsertSelect {
+        target: InsertItem,
+        query: Box<Query>,
+    },
     /// `EXPLAIN [ANALYZE] SELECT ...`
     Explain {
         analyze: bool,

@@ -216,16 +216,16 @@ pub fn fill(
             Some((lo, hi)) => (align(lo).min(win(s)), align(hi).max(win(e - 1))),
             None => (win(s), win(e - 1)),
         };
+        budget -= (last.saturating_sub(first) / step).saturating_add(1);
+        if budget < 0 {
+            return Err(SqlError::Execution(format!(
+                "FILL would produce more than {MAX_FILL_ROWS} rows: use a larger INTERVAL or a narrower time range"
+            )));
+        }
         let mut i = s;
         let mut prev: Option<usize> = None;
         let mut w = first;
         while w <= last {
-            budget -= 1;
-            if budget < 0 {
-                return Err(SqlError::Execution(format!(
-                    "FILL would produce more than {MAX_FILL_ROWS} rows: use a larger INTERVAL or a narrower time range"
-                )));
-            }
             // rows before the grid position (other alignment) pass through
             while i < e && win(i) < w {
                 out.push(b.row(i));

@@ -69,10 +69,10 @@ pub trait ScanSource {
             .collect())
     }
 
-    /// The subtables of `stable` whose first tag equals one of `values`, from a tag index;
+    /// The subtables of `stable` whose tag `k` equals one of `values`, from a tag index;
     /// `None` when the source has no index (the caller then filters every subtable).
-    fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Option<Vec<TableMeta>> {
-        let _ = (stable, values);
+    fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Option<Vec<TableMeta>> {
+        let _ = (stable, k, values);
         None
     }
 
@@ -126,26 +126,42 @@ fn collect_inputs(e: &PExpr, out: &mut Vec<usize>) {
     e.inputs(out)
 }
 
-/// The values a tag filter requires of the first tag (`tag0 = v`, `tag0 IN (..)`, either as
-/// the whole filter or as one conjunct of an AND), so the subtables can come from the index.
-fn first_tag_values(f: &Fragment) -> Option<Vec<Value>> {
-    fn find(e: &PExpr, layout: &[InputCol]) -> Option<Vec<Value>> {
-        let is_tag0 = |x: &PExpr| matches!(x, PExpr::Input(i, _) if matches!(layout.get(*i), Some(InputCol::Tag(0))));
-        match e {
-            PExpr::Bin(crate::ast::BinOp::Eq, a, b, _) => match (a.as_ref(), b.as_ref()) {
-                (x, PExpr::Lit(v, _)) | (PExpr::Lit(v, _), x) if is_tag0(x) && !v.is_null() => {
-                    Some(vec![v.clone()])
-                }
+/// A tag and the values a tag filter requires of it (`tag = v`, `tag IN (..)`, either as the
+/// whole filter or as one conjunct of an AND; the first tag is preferred), so the subtables
+/// can come from a tag index.
+fn indexed_tag_values(f: &Fragment) -> Option<(usize, Vec<Value>)> {
+    fn find(e: &PExpr, layout: &[InputCol], out: &mut Vec<(usize, Vec<Value>)>) {
+        let tag_of = |x: &PExpr| match x {
+            PExpr::Input(i, _) => match layout.get(*i) {
+                Some(InputCol::Tag(k)) => Some(*k),
                 _ => None,
             },
-            PExpr::InList(x, vals, false) if is_tag0(x) => Some(vals.clone()),
-            PExpr::Bin(crate::ast::BinOp::And, a, b, _) => {
-                find(a, layout).or_else(|| find(b, layout))
-            }
             _ => None,
+        };
+        match e {
+            PExpr::Bin(crate::ast::BinOp::Eq, a, b, _) => match (a.as_ref(), b.as_ref()) {
+                (x, PExpr::Lit(v, _)) | (PExpr::Lit(v, _), x) if !v.is_null() => {
+                    if let Some(k) = tag_of(x) {
+                        out.push((k, vec![v.clone()]));
+                    }
+                }
+                _ => {}
+            },
+            PExpr::InList(x, vals, false) => {
+                if let Some(k) = tag_of(x) {
+                    out.push((k, vals.clone()));
+                }
+            }
+            PExpr::Bin(crate::ast::BinOp::And, a, b, _) => {
+                find(a, layout, out);
+                find(b, layout, out);
+            }
+            _ => {}
         }
     }
-    find(f.tag_filter.as_ref()?, &f.tag_layout)
+    let mut found = Vec::new();
+    find(f.tag_filter.as_ref()?, &f.tag_layout, &mut found);
+    found.into_iter().min_by_key(|(k, _)| *k)
 }
 
 /// How a fragment can be answered from each subtable's latest rows instead of a scan.
@@ -397,12 +413,12 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         // A vnode learns a STABLE's schema with its first subtable; one that never saw the
         // STABLE holds none of its subtables and contributes an empty partial result.
         ScanTarget::Stable(s) => {
-            // `name IN (..)` / `name = ..` on the first tag: ask the tag index instead of
+            // `tag IN (..)` / `tag = ..`: ask the tag index instead of
             // looking at every subtable's tags (the filter still runs on what comes back).
-            let indexed = first_tag_values(f).and_then(|vals| {
-                let t = src.schema(s)?.tags.first()?.data_type;
+            let indexed = indexed_tag_values(f).and_then(|(k, vals)| {
+                let t = src.schema(s)?.tags.get(k)?.data_type;
                 let vals: Option<Vec<Value>> = vals.into_iter().map(|v| t.coerce(v).ok()).collect();
-                src.tables_by_first_tag(s, &vals?)
+                src.tables_by_tag(s, k, &vals?)
             });
             match indexed {
                 Some(m) => m,

@@ -709,11 +709,24 @@ impl Parser {
             } else {
                 None
             };
-            let columns = if self.peek_op("(") {
+            let columns = if self.peek_op("(") && !self.peek_kw_at(1, "select") {
                 Some(self.ident_list()?)
             } else {
                 None
             };
+            if items.is_empty() && (self.peek_kw("select") || self.peek_op("(")) {
+                // INSERT INTO t [USING ..] [(cols)] SELECT ...
+                let query = self.query_or_paren()?;
+                return Ok(Statement::InsertSelect {
+                    target: InsertItem {
+                        table,
+                        using,
+                        columns,
+                        rows: Vec::new(),
+                    },
+                    query: Box::new(query),
+                });
+            }
             self.expect_kw("values")?;
             let mut rows = Vec::new();
             while self.peek_op("(") {

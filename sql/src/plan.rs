@@ -372,6 +372,10 @@ const ROW_FUNCS: &[&str] = &[
 /// replaced by the real index once the input width is known.
 const WID: usize = usize::MAX / 2;
 
+/// Overlapping windows (SLIDING, COUNT_WINDOW with a step) copy each row into this many
+/// windows at most.
+const MAX_WINDOWS_PER_ROW: i64 = 10_000;
+
 fn is_agg_call(e: &Expr) -> bool {
     matches!(e, Expr::Function { name, .. } if AGG_FUNCS.contains(&name.as_str()))
 }
@@ -1744,6 +1748,12 @@ impl Planner<'_> {
                             "SLIDING must be positive and at most the INTERVAL at {pos}"
                         )));
                     }
+                    // every row lands in interval / sliding windows
+                    if iv / sl > MAX_WINDOWS_PER_ROW {
+                        return Err(SqlError::Plan(format!(
+                            "INTERVAL / SLIDING may be at most {MAX_WINDOWS_PER_ROW} at {pos}"
+                        )));
+                    }
                     if sl == iv {
                         scope.window = Some(WinScope::Interval(
                             PExpr::WinStart(Box::new(ts), iv, off),
@@ -1828,6 +1838,11 @@ impl Planner<'_> {
                     if *n == 0 || step == 0 || step > *n {
                         return Err(SqlError::Plan(format!(
                             "COUNT_WINDOW needs 0 < step <= count at {pos}"
+                        )));
+                    }
+                    if n.div_ceil(step) > MAX_WINDOWS_PER_ROW as u64 {
+                        return Err(SqlError::Plan(format!(
+                            "COUNT_WINDOW count / step may be at most {MAX_WINDOWS_PER_ROW} at {pos}"
                         )));
                     }
                     scope.window = Some(WinScope::Keyed(None));

@@ -1448,6 +1448,37 @@ fn random_token_soup_never_panics() {
         "database",
         "show",
         "drop",
+        // the dialect's windows, functions and clauses
+        "sliding(5s)",
+        "fill(prev)",
+        "fill(linear)",
+        "fill(value, 1)",
+        "state_window(status)",
+        "session(ts, 10s)",
+        "event_window start with status = 1 end with status = 2",
+        "count_window(3)",
+        "count_window(3, 1)",
+        "range('2016-01-01')",
+        "every(5s)",
+        "interp(latitude)",
+        "_irowts",
+        "case when status = 1 then 'a' else 'b' end",
+        "distinct",
+        "slimit 1",
+        "explain",
+        "spread(latitude)",
+        "stddev(velocity)",
+        "percentile(velocity, 50)",
+        "twa(velocity)",
+        "mode(status)",
+        "csum(status)",
+        "derivative(velocity, 1s, 0)",
+        "mavg(velocity, 2)",
+        "top(velocity, 2)",
+        "statecount(status, 'GT', 0)",
+        "histogram(velocity, 'user_input', '[1, 5]', 0)",
+        "concat(fleet, name)",
+        "substr(fleet, 2)",
     ];
     let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut next = || {
@@ -1483,6 +1514,15 @@ fn random_token_soup_never_panics() {
         "last_row(ts)",
         "latitude*2",
         "_wstart",
+        "_wend",
+        "spread(velocity)",
+        "percentile(latitude, 10)",
+        "csum(latitude)",
+        "top(velocity, 2)",
+        "interp(latitude)",
+        "histogram(latitude, 'user_input', '[0, 10]', 1)",
+        "case when status > 0 then fleet end",
+        "status",
     ];
     let tails = [
         "",
@@ -1491,11 +1531,21 @@ fn random_token_soup_never_panics() {
         " interval(20s)",
         " partition by fleet interval(30s) limit 1",
         " order by 1 desc limit 2",
+        " interval(20s) sliding(10s) fill(linear)",
+        " partition by tbname state_window(status) slimit 2",
+        " session(ts, 10s)",
+        " partition by tbname event_window start with status = 0 end with status = 2",
+        " count_window(3, 2)",
+        " range('2016-01-01 00:00:00', '2016-01-01 00:01:00') every(7s) fill(prev)",
+        " partition by tbname range('2016-01-01 00:00:10') fill(next)",
+        " and ts >= 1451606400000 and ts < 1451606500000 interval(15s) fill(value, 0, 1)",
     ];
     for a in parts {
         for b in parts {
             for t in tails {
                 let sql = format!("select {a}, {b} from readings where velocity > 1{t}");
+                let _ = run_on(&sql, &vn);
+                let sql = format!("select distinct {a}, {b} from (select * from readings){t}");
                 let _ = run_on(&sql, &vn);
             }
         }
@@ -2475,4 +2525,44 @@ fn histogram_bins_per_partition() {
             .to_string()
             .contains("unknown bin type 'nope'")
     );
+}
+
+#[test]
+fn window_sizes_are_bounded() {
+    assert!(
+        err("select count(*) from readings interval(1d) sliding(1a)")
+            .to_string()
+            .contains("INTERVAL / SLIDING may be at most 10000")
+    );
+    assert!(err("select count(*) from readings count_window(100000, 1)")
+        .to_string()
+        .contains("at most 10000"));
+    let e = err("select _wstart, count(*) from readings where ts >= 0 and ts < 1451606500000 interval(1a) fill(null)");
+    assert!(
+        e.to_string().contains("FILL would produce more than"),
+        "{e}"
+    );
+}
+
+#[test]
+fn parse_insert_select() {
+    match parse("insert into r_a using rollup tags ('a') (ts, c) select _wstart, count(*) from readings interval(1m)")
+        .expect("parse")
+        .remove(0)
+    {
+        Statement::InsertSelect { target, query } => {
+            assert_eq!(target.table.name, "r_a");
+            assert!(target.using.is_some());
+            assert_eq!(target.columns, Some(vec!["ts".to_string(), "c".to_string()]));
+            assert!(query.window.is_some());
+        }
+        s => panic!("{s:?}"),
+    }
+    assert!(matches!(
+        parse("insert into t (select ts from x)")
+            .expect("parse")
+            .remove(0),
+        Statement::InsertSelect { .. }
+    ));
+    assert!(parse("insert into t (ts) values (1)").is_ok());
 }

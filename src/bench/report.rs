@@ -392,6 +392,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
             .collect();
         if !notes.is_empty() {
             let _ = writeln!(s, "Differences:\n\n{}\n", notes.join("\n"));
+            let _ = writeln!(s, "A known cause: Tidal (like TDengine) keeps one row per (subtable, timestamp) and InfluxDB one per (series, timestamp), the later write winning. Null-name points of different trucks all go to the shared null-name subtable, so two of them with the same timestamp are stored once there, where ClickHouse and PostgreSQL keep both rows; a query that includes the null-name rows (no `name IS NOT NULL` filter) can differ by that.\n");
         }
     }
     if !r.unchecked.is_empty() {

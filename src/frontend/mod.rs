@@ -6,6 +6,7 @@
 
 mod catalog;
 mod explain;
+mod insert_select;
 pub mod schemaless;
 mod show;
 
@@ -232,6 +233,9 @@ impl SqlService {
             Statement::Insert { items } => self.insert(db, items).await,
             Statement::Select(q) => self.select(db, &q).await,
             Statement::Explain { analyze, query } => self.explain(db, &query, analyze).await,
+            Statement::InsertSelect { target, query } => {
+                self.insert_select(db, target, &query).await
+            }
             Statement::ShowDatabases => show::databases(self, db).await,
             Statement::ShowStables { db: sdb } => {
                 let sdb = self.db_of(&sdb, db)?.to_string();

@@ -364,8 +364,8 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     ) -> Result<Vec<Option<(i64, Value)>>, String> {
         self.0.last_values(uid, columns).map_err(|e| e.to_string())
     }
-    fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Option<Vec<TableMeta>> {
-        Some(self.0.tables_by_first_tag(stable, values))
+    fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Option<Vec<TableMeta>> {
+        Some(self.0.tables_by_tag(stable, k, values))
     }
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
         self.0.ranges_desc(uid).map_err(|e| e.to_string())

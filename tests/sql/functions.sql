@@ -51,3 +51,10 @@ SELECT MEDIAN(v) FROM m;
 -- EXPLAIN shows what runs on the vnodes and what on the coordinator.
 EXPLAIN SELECT loc, AVG(v) FROM m WHERE ts >= '2024-01-01 00:00:00.000' AND loc = 'a' PARTITION BY loc INTERVAL(30s) FILL(PREV);
 EXPLAIN SELECT tbname, _wstart, COUNT(*) FROM m PARTITION BY tbname STATE_WINDOW(s) SLIMIT 1;
+-- INSERT INTO .. SELECT writes a query's rows (here: 30 s rollups into a new subtable).
+CREATE STABLE rollup (ts TIMESTAMP, c BIGINT, a DOUBLE) TAGS (loc VARCHAR(16));
+INSERT INTO r_a USING rollup TAGS ('a') SELECT _wstart, COUNT(*), AVG(v) FROM m WHERE loc = 'a' INTERVAL(30s);
+SELECT * FROM r_a;
+INSERT INTO r_a (ts, a) SELECT ts + 1h, v * 10 FROM d2;
+SELECT tbname, COUNT(*), SUM(a) FROM rollup PARTITION BY tbname;
+INSERT INTO r_a SELECT ts, v FROM d2;

@@ -938,12 +938,22 @@ impl VnodeCore {
         self.state.read().meta.stables.get(stable).cloned()
     }
 
-    /// The subtables of `stable` whose first tag equals one of `values` (from the tag index).
-    pub fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Vec<TableMeta> {
-        self.state
-            .read()
-            .meta
-            .tables_by_first_tag(stable, values)
+    /// The subtables of `stable` whose tag `k` equals one of `values`, from the tag index
+    /// (built for tag `k` on first use).
+    pub fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Vec<TableMeta> {
+        {
+            let st = self.state.read();
+            if let Some(v) = st.meta.tables_by_tag(stable, k, values) {
+                return v.into_iter().cloned().collect();
+            }
+        }
+        let mut st = self.state.write();
+        if !st.meta.has_tag_index(stable, k) {
+            st.meta.build_tag_index(stable, k);
+        }
+        st.meta
+            .tables_by_tag(stable, k, values)
+            .unwrap_or_default()
             .into_iter()
             .cloned()
             .collect()

@@ -16,9 +16,11 @@ pub struct Meta {
     pub tables: BTreeMap<String, TableMeta>,
     pub by_uid: HashMap<TableUid, String>,
     pub next_uid: u64,
-    /// Tag index on each STABLE's first tag (as TDengine indexes it): (stable, value) -> the
-    /// names of its subtables with that value. Kept exactly in step with `tables`.
-    first_tag: HashMap<(String, TagKey), BTreeSet<String>>,
+    /// Tag indexes: (stable, tag position) -> value -> names of its subtables with that value.
+    /// The first tag of every STABLE is always indexed (as TDengine does); another tag gets an
+    /// index the first time a query filters on it by equality. Every index is kept exactly in
+    /// step with `tables`.
+    tag_index: HashMap<(String, usize), HashMap<TagKey, BTreeSet<String>>>,
 }
 
 /// A tag value as a hashable key (floats by their bits, -0.0 as 0.0).
@@ -72,43 +74,71 @@ impl Meta {
 
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
-        if let Some(old) = self.remove_table(&t.name) {
-            let _ = old;
-        }
+        self.remove_table(&t.name);
         self.by_uid.insert(t.uid, t.name.clone());
-        let key = first_tag_key(&t);
-        self.first_tag
-            .entry(key)
-            .or_default()
-            .insert(t.name.clone());
+        self.tag_index.entry((t.stable.clone(), 0)).or_default();
+        for ((stable, k), idx) in self.tag_index.iter_mut() {
+            if *stable == t.stable {
+                idx.entry(tag_key(&t, *k))
+                    .or_default()
+                    .insert(t.name.clone());
+            }
+        }
         self.tables.insert(t.name.clone(), t);
     }
 
     pub fn remove_table(&mut self, name: &str) -> Option<TableMeta> {
         let t = self.tables.remove(name)?;
         self.by_uid.remove(&t.uid);
-        let key = first_tag_key(&t);
-        if let Some(set) = self.first_tag.get_mut(&key) {
-            set.remove(name);
-            if set.is_empty() {
-                self.first_tag.remove(&key);
+        for ((stable, k), idx) in self.tag_index.iter_mut() {
+            if *stable == t.stable {
+                let key = tag_key(&t, *k);
+                if let Some(set) = idx.get_mut(&key) {
+                    set.remove(name);
+                    if set.is_empty() {
+                        idx.remove(&key);
+                    }
+                }
             }
         }
         Some(t)
     }
 
-    /// The subtables of `stable` whose first tag is one of `values`, sorted by name.
-    pub fn tables_by_first_tag(&self, stable: &str, values: &[Value]) -> Vec<&TableMeta> {
+    /// Whether tag `k` of `stable` has an index.
+    pub fn has_tag_index(&self, stable: &str, k: usize) -> bool {
+        self.tag_index.contains_key(&(stable.to_string(), k))
+    }
+
+    /// Builds the index of tag `k` of `stable` (kept up to date from then on).
+    pub fn build_tag_index(&mut self, stable: &str, k: usize) {
+        let mut idx: HashMap<TagKey, BTreeSet<String>> = HashMap::new();
+        for t in self.tables.values().filter(|t| t.stable == stable) {
+            idx.entry(tag_key(t, k)).or_default().insert(t.name.clone());
+        }
+        self.tag_index.insert((stable.to_string(), k), idx);
+    }
+
+    /// The subtables of `stable` whose tag `k` is one of `values`, sorted by name; `None` when
+    /// tag `k` has no index.
+    pub fn tables_by_tag(
+        &self,
+        stable: &str,
+        k: usize,
+        values: &[Value],
+    ) -> Option<Vec<&TableMeta>> {
+        let idx = self.tag_index.get(&(stable.to_string(), k))?;
         let mut names: BTreeSet<&String> = BTreeSet::new();
         for v in values {
-            if let Some(set) = self.first_tag.get(&(stable.to_string(), TagKey::of(v))) {
+            if let Some(set) = idx.get(&TagKey::of(v)) {
                 names.extend(set.iter());
             }
         }
-        names
-            .into_iter()
-            .filter_map(|n| self.tables.get(n))
-            .collect()
+        Some(
+            names
+                .into_iter()
+                .filter_map(|n| self.tables.get(n))
+                .collect(),
+        )
     }
 
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {
@@ -153,9 +183,6 @@ impl Meta {
     }
 }
 
-fn first_tag_key(t: &TableMeta) -> (String, TagKey) {
-    (
-        t.stable.clone(),
-        TagKey::of(t.tags.first().unwrap_or(&Value::Null)),
-    )
+fn tag_key(t: &TableMeta, k: usize) -> TagKey {
+    TagKey::of(t.tags.get(k).unwrap_or(&Value::Null))
 }
