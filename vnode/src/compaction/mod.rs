@@ -71,6 +71,23 @@ pub fn merge_window(
             continue;
         };
         let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        // Fast path (in-order ingest): the subtable's STT blocks do not overlap each other or
+        // the window's data, are full width and not tiny, and the data's last block need not
+        // be folded: move the encoded blocks and their SMA as they are, no decode, no encode.
+        if !p.full_rewrite {
+            if let Some(entries) = move_blocks(
+                p,
+                window,
+                uid,
+                old_blocks,
+                types.len(),
+                &mut app,
+                &mut stats,
+            )? {
+                index.insert(uid, entries);
+                continue;
+            }
+        }
         let mut runs = Vec::new();
         let mut new_min = i64::MAX;
         for (i, s) in window.stts.iter().enumerate() {
@@ -145,4 +162,53 @@ pub fn merge_window(
     let head_id = *next_id;
     *next_id += 1;
     Ok((Some(app.finish(index, head_id, garbage)?), stats))
+}
+
+/// The move-as-is path of [`merge_window`] for one subtable; `None` when it does not apply.
+fn move_blocks(
+    p: &MergeParams<'_>,
+    window: &Window,
+    uid: TableUid,
+    old_blocks: &[BlockEntry],
+    width: usize,
+    app: &mut DataAppender,
+    stats: &mut MergeStats,
+) -> Result<Option<Vec<BlockEntry>>> {
+    let mut blocks: Vec<(usize, crate::block::BlockLoc)> = Vec::new();
+    for (i, s) in window.stts.iter().enumerate() {
+        for b in s.blocks(uid) {
+            blocks.push((i, *b));
+        }
+    }
+    if blocks.is_empty() {
+        return Ok(None);
+    }
+    blocks.sort_by_key(|(_, b)| b.ts_min);
+    let last_old = old_blocks.last();
+    if last_old.is_some_and(|e| (e.loc.rows as usize) < p.minrows) {
+        return Ok(None);
+    }
+    let mut prev = last_old.map(|e| e.loc.ts_max).unwrap_or(i64::MIN);
+    for (_, b) in &blocks {
+        let ok = b.ts_min > prev
+            && b.ncols as usize == width
+            && (b.rows as usize) >= p.minrows.min(p.maxrows);
+        if !ok {
+            return Ok(None);
+        }
+        prev = b.ts_max;
+    }
+    let mut raws = Vec::with_capacity(blocks.len());
+    for (i, b) in &blocks {
+        match window.stts.get(*i).map(|s| s.raw_block(b)).transpose()? {
+            Some(Some(raw)) => raws.push((raw, *b)),
+            _ => return Ok(None),
+        }
+    }
+    let mut entries = old_blocks.to_vec();
+    for ((block, sma), loc) in raws {
+        entries.push(app.append_raw(&block, &sma, &loc)?);
+        stats.rows_written += loc.rows as u64;
+    }
+    Ok(Some(entries))
 }

@@ -426,6 +426,30 @@ impl DataAppender {
         Ok(e)
     }
 
+    /// Appends an already encoded block and its SMA record unchanged (a merge moving an STT
+    /// block whose rows need no merging). `loc` describes the block (its offset is replaced).
+    pub fn append_raw(&mut self, block: &[u8], sma: &[u8], loc: &BlockLoc) -> Result<BlockEntry> {
+        self.data
+            .write_all(block)
+            .map_err(|e| VnodeError::io(&self.data_path, "write", e))?;
+        self.sma
+            .write_all(sma)
+            .map_err(|e| VnodeError::io(&self.sma_path, "write", e))?;
+        let e = BlockEntry {
+            loc: BlockLoc {
+                offset: self.data_at,
+                len: block.len() as u32,
+                ..*loc
+            },
+            sma_off: self.sma_at,
+            sma_len: sma.len() as u32,
+        };
+        self.data_at += block.len() as u64;
+        self.sma_at += sma.len() as u64;
+        self.blocks_written += 1;
+        Ok(e)
+    }
+
     /// Makes the appended bytes durable, publishes the head `head_id` for `index`, and returns
     /// the new (not yet committed) version. `garbage_bytes` carries over the window's garbage.
     pub fn finish(

@@ -67,14 +67,9 @@ pub fn write_stts(
         let Some(schema) = frozen.meta.stables.get(&t.stable) else {
             continue;
         };
-        let (types, mut codecs) = layout(schema, comp);
-        // STT files live until the next merge: LZ4 keeps flushes and merges cheap; the data
-        // files get the column's real choice.
-        for c in codecs.iter_mut() {
-            if c.compression == tidal_codec::Compression::Zstd {
-                c.compression = tidal_codec::Compression::Lz4;
-            }
-        }
+        // STT blocks use the column's real codec: a merge usually moves them into the data
+        // file unchanged (see compaction), so they must already be in their final form.
+        let (types, codecs) = layout(schema, comp);
         let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
         let Some((lo, hi)) = frozen.mem.ts_bounds(uid) else {
             continue;

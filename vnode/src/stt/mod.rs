@@ -18,10 +18,13 @@ use tidal_common::{Column, DataType, TableUid};
 
 pub const STT_MAGIC: &[u8; 8] = b"TIDALSTT";
 pub const FOOTER_MAGIC: &[u8; 8] = b"TIDALEND";
-pub const STT_VERSION: u32 = 1;
+/// Version 2 adds each block's SMA record right after the block (entries of 48 bytes);
+/// version 1 files (44-byte entries, no SMA) are still read.
+pub const STT_VERSION: u32 = 2;
 const HEADER_BYTES: u64 = 16;
 const FOOTER_BYTES: u64 = 24;
-const ENTRY_BYTES: usize = 44;
+const ENTRY_BYTES_V1: usize = 44;
+const ENTRY_BYTES: usize = 48;
 
 pub fn file_name(fid: i64, id: u64) -> String {
     format!("f{fid}.{id}.stt")
@@ -32,6 +35,8 @@ pub struct SttFile {
     pub bytes: u64,
     file: FileRef,
     index: HashMap<TableUid, Vec<BlockLoc>>,
+    /// Per block (keyed by its offset): the length of the SMA record that follows it.
+    sma_len: HashMap<u64, u32>,
 }
 
 /// Writes one STT file: `tables` yields, per subtable (ascending uid), its rows in this window
@@ -41,7 +46,7 @@ pub struct SttWriter {
     tmp: PathBuf,
     file: std::io::BufWriter<std::fs::File>,
     at: u64,
-    index: Vec<(TableUid, BlockLoc)>,
+    index: Vec<(TableUid, BlockLoc, u32)>,
     buf: Vec<u8>,
     id: u64,
 }
@@ -95,6 +100,10 @@ impl SttWriter {
             );
             self.buf.clear();
             block::encode_block(&part, types, codecs, &mut self.buf)?;
+            let block_len = self.buf.len();
+            // The SMA goes with the block so that a merge can move both without decoding.
+            block::encode_sma(&block::compute_sma(&part), &mut self.buf);
+            let sma_len = (self.buf.len() - block_len) as u32;
             self.file
                 .write_all(&self.buf)
                 .map_err(|e| VnodeError::io(&self.tmp, "write", e))?;
@@ -102,12 +111,13 @@ impl SttWriter {
                 uid,
                 BlockLoc {
                     offset: self.at,
-                    len: self.buf.len() as u32,
+                    len: block_len as u32,
                     ncols: part.len() as u32,
                     rows: (e - s) as u32,
                     ts_min,
                     ts_max,
                 },
+                sma_len,
             ));
             self.at += self.buf.len() as u64;
             s = e;
@@ -119,7 +129,7 @@ impl SttWriter {
     pub fn finish(mut self) -> Result<SttFile> {
         let mut ib = Vec::with_capacity(4 + self.index.len() * ENTRY_BYTES);
         ib.extend_from_slice(&(self.index.len() as u32).to_le_bytes());
-        for (uid, b) in &self.index {
+        for (uid, b, sma_len) in &self.index {
             ib.extend_from_slice(&uid.0.to_le_bytes());
             ib.extend_from_slice(&b.ts_min.to_le_bytes());
             ib.extend_from_slice(&b.ts_max.to_le_bytes());
@@ -127,6 +137,7 @@ impl SttWriter {
             ib.extend_from_slice(&b.ncols.to_le_bytes());
             ib.extend_from_slice(&b.offset.to_le_bytes());
             ib.extend_from_slice(&b.len.to_le_bytes());
+            ib.extend_from_slice(&sma_len.to_le_bytes());
         }
         let mut foot = Vec::with_capacity(FOOTER_BYTES as usize);
         foot.extend_from_slice(&self.at.to_le_bytes());
@@ -186,7 +197,12 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         return Err(corrupt(path, 0, "bad magic, not a Tidal STT file".into()));
     }
     let version = u32_at(&head, 8);
-    if version != STT_VERSION {
+    let entry_bytes = match version {
+        1 => ENTRY_BYTES_V1,
+        2 => ENTRY_BYTES,
+        _ => 0,
+    };
+    if entry_bytes == 0 {
         return Err(corrupt(
             path,
             8,
@@ -222,7 +238,7 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         ));
     }
     let n = u32_at(&ib, 0) as usize;
-    if 4 + n.saturating_mul(ENTRY_BYTES) != ib.len() {
+    if 4 + n.saturating_mul(entry_bytes) != ib.len() {
         return Err(corrupt(
             path,
             index_at,
@@ -230,8 +246,9 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         ));
     }
     let mut index: HashMap<TableUid, Vec<BlockLoc>> = HashMap::new();
+    let mut sma: HashMap<u64, u32> = HashMap::new();
     for i in 0..n {
-        let o = 4 + i * ENTRY_BYTES;
+        let o = 4 + i * entry_bytes;
         let uid = TableUid(u64_at(&ib, o));
         let b = BlockLoc {
             ts_min: u64_at(&ib, o + 8) as i64,
@@ -241,12 +258,18 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
             offset: u64_at(&ib, o + 32),
             len: u32_at(&ib, o + 40),
         };
-        if b.offset < HEADER_BYTES || b.offset.saturating_add(b.len as u64) > index_at {
+        let sma_len = if version >= 2 { u32_at(&ib, o + 44) } else { 0 };
+        if b.offset < HEADER_BYTES
+            || b.offset.saturating_add(b.len as u64 + sma_len as u64) > index_at
+        {
             return Err(corrupt(
                 path,
                 index_at + o as u64,
                 format!("block of table uid {uid} lies outside the block area"),
             ));
+        }
+        if sma_len > 0 {
+            sma.insert(b.offset, sma_len);
         }
         index.entry(uid).or_default().push(b);
     }
@@ -255,6 +278,7 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         bytes,
         file,
         index,
+        sma_len: sma,
     })
 }
 
@@ -269,6 +293,24 @@ impl SttFile {
 
     pub fn read(&self, loc: &BlockLoc, wanted: &[(usize, DataType)]) -> Result<Vec<Column>> {
         block::read_columns(&self.file.file, &self.file.path, loc, wanted)
+    }
+
+    /// The raw bytes of a block and of its SMA record (version 2 files), for a merge that
+    /// moves the block into a data file unchanged. `None` when the block has no SMA.
+    pub fn raw_block(&self, loc: &BlockLoc) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let Some(&sma_len) = self.sma_len.get(&loc.offset) else {
+            return Ok(None);
+        };
+        let all = block::read_at(
+            &self.file.file,
+            &self.file.path,
+            loc.offset,
+            loc.len as usize + sma_len as usize,
+        )?;
+        let (b, s) = all.split_at(loc.len as usize);
+        // Checked here so that a damaged SMA never reaches a data file.
+        block::decode_sma(s, &self.file.path, loc.offset + loc.len as u64)?;
+        Ok(Some((b.to_vec(), s.to_vec())))
     }
 
     pub fn mark_obsolete(&self) {
