@@ -48,6 +48,15 @@ pub trait ScanSource {
             .map(|last| cols.iter().map(|c| c.slice(last, last + 1)).collect()))
     }
 
+    /// `last_row` for many subtables (storage may answer them under one lock).
+    fn last_rows(
+        &self,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<Vec<Option<Vec<Column>>>, String> {
+        uids.iter().map(|u| self.last_row(*u, columns)).collect()
+    }
+
     /// For each of `columns`: the (ts, value) of its last non-NULL value (LAST()).
     fn last_values(
         &self,
@@ -225,11 +234,16 @@ fn latest_rows(
     scan_cols: &[usize],
     out: &mut Batch,
     agg: Option<&mut BufferedAgg>,
+    pre: Option<&mut HashMap<TableUid, Option<Vec<Column>>>>,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
     match mode {
         LatestMode::LastRow => {
-            if let Some(row) = src.last_row(meta.uid, scan_cols).map_err(err)? {
+            let last = match pre.and_then(|p| p.remove(&meta.uid)) {
+                Some(r) => r,
+                None => src.last_row(meta.uid, scan_cols).map_err(err)?,
+            };
+            if let Some(row) = last {
                 let ts = row
                     .first()
                     .map(|c| c.get(0).as_i64().unwrap_or(i64::MIN))
@@ -430,6 +444,7 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         })?],
     };
     let mut scan_cols: Vec<usize> = vec![0];
+    let mut prefetched: Option<HashMap<TableUid, Option<Vec<Column>>>> = None;
     for c in &f.layout {
         if let InputCol::Col(i) = c {
             if !scan_cols.contains(i) {
@@ -455,6 +470,31 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         FragmentOp::PartialAgg { keys, aggs } => latest_mode(f, keys, aggs),
         FragmentOp::Project { .. } => None,
     };
+    // LAST_ROW over many subtables: apply the tag filter first, then fetch every last row in
+    // one call (the storage answers cache hits under one lock).
+    let mut metas = metas;
+    let mut tags_checked = false;
+    if latest == Some(LatestMode::LastRow) && metas.len() > 1 && f.ts_min <= f.ts_max {
+        if let Some(tf) = &f.tag_filter {
+            let mut keep = Vec::with_capacity(metas.len());
+            for meta in metas {
+                let Some(schema) = src.schema(&meta.stable) else {
+                    continue;
+                };
+                let cols = layout_columns(&f.tag_layout, &meta, &schema, &mut HashMap::new(), 1)?;
+                if !true_rows(&eval(tf, &cols, 1)?, 1).is_empty() {
+                    keep.push(meta);
+                }
+            }
+            metas = keep;
+        }
+        tags_checked = true;
+        let uids: Vec<TableUid> = metas.iter().map(|m| m.uid).collect();
+        let rows = src
+            .last_rows(&uids, &scan_cols)
+            .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
+        prefetched = Some(uids.into_iter().zip(rows).collect());
+    }
     for meta in &metas {
         if f.limit.is_some_and(|l| out.num_rows() as u64 >= l) {
             break;
@@ -471,7 +511,7 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         let Some(schema) = schemas.get(&meta.stable) else {
             continue;
         };
-        if let Some(tf) = &f.tag_filter {
+        if let Some(tf) = f.tag_filter.as_ref().filter(|_| !tags_checked) {
             let cols = layout_columns(&f.tag_layout, meta, schema, &mut HashMap::new(), 1)?;
             let r = eval(tf, &cols, 1)?;
             if true_rows(&r, 1).is_empty() {
@@ -491,6 +531,7 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
                 &scan_cols,
                 &mut out,
                 agg.as_mut(),
+                prefetched.as_mut(),
             )?;
             continue;
         }
@@ -896,6 +937,12 @@ fn run_inner(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch
             bins,
             normalized,
         } => crate::coord::histogram(run(input, inputs)?, partition, *col, bins, *normalized),
+        Node::SlidePanes {
+            input,
+            key,
+            step,
+            count,
+        } => crate::coord::slide_panes(run(input, inputs)?, *key, *step, *count),
         Node::Distinct { input } => Ok(crate::coord::distinct(run(input, inputs)?)),
         Node::SLimit {
             input,
@@ -928,6 +975,14 @@ fn run_inner(node: &Node, inputs: &mut HashMap<u32, Vec<Batch>>) -> Result<Batch
                 for (k, (_, asc)) in keys.iter().enumerate() {
                     let o = kv[x][k].total_cmp(&kv[y][k]);
                     let o = if *asc { o } else { o.reverse() };
+                    if o != std::cmp::Ordering::Equal {
+                        return o;
+                    }
+                }
+                // ties by the whole row: the order of equal keys must not depend on the order
+                // in which vnode results arrived (row functions and LIMIT see it)
+                for c in &b.columns {
+                    let o = c.get(x).total_cmp(&c.get(y));
                     if o != std::cmp::Ordering::Equal {
                         return o;
                     }

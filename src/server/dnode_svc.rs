@@ -357,6 +357,13 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
         self.0.last_row(uid, columns).map_err(|e| e.to_string())
     }
+    fn last_rows(
+        &self,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<Vec<Option<Vec<Column>>>, String> {
+        self.0.last_rows(uids, columns).map_err(|e| e.to_string())
+    }
     fn last_values(
         &self,
         uid: TableUid,

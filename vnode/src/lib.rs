@@ -1644,6 +1644,69 @@ impl VnodeCore {
         ))
     }
 
+    /// [`VnodeCore::last_row`] for many subtables at once (one lock for all cache hits).
+    pub fn last_rows(
+        &self,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<Vec<Option<Vec<Column>>>> {
+        let mut out: Vec<Option<Option<Vec<Column>>>> = vec![None; uids.len()];
+        {
+            let mut st = self.state.write();
+            if st.cache.model.last_row {
+                let mut types_of: HashMap<String, Vec<DataType>> = HashMap::new();
+                for (k, uid) in uids.iter().enumerate() {
+                    let Some(e) = st.cache.get(*uid) else {
+                        continue;
+                    };
+                    let Some(t) = st.meta.table_by_uid(*uid) else {
+                        continue;
+                    };
+                    if !types_of.contains_key(&t.stable) {
+                        let Some(s) = st.meta.stables.get(&t.stable) else {
+                            continue;
+                        };
+                        let mut ts = Vec::with_capacity(columns.len());
+                        for c in columns {
+                            match s.columns.get(*c) {
+                                Some(d) => ts.push(d.data_type),
+                                None => {
+                                    return Err(VnodeError::ColumnIndexOutOfRange {
+                                        stable: s.name.clone(),
+                                        index: *c,
+                                        columns: s.columns.len(),
+                                    })
+                                }
+                            }
+                        }
+                        types_of.insert(t.stable.clone(), ts);
+                    }
+                    let Some(types) = types_of.get(&t.stable) else {
+                        continue;
+                    };
+                    out[k] = Some(e.row.map(|(_, row)| {
+                        columns
+                            .iter()
+                            .zip(types)
+                            .map(|(ci, t)| {
+                                let mut c = Column::empty(*t, 1);
+                                c.push(row.get(*ci).unwrap_or(&Value::Null));
+                                c
+                            })
+                            .collect()
+                    }));
+                }
+            }
+        }
+        uids.iter()
+            .zip(out)
+            .map(|(uid, hit)| match hit {
+                Some(r) => Ok(r),
+                None => self.last_row(*uid, columns),
+            })
+            .collect()
+    }
+
     /// LAST(col) for each of `columns`: the (ts, value) of its last non-NULL value, if any.
     pub fn last_values(
         &self,
