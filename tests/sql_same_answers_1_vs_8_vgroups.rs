@@ -78,6 +78,8 @@ const QUERIES: &[&str] = &[
     "SELECT _irowts, tbname, INTERP(v) FROM m PARTITION BY tbname RANGE('2024-01-01 00:10:00.000', '2024-01-01 00:20:00.000') EVERY(30s) FILL(LINEAR) ORDER BY tbname, _irowts",
     "SELECT _irowts, INTERP(n) FROM d5 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:30:00.000') EVERY(7s) FILL(PREV)",
     "SELECT tbname, HISTOGRAM(v, 'log_bin', '{\"start\": 1, \"factor\": 3, \"count\": 4, \"infinity\": true}', 0) FROM m PARTITION BY tbname ORDER BY tbname",
+    "SELECT tbname, _wstart, ts, BOTTOM(v, 2) FROM m PARTITION BY tbname INTERVAL(10m) ORDER BY tbname, ts",
+    "SELECT _wstart, ts, TOP(n, 3) FROM m INTERVAL(15m)",
     "SELECT DISTINCT loc, gid FROM m ORDER BY loc, gid",
     "SELECT tbname, COUNT(*) FROM m PARTITION BY tbname SLIMIT 3 SOFFSET 2",
     "SELECT loc, SUM(CASE WHEN v > 50 THEN 1 ELSE 0 END), MAX(CONCAT(loc, '-', tbname)) FROM m GROUP BY loc ORDER BY loc",
@@ -103,4 +105,32 @@ fn same_answers_1_vs_8_vgroups() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // EXPLAIN ANALYZE runs the query: the fragment ran on all 8 vgroups, and every operator
+    // reports its rows and time
+    let text = c.ok(
+        "eight",
+        "EXPLAIN ANALYZE SELECT loc, AVG(v) FROM m PARTITION BY loc INTERVAL(10m)",
+    );
+    assert!(text.contains("Result: 12 rows"), "{text}");
+    assert!(text.contains("(vgroups=8 rows="), "{text}");
+    assert!(text.contains("Merge partial aggregate"), "{text}");
+    assert!(text.contains("time="), "{text}");
+    let text = c.ok(
+        "one",
+        "EXPLAIN SELECT tbname, COUNT(*) FROM m PARTITION BY tbname SESSION(ts, 1m)",
+    );
+    assert!(text.contains("Window session gap 60000"), "{text}");
+    // INSERT INTO .. SELECT across databases of the same precision
+    c.ok(
+        "eight",
+        "CREATE STABLE r (ts TIMESTAMP, c BIGINT) TAGS (loc VARCHAR(16))",
+    );
+    c.ok(
+        "eight",
+        "INSERT INTO r_all USING r TAGS ('all') SELECT _wstart, COUNT(*) FROM one.m INTERVAL(10m)",
+    );
+    assert_eq!(
+        c.ok("eight", "SELECT SUM(c) FROM r"),
+        c.ok("one", "SELECT COUNT(*) AS `sum(c)` FROM m")
+    );
 }

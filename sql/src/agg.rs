@@ -1,6 +1,9 @@
 //! Hash aggregation with partial states: vnodes compute partials over raw rows, the
-//! coordinator merges partials (COUNT summed, MIN of mins, AVG from sum + count, selectors by
-//! their row key) and finalizes.
+//! coordinator merges partials (COUNT summed, MIN of mins, AVG from sum + count, SPREAD from
+//! min + max, STDDEV from count + sum + sum of squares, ELAPSED from the first and last
+//! timestamp, selectors by their row key) and finalizes. Aggregates that are not mergeable
+//! ([`AggFunc::is_mergeable`]) collect their group's (ts, value) pairs and only run on the
+//! coordinator.
 
 use crate::error::SqlError;
 use crate::expr::{eval, f64s, PExpr};
@@ -943,7 +946,9 @@ fn finish_collected(spec: &AggSpec, rows: &[(i64, Value)]) -> Value {
         return Value::Null;
     }
     let mut rows: Vec<(i64, Value)> = rows.to_vec();
-    rows.sort_by_key(|r| r.0);
+    // by time; equal timestamps (rows of different subtables) by value, so that the answer
+    // does not depend on the order in which vnode results arrived
+    rows.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.total_cmp(&b.1)));
     let nums = || -> Vec<(i64, f64)> {
         rows.iter()
             .filter_map(|(t, v)| v.as_f64().map(|f| (*t, f)))

@@ -13,7 +13,21 @@ use tidal_common::types::PhysicalType;
 use tidal_common::{Batch, Column, ColumnData, DataType, Field, Value};
 
 /// Fill never produces more rows than this (a tiny INTERVAL over a long range would).
-const MAX_FILL_ROWS: i64 = 10_000_000;
+const FILL_ROWS_MAX: i64 = 10_000_000;
+
+/// Whether rows i and j of a column hold equal values, without allocating for strings.
+fn eq_at(c: &Column, i: usize, j: usize) -> bool {
+    if c.is_null(i) || c.is_null(j) {
+        return c.is_null(i) && c.is_null(j);
+    }
+    match &c.data {
+        ColumnData::Str(v) => v.get(i) == v.get(j),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.get(i) == v.get(j),
+        ColumnData::UInt(v) => v.get(i) == v.get(j),
+        ColumnData::Float(v) => v.get(i).map(|x| x.to_bits()) == v.get(j).map(|x| x.to_bits()),
+        ColumnData::Bool(v) => v.get(i) == v.get(j),
+    }
+}
 
 /// Runs of equal values in `cols` (the batch is sorted by them): `(start, end)` pairs.
 fn runs(b: &Batch, cols: &[usize]) -> Vec<(usize, usize)> {
@@ -23,11 +37,9 @@ fn runs(b: &Batch, cols: &[usize]) -> Vec<(usize, usize)> {
     while start < n {
         let mut end = start + 1;
         while end < n
-            && cols.iter().all(|c| {
-                b.columns
-                    .get(*c)
-                    .is_some_and(|col| col.get(end) == col.get(start))
-            })
+            && cols
+                .iter()
+                .all(|c| b.columns.get(*c).is_some_and(|col| eq_at(col, end, start)))
         {
             end += 1;
         }
@@ -37,20 +49,35 @@ fn runs(b: &Batch, cols: &[usize]) -> Vec<(usize, usize)> {
     out
 }
 
-/// Sorts row indices by (partition values, ts).
-fn sorted_order(parts: &[Column], ts: &Column, n: usize) -> Vec<usize> {
+/// Sorts row indices by (partition values, ts), then by the whole row: rows of different
+/// subtables with the same timestamp must not be ordered by vnode arrival.
+fn sorted_order(parts: &[Column], ts: &Column, all: &[Column], n: usize) -> Vec<usize> {
+    // keys extracted once: comparisons must not allocate
+    let pk: Vec<Vec<Value>> = (0..n)
+        .map(|i| parts.iter().map(|c| c.get(i)).collect())
+        .collect();
+    let tk: Vec<i64> = (0..n)
+        .map(|i| ts.get(i).as_i64().unwrap_or(i64::MIN))
+        .collect();
     let mut idx: Vec<usize> = (0..n).collect();
     idx.sort_by(|&x, &y| {
-        for c in parts {
+        for (a, b) in pk[x].iter().zip(&pk[y]) {
+            let o = a.total_cmp(b);
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        let o = tk[x].cmp(&tk[y]);
+        if o != Ordering::Equal {
+            return o;
+        }
+        for c in all {
             let o = c.get(x).total_cmp(&c.get(y));
             if o != Ordering::Equal {
                 return o;
             }
         }
-        ts.get(x)
-            .as_i64()
-            .unwrap_or(i64::MIN)
-            .cmp(&ts.get(y).as_i64().unwrap_or(i64::MIN))
+        Ordering::Equal
     });
     idx
 }
@@ -68,7 +95,7 @@ pub fn window(
         .map(|p| eval(p, &b.columns, n))
         .collect::<Result<Vec<_>, _>>()?;
     let tsc = eval(ts, &b.columns, n)?;
-    let order = sorted_order(&parts, &tsc, n);
+    let order = sorted_order(&parts, &tsc, &b.columns, n);
     let t = |i: usize| tsc.get(i).as_i64().unwrap_or(i64::MIN);
     let (c1, c2) = match kind {
         WindowKind::State(e) => (Some(eval(e, &b.columns, n)?), None),
@@ -79,7 +106,7 @@ pub fn window(
         c.as_ref()
             .is_some_and(|c| !c.is_null(i) && !true_rows(&c.slice(i, i + 1), 1).is_empty())
     };
-    let same_part = |i: usize, j: usize| parts.iter().all(|c| c.get(i) == c.get(j));
+    let same_part = |i: usize, j: usize| parts.iter().all(|c| eq_at(c, i, j));
     let mut rows: Vec<usize> = Vec::new();
     let mut wids: Vec<i64> = Vec::new();
     let mut next_id = 0i64;
@@ -98,14 +125,14 @@ pub fn window(
             } => {
                 for &r in run {
                     let tr = t(r);
-                    let last = tr - (tr - offset).rem_euclid(*sliding);
+                    let last = tr.saturating_sub(tr.saturating_sub(*offset).rem_euclid(*sliding));
                     // every window [s, s + interval) on the sliding grid holding tr, oldest
                     // first so that ids stay in time order
                     let mut s = last;
                     let mut starts = Vec::new();
-                    while s > tr - interval {
+                    while s > tr.saturating_sub(*interval) {
                         starts.push(s);
-                        s -= sliding;
+                        s = s.saturating_sub(*sliding);
                     }
                     for s in starts.into_iter().rev() {
                         rows.push(r);
@@ -134,7 +161,7 @@ pub fn window(
                 let mut prev: Option<i64> = None;
                 for &r in run {
                     let tr = t(r);
-                    if prev.is_none_or(|p| tr - p > *gap) {
+                    if prev.is_none_or(|p| tr.saturating_sub(p) > *gap) {
                         next_id += 1;
                     }
                     prev = Some(tr);
@@ -205,11 +232,11 @@ pub fn fill(
     consts: &[usize],
 ) -> Result<Batch, SqlError> {
     let step = step.max(1);
-    let align = |t: i64| t - (t - offset).rem_euclid(step);
+    let align = |t: i64| t.saturating_sub(t.saturating_sub(offset).rem_euclid(step));
     let key = npart;
     let part_cols: Vec<usize> = (0..npart).collect();
     let mut out: Vec<Vec<Value>> = Vec::new();
-    let mut budget = MAX_FILL_ROWS;
+    let mut budget = FILL_ROWS_MAX;
     for (s, e) in runs(&b, &part_cols) {
         let win = |i: usize| b.columns[key].get(i).as_i64().unwrap_or(0);
         let (first, last) = match range {
@@ -219,7 +246,7 @@ pub fn fill(
         budget -= (last.saturating_sub(first) / step).saturating_add(1);
         if budget < 0 {
             return Err(SqlError::Execution(format!(
-                "FILL would produce more than {MAX_FILL_ROWS} rows: use a larger INTERVAL or a narrower time range"
+                "FILL would produce more than {FILL_ROWS_MAX} rows: use a larger INTERVAL or a narrower time range"
             )));
         }
         let mut i = s;
@@ -370,7 +397,7 @@ pub fn row_funcs(
                         let Some(v) = c.get(i).as_f64() else { continue };
                         if let Some((pt, pv)) = prev {
                             if t(i) > pt {
-                                let d = (v - pv) / (t(i) - pt) as f64 * *unit as f64;
+                                let d = (v - pv) / (t(i) as f64 - pt as f64) * *unit as f64;
                                 if !(*ignore_negative && d < 0.0) {
                                     o[i] = Some(Value::Float(d));
                                 }
@@ -433,7 +460,7 @@ pub fn row_funcs(
                             None => Value::Null,
                             Some(x) if cmp_holds(*op, x, *v) => {
                                 let st = *since.get_or_insert(t(i));
-                                Value::Int((t(i) - st) / (*unit).max(1))
+                                Value::Int(t(i).saturating_sub(st) / (*unit).max(1))
                             }
                             Some(_) => {
                                 since = None;
@@ -605,7 +632,9 @@ pub fn interp(
                             let (t0, y0) = (v[k].0, v[k].1.as_f64());
                             match (y0, n.1.as_f64()) {
                                 (Some(y0), Some(y1)) if ty.is_numeric() => {
-                                    let y = y0 + (y1 - y0) * (p - t0) as f64 / (n.0 - t0) as f64;
+                                    let y = y0
+                                        + (y1 - y0) * (p as f64 - t0 as f64)
+                                            / (n.0 as f64 - t0 as f64);
                                     Some(cast_value(Value::Float(y), ty))
                                 }
                                 _ => None,
@@ -680,4 +709,30 @@ pub fn histogram(
         }
     }
     Ok(Batch::from_rows(fields, &out))
+}
+
+/// [`crate::plan::Node::SlidePanes`].
+pub fn slide_panes(b: Batch, key: usize, step: i64, count: i64) -> Result<Batch, SqlError> {
+    let n = b.num_rows();
+    let kc = b
+        .columns
+        .get(key)
+        .ok_or_else(|| SqlError::Execution(format!("pane key {key} missing")))?;
+    let count = count.max(1) as usize;
+    let mut rows = Vec::with_capacity(n * count);
+    let mut starts = Vec::with_capacity(n * count);
+    for i in 0..n {
+        let Some(p) = kc.get(i).as_i64() else {
+            continue;
+        };
+        for j in 0..count {
+            rows.push(i);
+            starts.push(p.saturating_sub(step.saturating_mul(j as i64)));
+        }
+    }
+    let mut out = b.take(&rows);
+    if let Some(c) = out.columns.get_mut(key) {
+        *c = Column::new(ColumnData::Timestamp(starts));
+    }
+    Ok(out)
 }

@@ -229,6 +229,10 @@ fn node_lines(n: &Node, depth: usize, an: Option<Analysis>, out: &mut Vec<String
             ),
             vec![input],
         ),
+        Node::SlidePanes { input, count, .. } => (
+            format!("Slide: each pane into {count} windows"),
+            vec![input],
+        ),
         Node::Distinct { input } => ("Distinct".into(), vec![input]),
         Node::SLimit {
             input,

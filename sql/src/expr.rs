@@ -34,6 +34,22 @@ pub enum CallFunc {
     Log,
     Greatest,
     Least,
+    Exp,
+    Ln,
+    Sin,
+    Cos,
+    Tan,
+    Sign,
+    /// REPLACE(s, from, to)
+    Replace,
+    /// TIMETRUNCATE(ts, unit): the start of `unit` (db precision units) holding ts (UTC).
+    TimeTruncate,
+    /// TIMEDIFF(a, b [, unit]): (a - b) / unit.
+    TimeDiff,
+    /// TO_ISO8601(ts, units per second): the planner appends the precision.
+    ToIso8601,
+    /// TO_UNIXTIMESTAMP(string, units per second).
+    ToUnixTimestamp,
 }
 
 /// An expression compiled against an input layout: `Input(i)` is the i-th input column.
@@ -389,6 +405,14 @@ fn conform(v: Value, t: DataType) -> Value {
     }
 }
 
+fn precision_of(per_second: i64) -> tidal_common::Precision {
+    match per_second {
+        1_000_000 => tidal_common::Precision::Micros,
+        1_000_000_000 => tidal_common::Precision::Nanos,
+        _ => tidal_common::Precision::Millis,
+    }
+}
+
 fn text(v: &Value) -> String {
     match v {
         Value::Str(s) => s.clone(),
@@ -453,6 +477,59 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
                 }
             }
             best
+        }
+        CallFunc::Exp => num(0).map(|x| Value::Float(x.exp())).unwrap_or(Value::Null),
+        CallFunc::Ln => num(0)
+            .filter(|x| *x > 0.0)
+            .map(|x| Value::Float(x.ln()))
+            .unwrap_or(Value::Null),
+        CallFunc::Sin => num(0).map(|x| Value::Float(x.sin())).unwrap_or(Value::Null),
+        CallFunc::Cos => num(0).map(|x| Value::Float(x.cos())).unwrap_or(Value::Null),
+        CallFunc::Tan => num(0).map(|x| Value::Float(x.tan())).unwrap_or(Value::Null),
+        CallFunc::Sign => num(0)
+            .map(|x| {
+                Value::Int(if x > 0.0 {
+                    1
+                } else if x < 0.0 {
+                    -1
+                } else {
+                    0
+                })
+            })
+            .unwrap_or(Value::Null),
+        CallFunc::Replace => {
+            let from = a.get(1).map(text).unwrap_or_default();
+            if from.is_empty() {
+                return Value::Str(s0());
+            }
+            Value::Str(s0().replace(&from, &a.get(2).map(text).unwrap_or_default()))
+        }
+        CallFunc::TimeTruncate => {
+            let (Some(t), Some(u)) = (a[0].as_i64(), a.get(1).and_then(Value::as_i64)) else {
+                return Value::Null;
+            };
+            let u = u.max(1);
+            Value::Timestamp(t.saturating_sub(t.rem_euclid(u)))
+        }
+        CallFunc::TimeDiff => {
+            let (Some(x), Some(y)) = (a[0].as_i64(), a.get(1).and_then(Value::as_i64)) else {
+                return Value::Null;
+            };
+            let u = a.get(2).and_then(Value::as_i64).unwrap_or(1).max(1);
+            Value::Int(x.saturating_sub(y) / u)
+        }
+        CallFunc::ToIso8601 => {
+            let (Some(t), Some(p)) = (a[0].as_i64(), a.get(1).and_then(Value::as_i64)) else {
+                return Value::Null;
+            };
+            Value::Str(precision_of(p).format_timestamp(t).replacen(' ', "T", 1) + "+00:00")
+        }
+        CallFunc::ToUnixTimestamp => {
+            let p = a.get(1).and_then(Value::as_i64).unwrap_or(1000);
+            precision_of(p)
+                .parse_timestamp(&s0())
+                .map(Value::Int)
+                .unwrap_or(Value::Null)
         }
         CallFunc::ConcatWs => Value::Null,
     }

@@ -4,6 +4,16 @@
 //! (gather -> final aggregate -> having -> project -> sort -> limit). Subqueries in FROM plan
 //! recursively: the innermost level that reads a table becomes the fragment and the outer
 //! levels run on the coordinator over the merged inner result.
+//!
+//! Where work runs:
+//! - tumbling INTERVAL windows and mergeable aggregates (COUNT, SUM, AVG, MIN/MAX, selectors,
+//!   SPREAD, STDDEV, ELAPSED) are partial aggregates on the vnodes, merged on the coordinator;
+//! - windows defined by rows in time order (STATE_WINDOW, SESSION, EVENT_WINDOW,
+//!   COUNT_WINDOW), sliding INTERVALs and aggregates that need every row of a group (TWA,
+//!   PERCENTILE, APERCENTILE, MODE, IRATE, LEASTSQUARES) gather the filtered rows with a
+//!   Project fragment and aggregate on the coordinator ([`Node::Window`] assigns window ids);
+//! - FILL, row functions, TOP/BOTTOM/SAMPLE, HISTOGRAM, INTERP, DISTINCT and SLIMIT are
+//!   coordinator operators (`coord`).
 
 use crate::agg::{AggFunc, AggSpec};
 use crate::ast::*;
@@ -211,6 +221,15 @@ pub enum Node {
         bins: Vec<f64>,
         normalized: bool,
     },
+    /// Sliding INTERVAL from panes: each partial row of the pane starting at `key` also
+    /// belongs to the `count - 1` windows that start up to `(count - 1) * step` earlier; emits
+    /// one copy per window with `key` set to the window start, for a merging Aggregate.
+    SlidePanes {
+        input: Box<Node>,
+        key: usize,
+        step: i64,
+        count: i64,
+    },
     /// Removes duplicate rows (SELECT DISTINCT), keeping the first of each.
     Distinct {
         input: Box<Node>,
@@ -374,7 +393,15 @@ const WID: usize = usize::MAX / 2;
 
 /// Overlapping windows (SLIDING, COUNT_WINDOW with a step) copy each row into this many
 /// windows at most.
-const MAX_WINDOWS_PER_ROW: i64 = 10_000;
+const WINDOWS_PER_ROW_MAX: i64 = 10_000;
+
+/// RANGE/EVERY points per partition of an INTERP query (each becomes a row).
+const INTERP_POINTS_MAX: i64 = 10_000_000;
+
+/// TDengine's limits: MAVG's window, TOP/BOTTOM/SAMPLE's k, HISTOGRAM's generated bins.
+const MAVG_WINDOW_MAX: i64 = 1000;
+const SELECT_K_MAX: i64 = 100;
+const HISTOGRAM_BINS_MAX: f64 = 1000.0;
 
 fn is_agg_call(e: &Expr) -> bool {
     matches!(e, Expr::Function { name, .. } if AGG_FUNCS.contains(&name.as_str()))
@@ -624,6 +651,16 @@ impl Ctx for ScalarCtx<'_> {
                     "aggregate function '{name}' is not allowed here at {pos}"
                 )));
             }
+            if name == "interp" {
+                return Err(SqlError::Plan(format!(
+                    "interp() needs RANGE(start [, end]) [EVERY(..)] [FILL(..)] at {pos}"
+                )));
+            }
+            if ROW_FUNCS.contains(&name.as_str()) {
+                return Err(SqlError::Plan(format!(
+                    "row function '{name}' is not allowed here at {pos}"
+                )));
+            }
         }
         Ok(None)
     }
@@ -848,7 +885,44 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             for x in args {
                 a.push(compile(x, ctx)?);
             }
-            let numeric_args = matches!(f, CallFunc::Sqrt | CallFunc::Pow | CallFunc::Log);
+            if matches!(f, CallFunc::TimeDiff) {
+                // timestamp strings count as timestamps here too
+                let ts = PExpr::Input(0, DataType::Timestamp);
+                for x in a.iter_mut().take(2) {
+                    *x = ts_literal(&ts, x.clone(), precision)?;
+                }
+            }
+            if matches!(
+                f,
+                CallFunc::TimeTruncate | CallFunc::TimeDiff | CallFunc::ToIso8601
+            ) && !matches!(
+                a[0].data_type().physical(),
+                PhysicalType::Timestamp | PhysicalType::Int
+            ) {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function '{name}' needs a timestamp, '{}' is {} at {pos}",
+                    args[0],
+                    a[0].data_type()
+                )));
+            }
+            if matches!(f, CallFunc::ToIso8601 | CallFunc::ToUnixTimestamp) {
+                a.push(PExpr::Lit(
+                    Value::Int(precision.per_second()),
+                    DataType::BigInt,
+                ));
+            }
+            let numeric_args = matches!(
+                f,
+                CallFunc::Sqrt
+                    | CallFunc::Pow
+                    | CallFunc::Log
+                    | CallFunc::Exp
+                    | CallFunc::Ln
+                    | CallFunc::Sin
+                    | CallFunc::Cos
+                    | CallFunc::Tan
+                    | CallFunc::Sign
+            );
             let string_args = matches!(
                 f,
                 CallFunc::Lower
@@ -859,6 +933,8 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Trim
                     | CallFunc::Ltrim
                     | CallFunc::Rtrim
+                    | CallFunc::Replace
+                    | CallFunc::ToUnixTimestamp
             );
             if numeric_args
                 && a.iter()
@@ -894,7 +970,18 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 | CallFunc::Ltrim
                 | CallFunc::Rtrim => DataType::VarChar(str_len(&a[..1])),
                 CallFunc::Length | CallFunc::CharLength => DataType::BigInt,
-                CallFunc::Sqrt | CallFunc::Pow | CallFunc::Log => DataType::Double,
+                CallFunc::Sqrt
+                | CallFunc::Pow
+                | CallFunc::Log
+                | CallFunc::Exp
+                | CallFunc::Ln
+                | CallFunc::Sin
+                | CallFunc::Cos
+                | CallFunc::Tan => DataType::Double,
+                CallFunc::Sign | CallFunc::TimeDiff | CallFunc::ToUnixTimestamp => DataType::BigInt,
+                CallFunc::Replace => DataType::VarChar(str_len(&a[..1]).saturating_mul(2)),
+                CallFunc::TimeTruncate => DataType::Timestamp,
+                CallFunc::ToIso8601 => DataType::VarChar(40),
                 CallFunc::Greatest | CallFunc::Least => {
                     common_type(&a.iter().map(PExpr::data_type).collect::<Vec<_>>())
                 }
@@ -1154,6 +1241,11 @@ impl Ctx for AggCtx<'_> {
             if AGG_FUNCS.contains(&name.as_str()) {
                 return self.agg_call(name, args, *star, *pos).map(Some);
             }
+            if ROW_FUNCS.contains(&name.as_str()) || name == "interp" {
+                return Err(SqlError::Unsupported(format!(
+                    "'{name}' cannot be combined with aggregates, GROUP BY or windows yet at {pos}"
+                )));
+            }
         }
         if contains_agg(e) || !has_columns(e) {
             return Ok(None);
@@ -1211,6 +1303,17 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "log" => (CallFunc::Log, 1, 2),
         "greatest" => (CallFunc::Greatest, 2, usize::MAX),
         "least" => (CallFunc::Least, 2, usize::MAX),
+        "exp" => (CallFunc::Exp, 1, 1),
+        "ln" => (CallFunc::Ln, 1, 1),
+        "sin" => (CallFunc::Sin, 1, 1),
+        "cos" => (CallFunc::Cos, 1, 1),
+        "tan" => (CallFunc::Tan, 1, 1),
+        "sign" => (CallFunc::Sign, 1, 1),
+        "replace" => (CallFunc::Replace, 3, 3),
+        "timetruncate" => (CallFunc::TimeTruncate, 2, 2),
+        "timediff" => (CallFunc::TimeDiff, 2, 3),
+        "to_iso8601" => (CallFunc::ToIso8601, 1, 1),
+        "to_unixtimestamp" => (CallFunc::ToUnixTimestamp, 1, 1),
         _ => return None,
     })
 }
@@ -1262,8 +1365,8 @@ fn histogram_bins(kind: &str, desc: &str) -> Result<Vec<f64>, String> {
             };
             let start = num("start")?;
             let count = num("count")?;
-            if !(1.0..=1000.0).contains(&count) {
-                return Err("count must be between 1 and 1000".into());
+            if !(1.0..=HISTOGRAM_BINS_MAX).contains(&count) {
+                return Err(format!("count must be between 1 and {HISTOGRAM_BINS_MAX}"));
             }
             let step = num(if k == "linear_bin" { "width" } else { "factor" })?;
             let mut v: Vec<f64> = (0..=count as usize)
@@ -1292,6 +1395,9 @@ fn histogram_bins(kind: &str, desc: &str) -> Result<Vec<f64>, String> {
             .any(|w| w[0].partial_cmp(&w[1]) != Some(std::cmp::Ordering::Less))
     {
         return Err("bin boundaries must be at least two increasing numbers".into());
+    }
+    if b.len() as f64 > HISTOGRAM_BINS_MAX + 3.0 {
+        return Err(format!("at most {HISTOGRAM_BINS_MAX} bins"));
     }
     Ok(b)
 }
@@ -1438,9 +1544,9 @@ impl RowCtx<'_> {
             ),
             "mavg" => {
                 let k = positive(0, "the window size")?;
-                if k > 1000 {
+                if k > MAVG_WINDOW_MAX {
                     return Err(SqlError::InvalidArgument(format!(
-                        "mavg(): the window size must be at most 1000 at {pos}"
+                        "mavg(): the window size must be at most {MAVG_WINDOW_MAX} at {pos}"
                     )));
                 }
                 (RowFn::Mavg(k as usize), DataType::Double)
@@ -1491,9 +1597,9 @@ impl RowCtx<'_> {
             _ => {
                 // top / bottom / sample: a row selector over the argument
                 let k = positive(0, "k")?;
-                if k > 100 {
+                if k > SELECT_K_MAX {
                     return Err(SqlError::InvalidArgument(format!(
-                        "{name}(): k must be between 1 and 100 at {pos}"
+                        "{name}(): k must be between 1 and {SELECT_K_MAX} at {pos}"
                     )));
                 }
                 if self.select.is_some() {
@@ -1710,6 +1816,8 @@ impl Planner<'_> {
         };
         // windows run on the coordinator when they need rows in time order per partition
         let mut coord_window: Option<(WindowKind, PExpr)> = None;
+        // sliding INTERVAL as panes: (sliding, panes per window, the row-window fallback, ts)
+        let mut panes: Option<(i64, i64, WindowKind, PExpr)> = None;
         // INTERP's RANGE: (start, end, every, fill, ts)
         let mut interp: Option<(i64, i64, i64, Option<FillMode>, PExpr)> = None;
         let mut fill: Option<(FillMode, i64, i64)> = None;
@@ -1749,15 +1857,33 @@ impl Planner<'_> {
                         )));
                     }
                     // every row lands in interval / sliding windows
-                    if iv / sl > MAX_WINDOWS_PER_ROW {
+                    if iv / sl > WINDOWS_PER_ROW_MAX {
                         return Err(SqlError::Plan(format!(
-                            "INTERVAL / SLIDING may be at most {MAX_WINDOWS_PER_ROW} at {pos}"
+                            "INTERVAL / SLIDING may be at most {WINDOWS_PER_ROW_MAX} at {pos}"
                         )));
                     }
                     if sl == iv {
                         scope.window = Some(WinScope::Interval(
                             PExpr::WinStart(Box::new(ts), iv, off),
                             iv,
+                        ));
+                    } else if iv % sl == 0 {
+                        // panes of one SLIDING step are partial aggregates on the vnodes; the
+                        // coordinator merges interval / sliding consecutive panes per window
+                        // (or, for aggregates that cannot merge, assigns rows to windows)
+                        scope.window = Some(WinScope::Interval(
+                            PExpr::WinStart(Box::new(ts.clone()), sl, off % sl),
+                            iv,
+                        ));
+                        panes = Some((
+                            sl,
+                            iv / sl,
+                            WindowKind::Sliding {
+                                interval: iv,
+                                sliding: sl,
+                                offset: off % sl,
+                            },
+                            ts,
                         ));
                     } else {
                         scope.window = Some(WinScope::Keyed(Some(iv)));
@@ -1840,9 +1966,9 @@ impl Planner<'_> {
                             "COUNT_WINDOW needs 0 < step <= count at {pos}"
                         )));
                     }
-                    if n.div_ceil(step) > MAX_WINDOWS_PER_ROW as u64 {
+                    if n.div_ceil(step) > WINDOWS_PER_ROW_MAX as u64 {
                         return Err(SqlError::Plan(format!(
-                            "COUNT_WINDOW count / step may be at most {MAX_WINDOWS_PER_ROW} at {pos}"
+                            "COUNT_WINDOW count / step may be at most {WINDOWS_PER_ROW_MAX} at {pos}"
                         )));
                     }
                     scope.window = Some(WinScope::Keyed(None));
@@ -1879,9 +2005,9 @@ impl Planner<'_> {
                             )))
                         }
                     };
-                    if b < a || every <= 0 || (b - a) / every > 10_000_000 {
+                    if b < a || every <= 0 || b.saturating_sub(a) / every > INTERP_POINTS_MAX {
                         return Err(SqlError::Plan(format!(
-                            "RANGE needs start <= end and EVERY of at least one time unit, at most 10000000 points, at {pos}"
+                            "RANGE needs start <= end and EVERY of at least one time unit, at most {INTERP_POINTS_MAX} points, at {pos}"
                         )));
                     }
                     let mode = match fill {
@@ -2006,10 +2132,21 @@ impl Planner<'_> {
         let filter = and_all(row_preds);
 
         // ---- aggregation or projection
-        let agg_mode = !q.group_by.is_empty()
-            || scope.window.is_some()
-            || items.iter().any(|i| contains_agg(&i.expr))
-            || q.having.as_ref().is_some_and(contains_agg);
+        // row functions and multi-row selectors per tumbling INTERVAL window (`top(v, 2) ..
+        // interval(1h)`): the window start is one more partition key
+        let rows_per_window = items.iter().any(|i| contains_row_func(&i.expr))
+            && !items.iter().any(|i| contains_agg(&i.expr))
+            && q.group_by.is_empty()
+            && q.having.is_none()
+            && fill.is_none()
+            && panes.is_none()
+            && coord_window.is_none()
+            && matches!(scope.window, Some(WinScope::Interval(..)));
+        let agg_mode = !rows_per_window
+            && (!q.group_by.is_empty()
+                || scope.window.is_some()
+                || items.iter().any(|i| contains_agg(&i.expr))
+                || q.having.as_ref().is_some_and(contains_agg));
         if q.having.is_some() && !agg_mode {
             return Err(SqlError::Plan(
                 "HAVING needs GROUP BY or an aggregate function".into(),
@@ -2109,6 +2246,9 @@ impl Planner<'_> {
             for k in &q.partition_by {
                 let p = compile(k, &mut ScalarCtx { scope: rctx.scope })?;
                 part.push(rctx.pre_index(p));
+            }
+            if let Some(WinScope::Interval(ws, _)) = rctx.scope.window.clone() {
+                part.push(rctx.pre_index(ws));
             }
             let ts = rctx.scope.ts_expr().ok_or_else(|| {
                 SqlError::Plan("row functions need a timestamp column in their input".into())
@@ -2437,7 +2577,19 @@ impl Planner<'_> {
         let agg_specs = aggs.clone();
         // Row-defined windows and aggregates that need all of a group's rows aggregate on the
         // coordinator over the gathered (filtered) rows.
-        let raw = coord_window.is_some() || aggs.iter().any(|a| !a.func.is_mergeable());
+        let mut raw = coord_window.is_some() || aggs.iter().any(|a| !a.func.is_mergeable());
+        let mut keys = keys;
+        if let Some((_, _, kind, ts)) = &panes {
+            if raw || inner.is_some() {
+                // no partials to merge: assign the rows to their windows instead
+                raw = true;
+                if let Some(wk) = win_key {
+                    keys[wk] = PExpr::Input(WID, DataType::Timestamp);
+                }
+                coord_window = Some((kind.clone(), ts.clone()));
+                panes = None;
+            }
+        }
         let agg_node = if raw {
             let (source, width) = match inner {
                 None => {
@@ -2534,11 +2686,20 @@ impl Planner<'_> {
                     };
                     let gf = frag.output_fields();
                     let id = self.push_fragment(db, target, frag);
+                    let mut input = Node::Gather {
+                        fragment: id,
+                        fields: gf,
+                    };
+                    if let (Some((step, count, ..)), Some(key)) = (&panes, win_key) {
+                        input = Node::SlidePanes {
+                            input: Box::new(input),
+                            key,
+                            step: *step,
+                            count: *count,
+                        };
+                    }
                     Node::Aggregate {
-                        input: Box::new(Node::Gather {
-                            fragment: id,
-                            fields: gf,
-                        }),
+                        input: Box::new(input),
                         keys,
                         aggs,
                         merge: true,

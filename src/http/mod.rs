@@ -153,7 +153,9 @@ pub fn router(client: Client, limits: HttpLimits) -> Router {
 pub async fn bind(addr: &str) -> Result<(TcpListener, String), crate::server::BoxError> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| format!("cannot listen for HTTP on {addr}: {e}"))?;
+        .map_err(|e| {
+            format!("cannot listen for HTTP on {addr}: {e} (choose another with --http ADDR, or --http off)")
+        })?;
     let bound = listener.local_addr()?.to_string();
     Ok((listener, bound))
 }

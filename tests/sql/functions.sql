@@ -25,6 +25,7 @@ SELECT tbname, HISTOGRAM(v, 'linear_bin', '{"start": 0, "width": 10, "count": 2,
 SELECT ts, TOP(v, 2) FROM d1;
 SELECT tbname, ts, BOTTOM(v, 1) FROM m PARTITION BY tbname ORDER BY tbname;
 SELECT COUNT(*) FROM (SELECT SAMPLE(v, 2) FROM m PARTITION BY tbname);
+SELECT _wstart, ts, TOP(v, 1) FROM d1 INTERVAL(30s);
 -- INTERP at RANGE points, per partition, with each FILL mode.
 SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(LINEAR);
 SELECT _irowts, INTERP(v) FROM d1 RANGE('2024-01-01 00:00:00.000', '2024-01-01 00:01:00.000') EVERY(15s) FILL(PREV);
@@ -39,6 +40,8 @@ SELECT tbname, COUNT(*) FROM m PARTITION BY tbname SLIMIT 2 SOFFSET 1;
 SELECT ts, CASE WHEN v IS NULL THEN 'none' WHEN v < 3 THEN 'low' ELSE 'high' END AS level, CASE s WHEN 1 THEN 'one' END FROM d1;
 SELECT loc, SUM(CASE WHEN v > 4 THEN 1 ELSE 0 END) AS big FROM m GROUP BY loc ORDER BY loc;
 SELECT CONCAT(loc, '-', tbname), UPPER(loc), LENGTH(tbname), SUBSTR('tidal', 2, 3), CONCAT_WS('/', loc, 'x'), LTRIM('  a') FROM d2 LIMIT 1;
+SELECT ts, TIMETRUNCATE(ts, 1m), TIMEDIFF(ts, '2024-01-01 00:00:00.000', 1s), TO_ISO8601(ts), REPLACE(tbname, 'd', 'dev'), SIGN(v - 3) FROM d1 WHERE ts >= '2024-01-01 00:00:30.000';
+SELECT TIMETRUNCATE(ts, 1m) AS minute, COUNT(*) FROM m GROUP BY TIMETRUNCATE(ts, 1m) ORDER BY minute;
 SELECT COUNT(*) FROM m WHERE ts < NOW - 1h;
 SELECT COUNT(*) FROM m WHERE ts > NOW() - 1d;
 -- Errors.
