@@ -102,9 +102,19 @@ pub fn window(
         WindowKind::Event(s, e) => (Some(eval(s, &b.columns, n)?), Some(eval(e, &b.columns, n)?)),
         _ => (None, None),
     };
-    let truth = |c: &Option<Column>, i: usize| {
-        c.as_ref()
-            .is_some_and(|c| !c.is_null(i) && !true_rows(&c.slice(i, i + 1), 1).is_empty())
+    // EVENT_WINDOW conditions per row (NULL counts as false)
+    let holds = |c: &Option<Column>| -> Vec<bool> {
+        let mut v = vec![false; n];
+        if let Some(c) = c {
+            for i in true_rows(c, n) {
+                v[i] = true;
+            }
+        }
+        v
+    };
+    let (h1, h2) = match kind {
+        WindowKind::Event(..) => (holds(&c1), holds(&c2)),
+        _ => (Vec::new(), Vec::new()),
     };
     let same_part = |i: usize, j: usize| parts.iter().all(|c| eq_at(c, i, j));
     let mut rows: Vec<usize> = Vec::new();
@@ -173,13 +183,13 @@ pub fn window(
                 let mut open: Vec<usize> = Vec::new();
                 let mut is_open = false;
                 for &r in run {
-                    if !is_open && truth(&c1, r) {
+                    if !is_open && h1.get(r).copied().unwrap_or(false) {
                         is_open = true;
                         open.clear();
                     }
                     if is_open {
                         open.push(r);
-                        if truth(&c2, r) {
+                        if h2.get(r).copied().unwrap_or(false) {
                             next_id += 1;
                             for &o in &open {
                                 rows.push(o);

@@ -2154,6 +2154,21 @@ impl Planner<'_> {
         }
         let names: Vec<String> = items.iter().map(|i| i.name.clone()).collect();
         let nvis = items.len();
+        if q.distinct {
+            // a hidden sort column would take part in the duplicate check
+            for o in &q.order_by {
+                if order_index(&o.expr, &names)?.is_none() {
+                    return Err(SqlError::Plan(format!(
+                        "with DISTINCT, ORDER BY '{}' must be one of the selected columns{}",
+                        o.expr,
+                        o.expr
+                            .position()
+                            .map(|p| format!(" at {p}"))
+                            .unwrap_or_default()
+                    )));
+                }
+            }
+        }
 
         if let Some((start, end, every, fill, ts)) = interp {
             if agg_mode {

@@ -2336,6 +2336,9 @@ fn distinct_slimit_case_and_string_functions() {
     );
     let b = run("select distinct fleet, driver from readings");
     assert_eq!(rows(&b).len(), 6);
+    assert!(err("select distinct fleet from readings order by ts")
+        .to_string()
+        .contains("with DISTINCT, ORDER BY 'ts' must be one of the selected columns at 1:46"));
     let b = run("select distinct status from r_truck_0 limit 2");
     assert_eq!(rows(&b).len(), 2);
     // SLIMIT: partitions 1..3 in partition order

@@ -6,6 +6,7 @@
 //!   CPU, memory and query latency, checks the answers agree, and writes the report
 //!   ([`run`], with the engines in [`tidal`] and [`peers`], the figures in [`report`] and
 //!   the PNG charts in [`chart`]).
+//! - `tidal bench report` re-renders the report and charts from a run's results.json.
 //!
 //! This module owns the subcommand's arguments and the data-set options shared by all three.
 
@@ -40,6 +41,8 @@ enum BenchCommand {
     Queries(queries::QueriesArgs),
     /// Load the data set into Tidal and the peers, measure, and write docs/BENCHMARKS.md.
     Run(run::RunArgs),
+    /// Re-render the report and charts from a run's results.json (no measuring).
+    Report(run::ReportArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
@@ -47,6 +50,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         BenchCommand::Generate(a) => generate::run(a),
         BenchCommand::Queries(a) => queries::run(a),
         BenchCommand::Run(a) => run::run(a).await,
+        BenchCommand::Report(a) => run::rerender(a),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct Results {
     /// Query types with no check (no comparable engine answered).
     pub unchecked: Vec<String>,
     pub charts: Vec<String>,
+    /// Other benchmarks' reports in the charts' folder (docs/bench/*.md), linked at the end.
+    #[serde(default)]
+    pub other_reports: Vec<String>,
 }
 
 pub fn human_bytes(b: u64) -> String {
@@ -346,6 +349,14 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     table(&mut s, "Warm mean (ms)", &|x| x.mean_ms);
     table(&mut s, "Warm p95 (ms)", &|x| x.p95_ms);
     table(&mut s, "Cold, first run (ms)", &|x| x.cold_ms);
+    figure(
+        &mut s,
+        "Server CPU over all query runs (every type, cold + warm; fewer types ran on ClickHouse)",
+        "CPU s",
+        false,
+        &|e| e.query_cpu_s,
+        &|v| format!("{v:.1}"),
+    );
     let mut errors = Vec::new();
     for e in &r.engines {
         for x in &e.queries {
@@ -392,7 +403,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
             .collect();
         if !notes.is_empty() {
             let _ = writeln!(s, "Differences:\n\n{}\n", notes.join("\n"));
-            let _ = writeln!(s, "A known cause: Tidal (like TDengine) keeps one row per (subtable, timestamp) and InfluxDB one per (series, timestamp), the later write winning. Null-name points of different trucks all go to the shared null-name subtable, so two of them with the same timestamp are stored once there, where ClickHouse and PostgreSQL keep both rows; a query that includes the null-name rows (no `name IS NOT NULL` filter) can differ by that.\n");
+            let _ = writeln!(s, "A known cause: Tidal (like TDengine) keeps one row per (subtable, timestamp) and InfluxDB one per (series, timestamp), the later write winning. Null-name points of different trucks all go to the shared null-name subtable, so two of them with the same timestamp are stored once there, where ClickHouse and PostgreSQL keep both rows; a query that includes the null-name rows (no `name IS NOT NULL` filter) can differ by that. Which of the two wins depends on the order concurrent batches arrive in, so Tidal and InfluxDB can also differ from each other in the last digits.\n");
         }
     }
     if !r.unchecked.is_empty() {
@@ -408,6 +419,13 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
         for c in &r.charts {
             let _ = writeln!(s, "![{c}]({chart_dir}/{c})\n");
         }
+    }
+    if !r.other_reports.is_empty() {
+        let _ = writeln!(s, "## Other benchmarks\n");
+        for f in &r.other_reports {
+            let _ = writeln!(s, "- [{chart_dir}/{f}]({chart_dir}/{f})");
+        }
+        let _ = writeln!(s);
     }
     let _ = writeln!(s, "## Notes\n");
     for e in &r.engines {

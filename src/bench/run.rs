@@ -229,25 +229,72 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
     if temp {
         let _ = std::fs::remove_dir_all(&work);
     }
-    let mut results = result?;
-    let (charts, text) =
-        tokio::task::block_in_place(|| super::chart::write_all(&results, &chart_dir))
-            .unwrap_or_else(|e| {
-                eprintln!("warning: charts not written: {e}");
-                (Vec::new(), false)
-            });
+    write_outputs(result?, &out, &chart_dir)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args)]
+pub struct ReportArgs {
+    /// The figures of a run.
+    #[arg(long, default_value = "docs/bench/results.json")]
+    json: PathBuf,
+    /// The report to write; charts go to a `bench` folder beside it.
+    #[arg(long, default_value = "docs/BENCHMARKS.md")]
+    out: PathBuf,
+}
+
+/// `tidal bench report`: the report and charts again from saved figures, so a change to the
+/// report's layout needs no new measurement.
+pub fn rerender(args: ReportArgs) -> Result<ExitCode, BoxError> {
+    let text = std::fs::read_to_string(&args.json)
+        .map_err(|e| format!("cannot read {}: {e}", args.json.display()))?;
+    let results: Results = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a bench results file: {e}", args.json.display()))?;
+    let chart_dir = args
+        .out
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+        .join("bench");
+    std::fs::create_dir_all(&chart_dir)
+        .map_err(|e| format!("cannot create {}: {e}", chart_dir.display()))?;
+    write_outputs(results, &args.out, &chart_dir)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Charts, results.json and the report.
+fn write_outputs(mut results: Results, out: &Path, chart_dir: &Path) -> Result<(), BoxError> {
+    let (charts, text) = super::chart::write_all(&results, chart_dir).unwrap_or_else(|e| {
+        eprintln!("warning: charts not written: {e}");
+        (Vec::new(), false)
+    });
     results.charts = charts;
     if !text && !results.charts.is_empty() {
+        const NOTE: &str = "no TrueType font was found (DejaVu Sans / Liberation Sans, or TIDAL_BENCH_FONT), so the charts have no text";
         for e in results.engines.iter_mut().take(1) {
-            e.notes.push("no TrueType font was found (DejaVu Sans / Liberation Sans, or TIDAL_BENCH_FONT), so the charts have no text".into());
+            if !e.notes.iter().any(|n| n == NOTE) {
+                e.notes.push(NOTE.into());
+            }
         }
     }
+    // Other benchmarks keep their reports in the same folder; link them.
+    results.other_reports = std::fs::read_dir(chart_dir)
+        .map(|rd| {
+            let mut v: Vec<String> = rd
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(String::from))
+                .filter(|n| n.ends_with(".md"))
+                .collect();
+            v.sort();
+            v
+        })
+        .unwrap_or_default();
     let json = serde_json::to_string_pretty(&results)?;
     let json_path = chart_dir.join("results.json");
     std::fs::write(&json_path, json)
         .map_err(|e| format!("cannot write {}: {e}", json_path.display()))?;
     let md = report::markdown(&results, "bench");
-    std::fs::write(&out, md).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    std::fs::write(out, md).map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     eprintln!(
         "wrote {}, {} and {} chart(s) in {}",
         out.display(),
@@ -255,7 +302,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
         results.charts.len(),
         chart_dir.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 async fn bench(
