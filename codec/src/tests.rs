@@ -311,7 +311,14 @@ fn prefixes_and_bit_flips_never_panic() {
                         level: Level::Low,
                     };
                     let bytes = roundtrip(&col, t, &codec);
-                    for cut in 0..bytes.len() {
+                    // Every prefix in release builds; in debug builds (the CI suite) the first 64
+                    // and then a stride, which keeps the test to seconds.
+                    let stride = if cfg!(debug_assertions) {
+                        (bytes.len() / 128).max(1)
+                    } else {
+                        1
+                    };
+                    for cut in (0..bytes.len()).filter(|c| *c < 64 || c % stride == 0) {
                         let prefix = bytes.get(..cut).unwrap_or(&[]);
                         assert!(
                             decode_column(prefix, t, n).is_err(),
