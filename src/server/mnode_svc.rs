@@ -64,6 +64,41 @@ impl MnodeService {
         }
     }
 
+    /// Sends each vgroup's assignment (options included) to its data node: CreateVnode opens
+    /// a missing vnode or applies changed options to an open one. A node that cannot be
+    /// reached picks the assignment up at its next heartbeat.
+    async fn push_assignments(&self, db: &DatabaseInfo, what: &str) {
+        let mut tasks = Vec::new();
+        for v in &db.vgroups {
+            let a = VgroupAssignment {
+                db: db.name.clone(),
+                options: db.options.clone(),
+                vgroup: v.clone(),
+            };
+            let wire = self.assignment_to_wire(&a);
+            let addr = self.dnode_addr(v.dnode);
+            let client = self.client.clone();
+            let what = what.to_string();
+            tasks.push(tokio::spawn(async move {
+                let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
+                d.create_vnode(v1::CreateVnodeRequest {
+                    assignment: Some(wire),
+                })
+                .await
+                .map_err(|e| format!("{what} vnode on {addr}: {}", e.message()))
+            }));
+        }
+        for t in tasks {
+            match t.await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!("{e}; the data node will pick it up at its next heartbeat")
+                }
+                Err(e) => tracing::warn!("{what} vnode task: {e}"),
+            }
+        }
+    }
+
     fn assignment_to_wire(&self, a: &VgroupAssignment) -> v1::VgroupAssignment {
         v1::VgroupAssignment {
             db: a.db.clone(),
@@ -125,34 +160,7 @@ impl MnodeRpc for MnodeService {
         .map_err(to_status)?;
         if !existed {
             // Open the vnodes now so that the first write does not race the heartbeat.
-            let mut tasks = Vec::new();
-            for v in &db.vgroups {
-                let a = VgroupAssignment {
-                    db: db.name.clone(),
-                    options: db.options.clone(),
-                    vgroup: v.clone(),
-                };
-                let wire = self.assignment_to_wire(&a);
-                let addr = self.dnode_addr(v.dnode);
-                let client = self.client.clone();
-                tasks.push(tokio::spawn(async move {
-                    let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
-                    d.create_vnode(v1::CreateVnodeRequest {
-                        assignment: Some(wire),
-                    })
-                    .await
-                    .map_err(|e| format!("create vnode on {addr}: {}", e.message()))
-                }));
-            }
-            for t in tasks {
-                match t.await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!("{e}; the data node will pick it up at its next heartbeat")
-                    }
-                    Err(e) => tracing::warn!("create vnode task: {e}"),
-                }
-            }
+            self.push_assignments(&db, "create").await;
         }
         Ok(Response::new(self.db_to_wire(&db)))
     }
@@ -166,34 +174,7 @@ impl MnodeRpc for MnodeService {
         let db = blocking(|| self.mnode.alter_database(&r.name, options)).map_err(to_status)?;
         // Apply on the data nodes now (a node that is down applies it at its next heartbeat),
         // so the statement returns with the change in force.
-        let mut tasks = Vec::new();
-        for v in &db.vgroups {
-            let a = VgroupAssignment {
-                db: db.name.clone(),
-                options: db.options.clone(),
-                vgroup: v.clone(),
-            };
-            let wire = self.assignment_to_wire(&a);
-            let addr = self.dnode_addr(v.dnode);
-            let client = self.client.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut d = client.dnode(&addr).map_err(|e| e.to_string())?;
-                d.create_vnode(v1::CreateVnodeRequest {
-                    assignment: Some(wire),
-                })
-                .await
-                .map_err(|e| format!("alter vnode on {addr}: {}", e.message()))
-            }));
-        }
-        for t in tasks {
-            match t.await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!("{e}; the data node will pick it up at its next heartbeat")
-                }
-                Err(e) => tracing::warn!("alter vnode task: {e}"),
-            }
-        }
+        self.push_assignments(&db, "alter").await;
         Ok(Response::new(self.db_to_wire(&db)))
     }
 

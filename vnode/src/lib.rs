@@ -424,6 +424,21 @@ fn check_columns(table: &str, schema: &StableSchema, cols: &[Column]) -> Result<
     Ok(())
 }
 
+/// The STABLE schema of live subtable `uid`.
+fn schema_of(st: &State, uid: TableUid) -> Result<&StableSchema> {
+    let t = st
+        .meta
+        .table_by_uid(uid)
+        .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+    st.meta
+        .stables
+        .get(&t.stable)
+        .ok_or_else(|| VnodeError::StableNotFound {
+            stable: t.stable.clone(),
+            table: t.name.clone(),
+        })
+}
+
 /// Flushes and merges run below the writers' priority (as RocksDB runs compactions): on a
 /// small machine they then take the CPU writers leave idle instead of slowing acknowledged
 /// writes. Back-pressure still bounds memory if they fall behind.
@@ -993,18 +1008,7 @@ impl VnodeCore {
         uid: TableUid,
         columns: &[usize],
     ) -> Result<Vec<(usize, DataType)>> {
-        let t = st
-            .meta
-            .table_by_uid(uid)
-            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
-        let schema = st
-            .meta
-            .stables
-            .get(&t.stable)
-            .ok_or_else(|| VnodeError::StableNotFound {
-                stable: t.stable.clone(),
-                table: t.name.clone(),
-            })?;
+        let schema = schema_of(st, uid)?;
         let mut wanted = Vec::with_capacity(columns.len() + 1);
         wanted.push((0, DataType::Timestamp));
         for &i in columns {
@@ -1483,19 +1487,7 @@ impl VnodeCore {
 
     /// All column types of subtable `uid`'s STABLE (index 0 = ts).
     fn all_columns(&self, st: &State, uid: TableUid) -> Result<Vec<(usize, DataType)>> {
-        let t = st
-            .meta
-            .table_by_uid(uid)
-            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
-        let schema = st
-            .meta
-            .stables
-            .get(&t.stable)
-            .ok_or_else(|| VnodeError::StableNotFound {
-                stable: t.stable.clone(),
-                table: t.name.clone(),
-            })?;
-        Ok(schema
+        Ok(schema_of(st, uid)?
             .columns
             .iter()
             .enumerate()

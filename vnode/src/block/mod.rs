@@ -77,7 +77,7 @@ pub struct BlockLoc {
     pub ts_max: i64,
 }
 
-fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
+pub(crate) fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
     VnodeError::Corruption {
         file: path.to_path_buf(),
         offset,
@@ -101,12 +101,22 @@ pub fn read_at(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<
     Ok(buf)
 }
 
-fn le_u32(b: &[u8], at: usize) -> u32 {
+/// Little-endian u32 at `at` (0 past the end: callers check lengths first).
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     if let Some(s) = b.get(at..at + 4) {
         a.copy_from_slice(s);
     }
     u32::from_le_bytes(a)
+}
+
+/// Little-endian u64 at `at` (0 past the end: callers check lengths first).
+pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        a.copy_from_slice(s);
+    }
+    u64::from_le_bytes(a)
 }
 
 /// Reads the columns `wanted` (indices into the STABLE's columns, with their types) of one block.
@@ -129,7 +139,7 @@ pub fn read_columns(
     }
     let dir = read_at(file, path, loc.offset, dir_bytes(loc.ncols) as usize)?;
     let n = loc.ncols as usize;
-    let stored_crc = le_u32(&dir, 4 + 8 * n);
+    let stored_crc = u32_at(&dir, 4 + 8 * n);
     let actual = crc32c::crc32c(dir.get(..4 + 8 * n).unwrap_or(&[]));
     if stored_crc != actual {
         return Err(corrupt(
@@ -138,13 +148,13 @@ pub fn read_columns(
             format!("block directory fails its checksum (stored {stored_crc:#010x}, computed {actual:#010x})"),
         ));
     }
-    if le_u32(&dir, 0) != loc.ncols {
+    if u32_at(&dir, 0) != loc.ncols {
         return Err(corrupt(
             path,
             loc.offset,
             format!(
                 "block has {} columns, its index says {}",
-                le_u32(&dir, 0),
+                u32_at(&dir, 0),
                 loc.ncols
             ),
         ));
@@ -154,8 +164,8 @@ pub fn read_columns(
     let mut at = loc.offset + dir_bytes(loc.ncols);
     let end = loc.offset + loc.len as u64;
     for i in 0..n {
-        let len = le_u32(&dir, 4 + 8 * i) as u64;
-        let crc = le_u32(&dir, 8 + 8 * i);
+        let len = u32_at(&dir, 4 + 8 * i) as u64;
+        let crc = u32_at(&dir, 8 + 8 * i);
         if at + len > end {
             return Err(corrupt(
                 path,
@@ -369,7 +379,7 @@ pub fn sma_bytes(ncols: u32) -> usize {
 
 /// Decodes one SMA record (as written by [`encode_sma`]); `at` is its file offset for errors.
 pub fn decode_sma(b: &[u8], path: &Path, at: u64) -> Result<Vec<ColStats>> {
-    let n = le_u32(b, 0) as usize;
+    let n = u32_at(b, 0) as usize;
     if n as u32 > MAX_COLUMNS || b.len() != sma_bytes(n as u32) {
         return Err(corrupt(
             path,
@@ -378,7 +388,7 @@ pub fn decode_sma(b: &[u8], path: &Path, at: u64) -> Result<Vec<ColStats>> {
         ));
     }
     let body = 4 + SMA_ENTRY_BYTES * n;
-    let stored = le_u32(b, body);
+    let stored = u32_at(b, body);
     let actual = crc32c::crc32c(b.get(..body).unwrap_or(&[]));
     if stored != actual {
         return Err(corrupt(
@@ -389,13 +399,7 @@ pub fn decode_sma(b: &[u8], path: &Path, at: u64) -> Result<Vec<ColStats>> {
             ),
         ));
     }
-    let u64_at = |o: usize| {
-        let mut a = [0u8; 8];
-        if let Some(s) = b.get(o..o + 8) {
-            a.copy_from_slice(s);
-        }
-        u64::from_le_bytes(a)
-    };
+    let u64_at = |o: usize| u64_at(b, o);
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let o = 4 + SMA_ENTRY_BYTES * i;
@@ -420,8 +424,8 @@ pub fn decode_sma(b: &[u8], path: &Path, at: u64) -> Result<Vec<ColStats>> {
             SmaVal::None
         };
         out.push(ColStats {
-            count: le_u32(b, o + 26),
-            nulls: le_u32(b, o + 30),
+            count: u32_at(b, o + 26),
+            nulls: u32_at(b, o + 30),
             min,
             max,
             sum,

@@ -157,29 +157,7 @@ impl SttWriter {
     }
 }
 
-fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
-    VnodeError::Corruption {
-        file: path.to_path_buf(),
-        offset,
-        reason,
-    }
-}
-
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    let mut a = [0u8; 4];
-    if let Some(s) = b.get(o..o + 4) {
-        a.copy_from_slice(s);
-    }
-    u32::from_le_bytes(a)
-}
-
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    let mut a = [0u8; 8];
-    if let Some(s) = b.get(o..o + 8) {
-        a.copy_from_slice(s);
-    }
-    u64::from_le_bytes(a)
-}
+use crate::block::{corrupt, u32_at, u64_at};
 
 /// Opens an STT file and verifies its header, footer and index.
 pub fn open(path: &Path, id: u64) -> Result<SttFile> {
