@@ -2,13 +2,11 @@
 //! like a SELECT and each vnode fragment's vgroups are timed here, each coordinator operator
 //! in `tidal_sql::finish_analyze`.
 
-use super::{ExecError, ExecResult, Outcome, Snapshot, SqlService};
+use super::{ExecResult, Outcome, Snapshot, SqlService};
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
-use tidal_common::{Batch, Precision, StatusCode};
-use tidal_proto::convert::batch_from_wire;
-use tidal_proto::v1;
-use tidal_sql::{FragmentStats, FragmentTarget};
+use std::time::Duration;
+use tidal_common::{Batch, Precision};
+use tidal_sql::FragmentStats;
 
 impl SqlService {
     pub(super) async fn explain(
@@ -27,38 +25,9 @@ impl SqlService {
                 Precision::Millis,
             ));
         }
-        let mut tasks = Vec::new();
-        for spec in &plan.fragments {
-            let route = self.client.route(&spec.db).await?;
-            let targets: Vec<_> = match &spec.target {
-                FragmentTarget::AllVgroups => route.vgroups.clone(),
-                FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
-            };
-            let bytes = spec.fragment.to_bytes();
-            for vg in targets {
-                let mut d = self.client.dnode(&vg.addr)?;
-                let req = v1::FragmentRequest {
-                    vnode: Some(v1::VnodeRef {
-                        db: spec.db.clone(),
-                        vgroup_id: vg.id.0,
-                    }),
-                    fragment: bytes.clone(),
-                };
-                let id = spec.id;
-                tasks.push(tokio::spawn(async move {
-                    let start = Instant::now();
-                    let r = d.exec_fragment(req).await;
-                    (id, r, start.elapsed())
-                }));
-            }
-        }
         let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
         let mut stats: HashMap<u32, FragmentStats> = HashMap::new();
-        for t in tasks {
-            let (id, res, took) = t
-                .await
-                .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
-            let batch = batch_from_wire(res?.into_inner())?;
+        for (id, batch, took) in self.run_fragments(&plan).await? {
             let s = stats.entry(id).or_insert_with(|| FragmentStats {
                 fragment: id,
                 vgroups: 0,

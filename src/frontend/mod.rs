@@ -568,14 +568,14 @@ impl SqlService {
         }
     }
 
-    async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
-        let snapshot = Snapshot::load(self, db, q).await?;
-        let default_db = (!db.is_empty()).then_some(db);
-        let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
-        let mut precision = Precision::Millis;
+    /// Sends every fragment of `plan` to its vgroups in parallel; returns (fragment id, the
+    /// vgroup's batch, how long that vgroup took) for each.
+    pub(crate) async fn run_fragments(
+        &self,
+        plan: &tidal_sql::QueryPlan,
+    ) -> ExecResult<Vec<(u32, Batch, std::time::Duration)>> {
         let mut tasks = Vec::new();
         for spec in &plan.fragments {
-            precision = self.precision(&spec.db).await?;
             let route = self.client.route(&spec.db).await?;
             let targets: Vec<_> = match &spec.target {
                 FragmentTarget::AllVgroups => route.vgroups.clone(),
@@ -592,17 +592,33 @@ impl SqlService {
                     fragment: bytes.clone(),
                 };
                 let id = spec.id;
-                tasks.push(tokio::spawn(
-                    async move { (id, d.exec_fragment(req).await) },
-                ));
+                tasks.push(tokio::spawn(async move {
+                    let start = std::time::Instant::now();
+                    let r = d.exec_fragment(req).await;
+                    (id, r, start.elapsed())
+                }));
             }
         }
-        let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
+        let mut out = Vec::with_capacity(tasks.len());
         for t in tasks {
-            let (id, res) = t
+            let (id, res, took) = t
                 .await
                 .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
-            let batch = batch_from_wire(res?.into_inner())?;
+            out.push((id, batch_from_wire(res?.into_inner())?, took));
+        }
+        Ok(out)
+    }
+
+    async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
+        let snapshot = Snapshot::load(self, db, q).await?;
+        let default_db = (!db.is_empty()).then_some(db);
+        let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
+        let mut precision = Precision::Millis;
+        for spec in &plan.fragments {
+            precision = self.precision(&spec.db).await?;
+        }
+        let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
+        for (id, batch, _) in self.run_fragments(&plan).await? {
             results.entry(id).or_default().push(batch);
         }
         let batch = tidal_sql::finish(&plan, results.into_iter().collect())?;

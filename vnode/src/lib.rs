@@ -424,6 +424,28 @@ fn check_columns(table: &str, schema: &StableSchema, cols: &[Column]) -> Result<
     Ok(())
 }
 
+/// Merges file runs with the frozen and active memtable rows (newest, so highest priority).
+fn merge_with_memtables(
+    mut runs: Vec<Run>,
+    frozen: Option<Vec<Column>>,
+    mem: Vec<Column>,
+    wanted: &[(usize, DataType)],
+) -> Vec<Column> {
+    if let Some(cols) = frozen {
+        runs.push(Run {
+            prio: u64::MAX - 1,
+            cols,
+        });
+    }
+    runs.push(Run {
+        prio: u64::MAX,
+        cols: mem,
+    });
+    merge_runs(runs, || {
+        wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
+    })
+}
+
 /// The STABLE schema of live subtable `uid`.
 fn schema_of(st: &State, uid: TableUid) -> Result<&StableSchema> {
     let t = st
@@ -1037,6 +1059,31 @@ impl VnodeCore {
             .collect())
     }
 
+    /// What a scan of `uid` reads under the state lock: the columns to read (ts first), the
+    /// file-set snapshot, and the rows of the frozen and active memtables in the range.
+    #[allow(clippy::type_complexity)]
+    fn snapshot(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<(
+        Vec<(usize, DataType)>,
+        Arc<FileSet>,
+        Option<Vec<Column>>,
+        Vec<Column>,
+    )> {
+        let st = self.state.read();
+        let wanted = self.wanted_of(&st, uid, columns)?;
+        let frozen = st
+            .frozen
+            .as_ref()
+            .map(|f| f.mem.range_columns(uid, ts_min, ts_max, &wanted));
+        let mem = st.mem.range_columns(uid, ts_min, ts_max, &wanted);
+        Ok((wanted, st.files.clone(), frozen, mem))
+    }
+
     /// Rows of one subtable with `ts_min <= ts <= ts_max`, ordered by ts, de-duplicated (the
     /// newest write of a ts wins, across data files, STT files and memtables), projected to
     /// `columns` (indices into the STABLE's columns, 0 = ts). Returns one Column per requested
@@ -1048,30 +1095,9 @@ impl VnodeCore {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<Column>, VnodeError> {
-        let (wanted, files, frozen_run, mem_run) = {
-            let st = self.state.read();
-            let wanted = self.wanted_of(&st, uid, columns)?;
-            let frozen = st
-                .frozen
-                .as_ref()
-                .map(|f| f.mem.range_columns(uid, ts_min, ts_max, &wanted));
-            let mem = st.mem.range_columns(uid, ts_min, ts_max, &wanted);
-            (wanted, st.files.clone(), frozen, mem)
-        };
-        let mut runs = files.runs(uid, ts_min, ts_max, self.window_units, &wanted)?;
-        if let Some(cols) = frozen_run {
-            runs.push(Run {
-                prio: u64::MAX - 1,
-                cols,
-            });
-        }
-        runs.push(Run {
-            prio: u64::MAX,
-            cols: mem_run,
-        });
-        let merged = merge_runs(runs, || {
-            wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
-        });
+        let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
+        let runs = files.runs(uid, ts_min, ts_max, self.window_units, &wanted)?;
+        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
         Ok(merged.into_iter().skip(1).collect())
     }
 
@@ -1086,16 +1112,7 @@ impl VnodeCore {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<ScanPiece>, VnodeError> {
-        let (wanted, files, frozen_run, mem_run) = {
-            let st = self.state.read();
-            let wanted = self.wanted_of(&st, uid, columns)?;
-            let frozen = st
-                .frozen
-                .as_ref()
-                .map(|f| f.mem.range_columns(uid, ts_min, ts_max, &wanted));
-            let mem = st.mem.range_columns(uid, ts_min, ts_max, &wanted);
-            (wanted, st.files.clone(), frozen, mem)
-        };
+        let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
         let mut pieces = Vec::new();
         if ts_min > ts_max {
             return Ok(pieces);
@@ -1171,19 +1188,7 @@ impl VnodeCore {
                 }
             }
         }
-        if let Some(cols) = frozen_run {
-            runs.push(Run {
-                prio: u64::MAX - 1,
-                cols,
-            });
-        }
-        runs.push(Run {
-            prio: u64::MAX,
-            cols: mem_run,
-        });
-        let merged = merge_runs(runs, || {
-            wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
-        });
+        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
         if merged.first().is_some_and(|c| !c.is_empty()) {
             pieces.push(ScanPiece::Rows(merged.into_iter().skip(1).collect()));
         }
