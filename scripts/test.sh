@@ -15,6 +15,12 @@ if command -v rustup >/dev/null 2>&1; then
   cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 fi
 
+# The differential test runs DuckDB through Python's duckdb module.
+if ! python3 -c 'import duckdb' >/dev/null 2>&1; then
+  echo "== installing the Python duckdb module (differential tests)"
+  python3 -m pip install --quiet duckdb || pip3 install --quiet duckdb
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

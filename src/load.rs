@@ -70,6 +70,9 @@ pub struct LoadArgs {
     /// Seconds between progress lines on stderr (0: none).
     #[arg(long, default_value_t = 1)]
     progress_secs: u64,
+    /// -u USER, -p PASSWORD, --tls-ca (crate::auth).
+    #[command(flatten)]
+    pub auth: crate::auth::ClientAuthArgs,
 }
 
 /// Totals shared by the workers and the progress reporter.
@@ -128,7 +131,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
     let (client, writer) = if args.dry_run {
         (None, None)
     } else {
-        let client = Client::connect(&args.host).await?;
+        let client = args.auth.connect(&args.host).await?;
         let ddl = format!(
             "CREATE DATABASE IF NOT EXISTS {} VGROUPS {} PRECISION 'ms'",
             args.db, args.vgroups

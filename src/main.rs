@@ -1,14 +1,17 @@
 //! `tidal`: one binary for every role of a Tidal cluster.
 //!
 //! - `tidal mnode`  the catalog and routing map (also serves SQL)
-//! - `tidal vnode`  a data node hosting the vnodes the mnode assigns to it (also serves SQL)
+//! - `tidal vnode`  (alias `tidal dnode`) a data node hosting the vnodes the mnode assigns to
+//!   it (also serves SQL)
 //! - `tidal local`  an mnode plus N data nodes on loopback, as child processes
 //! - `tidal shell`  the SQL shell
 //! - `tidal demo`   the README's main job: a local cluster, TSBS-IoT-style data, IoT queries
 //! - `tidal load`   load a TSBS IoT file (influx or TDengine format) and report the rate
 //! - `tidal bench`  the TSBS IoT benchmark: generate data and queries, run Tidal vs the peers
 
+mod auth;
 mod bench;
+mod config;
 mod demo;
 mod frontend;
 mod http;
@@ -22,8 +25,7 @@ mod shell;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
-use std::path::PathBuf;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -40,44 +42,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the mnode: catalog, data-node membership and routing map.
-    Mnode {
-        #[arg(long)]
-        data: PathBuf,
-        #[arg(long, default_value = "127.0.0.1:6030")]
-        listen: String,
-        /// Also serve the HTTP API (InfluxDB line protocol writes) on this address.
-        #[arg(long)]
-        http: Option<String>,
-    },
+    // Server roles take their keys from `config.rs` (flag > TIDAL_<KEY> > --config file >
+    // default): a new server option is a field of the role's struct there, not a flag here.
+    Mnode(config::RoleArgs<config::MnodeConfig>),
     /// Run a data node that hosts the vnodes the mnode assigns to it.
-    Vnode {
-        #[arg(long)]
-        data: PathBuf,
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: String,
-        /// gRPC address of the mnode.
-        #[arg(long)]
-        mnode: String,
-        /// Address other nodes use to reach this one (default: the bound listen address).
-        #[arg(long)]
-        advertise: Option<String>,
-        /// Also serve the HTTP API (InfluxDB line protocol writes) on this address.
-        #[arg(long)]
-        http: Option<String>,
-    },
+    #[command(visible_alias = "dnode")]
+    Vnode(config::RoleArgs<config::DnodeConfig>),
     /// Run an mnode and N data nodes on loopback as child processes.
-    Local {
-        #[arg(long)]
-        data: PathBuf,
-        /// Number of data nodes.
-        #[arg(long, default_value_t = 2)]
-        vnodes: u32,
-        #[arg(long, default_value = "127.0.0.1:6030")]
-        listen: String,
-        /// HTTP API address (InfluxDB line protocol writes); `off` disables it.
-        #[arg(long, default_value = "127.0.0.1:6041")]
-        http: String,
-    },
+    Local(config::RoleArgs<config::LocalConfig>),
     /// The SQL shell: interactive, or one-shot with -s / -f.
     Shell(shell::ShellArgs),
     /// The main job: start a local cluster in a temp folder, load a generated truck fleet
@@ -91,14 +63,66 @@ enum Command {
     Bench(bench::BenchArgs),
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Resolves a server role's configuration and installs its logging; `Ok(None)` when
+/// `--print-config` printed it and the process should exit.
+fn server_config<T: config::RoleKeys>(
+    args: &config::RoleArgs<T>,
+    matches: &clap::ArgMatches,
+    log_name: &str,
+) -> Result<Option<T>, config::ConfigError> {
+    let resolved = config::resolve(args, matches)?;
+    if args.print_config {
+        print!("{}", config::print_config(&resolved)?);
+        return Ok(None);
+    }
+    config::init_logging(&resolved, log_name)?;
+    Ok(Some(resolved.keys))
+}
+
+/// The CLI commands (shell, demo, load, bench) log warnings to stderr; TIDAL_LOG or RUST_LOG
+/// changes the filter.
+fn init_cli_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDAL_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+}
+
+enum Job {
+    Mnode(config::MnodeConfig),
+    Dnode(config::DnodeConfig),
+    Local(config::LocalConfig),
+    Cli(Command),
+}
+
+fn main() -> ExitCode {
+    let matches = config::with_env_vars(Cli::command()).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let empty = clap::ArgMatches::default();
+    let sub = matches.subcommand().map(|(_, m)| m).unwrap_or(&empty);
+    let job = match cli.command {
+        Command::Mnode(a) => server_config(&a, sub, "mnode").map(|c| c.map(Job::Mnode)),
+        Command::Vnode(a) => server_config(&a, sub, "dnode").map(|c| c.map(Job::Dnode)),
+        Command::Local(a) => server_config(&a, sub, "local").map(|c| c.map(Job::Local)),
+        other => {
+            init_cli_logging();
+            Ok(Some(Job::Cli(other)))
+        }
+    };
+    let job = match job {
+        Ok(Some(job)) => job,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -109,34 +133,36 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // Errors go to stderr; a server logging to a file also records them there.
+    let log_to_file = match &job {
+        Job::Mnode(c) => c.common.log_dir.is_some(),
+        Job::Dnode(c) => c.common.log_dir.is_some(),
+        Job::Local(c) => c.common.log_dir.is_some(),
+        Job::Cli(_) => false,
+    };
     let result = rt.block_on(async move {
-        match cli.command {
-            Command::Mnode { data, listen, http } => server::run_mnode(data, listen, http).await,
-            Command::Vnode {
-                data,
-                listen,
-                mnode,
-                advertise,
-                http,
-            } => server::run_dnode(data, listen, mnode, advertise, http).await,
-            Command::Local {
-                data,
-                vnodes,
-                listen,
-                http,
-            } => {
-                let http = Some(http).filter(|h| !matches!(h.as_str(), "off" | "none" | ""));
-                local::run(data, vnodes, listen, http).await
+        match job {
+            Job::Mnode(c) => server::run_mnode(c).await,
+            Job::Dnode(c) => server::run_dnode(c).await,
+            Job::Local(c) => local::run(c).await,
+            Job::Cli(Command::Load(args)) => load::run(args).await,
+            Job::Cli(Command::Shell(args)) => shell::run(args).await,
+            Job::Cli(Command::Demo(args)) => demo::run(args).await,
+            Job::Cli(Command::Bench(args)) => bench::run(args).await,
+            Job::Cli(Command::Mnode(_) | Command::Vnode(_) | Command::Local(_)) => {
+                Err("server roles are resolved before the runtime starts".into())
             }
-            Command::Load(args) => load::run(args).await,
-            Command::Shell(args) => shell::run(args).await,
-            Command::Demo(args) => demo::run(args).await,
-            Command::Bench(args) => bench::run(args).await,
         }
     });
+    // A shutdown that timed out may leave a flush running on a blocking thread: do not wait
+    // for it (the WAL still holds its data).
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
     match result {
         Ok(code) => code,
         Err(e) => {
+            if log_to_file {
+                tracing::error!("{e}");
+            }
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }

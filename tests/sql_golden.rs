@@ -2,7 +2,8 @@
 //! `tidal shell --format csv`) against a fresh 2-data-node cluster, and the transcript must
 //! equal `tests/sql/NAME.out`. A statement's block is `> statement` followed by its CSV output,
 //! or `ERROR: message` when it fails. `TIDAL_BLESS=1 cargo test --test sql_golden` rewrites
-//! the .out files; review the diff before committing.
+//! the .out files (`TIDAL_GOLDEN=delete,windows` limits a run to those files); review the diff
+//! before committing.
 
 mod common;
 
@@ -49,7 +50,17 @@ fn run_file(path: &Path) -> Result<(), String> {
             }
         } else {
             let err = String::from_utf8_lossy(&out.stderr);
-            let err = err.trim().trim_start_matches("error: ");
+            // The shell's error line is `DB error: <message> (<seconds>s)`, as taos prints it.
+            let err = err.trim().trim_start_matches("DB error: ");
+            // The shell ends an error line with the statement's time, which varies.
+            let err = match err.rfind(" (") {
+                Some(i)
+                    if err.ends_with("s)") && err[i + 2..err.len() - 2].parse::<f64>().is_ok() =>
+                {
+                    &err[..i]
+                }
+                _ => err,
+            };
             transcript.push_str(&format!("ERROR: {err}\n"));
         }
     }
@@ -93,6 +104,13 @@ fn golden_sql_files() {
         .expect("tests/sql")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "sql"))
+        // TIDAL_GOLDEN=name[,name]: only these files (to bless one file at a time).
+        .filter(|p| match std::env::var("TIDAL_GOLDEN") {
+            Ok(only) => only
+                .split(',')
+                .any(|n| p.file_stem().is_some_and(|s| s == n.trim())),
+            Err(_) => true,
+        })
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no golden files in {}", dir.display());

@@ -16,12 +16,16 @@
 //! # Ok(()) }
 //! ```
 
+pub mod auth;
 mod error;
 mod route;
+mod session;
 pub mod writer;
 
+pub use auth::{ConnectOptions, Credentials};
 pub use error::ClientError;
 pub use route::{RouteTable, VgroupRoute};
+pub use session::{AuthChannel, AuthInterceptor};
 pub use writer::{BatchOutcome, BlockingWriter, OnBatch, Writer, WriterConfig, WriterStats};
 
 use parking_lot::Mutex;
@@ -35,8 +39,10 @@ use tidal_proto::convert::{
 use tidal_proto::v1::{
     self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient,
 };
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+/// Largest gRPC message the client sends or accepts (the servers' default limit).
+pub const MESSAGE_BYTES_MAX: usize = 256 << 20;
 /// How many times a write or query is attempted before its error is returned.
 const ATTEMPTS_MAX: u32 = 8;
 /// How long a cached STABLE schema is trusted. Another process may ALTER the STABLE (a
@@ -74,6 +80,10 @@ pub struct Client {
 
 struct Inner {
     mnode_addr: String,
+    session: session::Session,
+    /// `Some` when the servers speak TLS: the CA to trust and the name to check (None: the
+    /// host of each address).
+    tls: Option<(Certificate, Option<String>)>,
     channels: Mutex<HashMap<String, Channel>>,
     routes: Mutex<HashMap<String, Arc<RouteTable>>>,
     /// STABLE schemas with the time they were fetched (see [`SCHEMA_CACHE_TTL_MS`]).
@@ -81,12 +91,43 @@ struct Inner {
 }
 
 impl Client {
-    /// Connects to the mnode at `addr` (`host:port`). The connection is made lazily and
-    /// re-established on failure.
+    /// Connects to the mnode at `addr` (`host:port`) as root with the default password
+    /// (`taosdata`), as `taos` does. See [`Client::connect_with`].
     pub async fn connect(addr: &str) -> Result<Client, ClientError> {
+        Client::connect_with(addr, ConnectOptions::default()).await
+    }
+
+    /// Connects to the mnode at `addr` as `user`.
+    pub async fn connect_user(
+        addr: &str,
+        user: &str,
+        password: &str,
+    ) -> Result<Client, ClientError> {
+        Client::connect_with(addr, ConnectOptions::user(user, password)).await
+    }
+
+    /// Connects to the mnode at `addr` with `options` (credentials, TLS). With a password,
+    /// logs in at once, so wrong credentials fail here with `Unauthenticated`. Connections
+    /// are re-established on failure.
+    pub async fn connect_with(addr: &str, options: ConnectOptions) -> Result<Client, ClientError> {
+        let client = Client::new_lazy(addr, options)?;
+        client.authenticate().await?;
+        Ok(client)
+    }
+
+    /// Like [`Client::connect_with`] without contacting any server: the login (if any)
+    /// happens at the first call that needs it (servers use this while the mnode may still
+    /// be starting).
+    pub fn new_lazy(addr: &str, options: ConnectOptions) -> Result<Client, ClientError> {
+        let tls = match &options.tls_ca_pem {
+            None => None,
+            Some(pem) => Some((Certificate::from_pem(pem), options.tls_domain.clone())),
+        };
         let client = Client {
             inner: Arc::new(Inner {
                 mnode_addr: addr.to_string(),
+                session: session::Session::new(options.credentials),
+                tls,
                 channels: Mutex::new(HashMap::new()),
                 routes: Mutex::new(HashMap::new()),
                 schemas: Mutex::new(HashMap::new()),
@@ -106,13 +147,30 @@ impl Client {
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| {
-                ClientError::new(
-                    StatusCode::InvalidArgument,
-                    format!("bad address '{addr}': {e}"),
+        let bad = |e: &dyn std::fmt::Display| {
+            ClientError::new(
+                StatusCode::InvalidArgument,
+                format!("bad address '{addr}': {e}"),
+            )
+        };
+        let scheme = if self.inner.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut endpoint =
+            Endpoint::from_shared(format!("{scheme}://{addr}")).map_err(|e| bad(&e))?;
+        if let Some((ca, domain)) = &self.inner.tls {
+            let domain = domain.clone().unwrap_or_else(|| host_of(addr).to_string());
+            endpoint = endpoint
+                .tls_config(
+                    ClientTlsConfig::new()
+                        .ca_certificate(ca.clone())
+                        .domain_name(domain),
                 )
-            })?
+                .map_err(|e| bad(&e))?;
+        }
+        let endpoint = endpoint
             .connect_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .timeout(Duration::from_secs(300));
@@ -121,21 +179,27 @@ impl Client {
         Ok(channel)
     }
 
-    pub fn mnode(&self) -> Result<MnodeClient<Channel>, ClientError> {
-        Ok(MnodeClient::new(self.channel(&self.inner.mnode_addr)?)
-            .max_decoding_message_size(256 << 20))
+    /// A stub of the mnode's catalog service; its calls carry this client's token (or,
+    /// for a forwarding client, the current caller's), fixed when the stub is created.
+    pub fn mnode(&self) -> Result<MnodeClient<AuthChannel>, ClientError> {
+        Ok(
+            MnodeClient::new(self.intercepted(self.channel(&self.inner.mnode_addr)?))
+                .max_decoding_message_size(MESSAGE_BYTES_MAX),
+        )
     }
 
-    pub fn dnode(&self, addr: &str) -> Result<DnodeClient<Channel>, ClientError> {
-        Ok(DnodeClient::new(self.channel(addr)?)
-            .max_decoding_message_size(256 << 20)
-            .max_encoding_message_size(256 << 20))
+    pub fn dnode(&self, addr: &str) -> Result<DnodeClient<AuthChannel>, ClientError> {
+        Ok(DnodeClient::new(self.intercepted(self.channel(addr)?))
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
 
-    pub fn sql(&self) -> Result<SqlClient<Channel>, ClientError> {
-        Ok(SqlClient::new(self.channel(&self.inner.mnode_addr)?)
-            .max_decoding_message_size(256 << 20)
-            .max_encoding_message_size(256 << 20))
+    pub fn sql(&self) -> Result<SqlClient<AuthChannel>, ClientError> {
+        Ok(
+            SqlClient::new(self.intercepted(self.channel(&self.inner.mnode_addr)?))
+                .max_decoding_message_size(MESSAGE_BYTES_MAX)
+                .max_encoding_message_size(MESSAGE_BYTES_MAX),
+        )
     }
 
     /// The cached routing map of `db`, fetched from the mnode on first use.
@@ -148,14 +212,23 @@ impl Client {
 
     /// Fetches `db`'s routing map from the mnode, replacing the cached one.
     pub async fn refresh_route(&self, db: &str) -> Result<Arc<RouteTable>, ClientError> {
-        let info = self
-            .mnode()?
-            .get_database(v1::GetDatabaseRequest {
-                name: db.to_string(),
-            })
-            .await
-            .map_err(ClientError::from)?
-            .into_inner();
+        self.authenticate().await?;
+        let get = || async {
+            self.mnode()?
+                .get_database(v1::GetDatabaseRequest {
+                    name: db.to_string(),
+                })
+                .await
+                .map_err(ClientError::from)
+        };
+        let info = match get().await {
+            Err(e) if self.can_relogin(&e) => {
+                self.relogin().await?;
+                get().await
+            }
+            r => r,
+        }?
+        .into_inner();
         let table = Arc::new(RouteTable::from_wire(&info)?);
         self.inner
             .routes
@@ -178,15 +251,24 @@ impl Client {
                 return Ok(s.clone());
             }
         }
-        let wire = self
-            .mnode()?
-            .get_stable(v1::GetStableRequest {
-                db: db.to_string(),
-                name: name.to_string(),
-            })
-            .await
-            .map_err(ClientError::from)?
-            .into_inner();
+        self.authenticate().await?;
+        let get = || async {
+            self.mnode()?
+                .get_stable(v1::GetStableRequest {
+                    db: db.to_string(),
+                    name: name.to_string(),
+                })
+                .await
+                .map_err(ClientError::from)
+        };
+        let wire = match get().await {
+            Err(e) if self.can_relogin(&e) => {
+                self.relogin().await?;
+                get().await
+            }
+            r => r,
+        }?
+        .into_inner();
         let schema = schema_from_wire(&wire)
             .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
         self.inner
@@ -213,6 +295,7 @@ impl Client {
         schema: &StableSchema,
         if_not_exists: bool,
     ) -> Result<StableSchema, ClientError> {
+        self.authenticate().await?;
         let wire = self
             .mnode()?
             .create_stable(v1::CreateStableRequest {
@@ -234,6 +317,7 @@ impl Client {
         add_columns: &[ColumnDef],
         add_tags: &[ColumnDef],
     ) -> Result<StableSchema, ClientError> {
+        self.authenticate().await?;
         let wire = self
             .mnode()?
             .alter_stable(v1::AlterStableRequest {
@@ -299,9 +383,11 @@ impl Client {
         schemas: &[StableSchema],
         tables: Vec<TableWrite>,
     ) -> Result<WriteOutcome, ClientError> {
+        self.authenticate().await?;
         let mut pending = tables;
         let mut total = WriteOutcome::default();
         let mut attempt = 0u32;
+        let mut relogged = false;
         loop {
             attempt += 1;
             let route = self.route(db).await?;
@@ -331,14 +417,20 @@ impl Client {
                     schemas: needed,
                     tables,
                 };
-                let client = self.clone();
+                // The stub is made here, in the caller's task, so that a forwarding client's
+                // call carries the caller's token.
+                let stub = self.dnode(&vg.addr);
                 tasks.push(tokio::spawn(async move {
-                    let res = client.write_vgroup(&vg.addr, &batch).await;
+                    let res = match stub {
+                        Ok(mut d) => write_vgroup(&mut d, &batch).await,
+                        Err(e) => Err(e),
+                    };
                     (batch, res)
                 }));
             }
             let mut retry_err: Option<ClientError> = None;
             let mut stale = false;
+            let mut expired = false;
             for t in tasks {
                 let (batch, res) = t.await.map_err(|e| {
                     ClientError::new(StatusCode::Internal, format!("write task failed: {e}"))
@@ -353,12 +445,24 @@ impl Client {
                         pending.extend(batch.tables);
                         retry_err = Some(e);
                     }
+                    // The session ended (password changed, token expired): nothing of this
+                    // group was written; log in again once and resend it.
+                    Err(e) if !relogged && self.can_relogin(&e) => {
+                        expired = true;
+                        pending.extend(batch.tables);
+                        retry_err = Some(e);
+                    }
                     Err(e) => return Err(e),
                 }
             }
             if pending.is_empty() {
                 total.attempts = attempt;
                 return Ok(total);
+            }
+            if expired {
+                self.relogin().await?;
+                relogged = true;
+                continue;
             }
             tracing::debug!(?retry_err, attempt, "retrying write");
             if stale || attempt > 1 {
@@ -377,30 +481,41 @@ impl Client {
         addr: &str,
         batch: &WriteBatch,
     ) -> Result<WriteOutcome, ClientError> {
-        let resp = self
-            .dnode(addr)?
-            .write(write_to_wire(batch))
-            .await
-            .map_err(ClientError::from)?
-            .into_inner();
-        Ok(WriteOutcome {
-            rows: resp.rows,
-            tables_created: resp.tables_created,
-            attempts: 1,
-        })
+        write_vgroup(&mut self.dnode(addr)?, batch).await
     }
 
     /// Runs one SQL statement with `db` as the session's current database ("" for none).
     pub async fn execute(&self, sql: &str, db: &str) -> Result<StatementResult, ClientError> {
-        let resp = self
-            .sql()?
-            .execute(v1::ExecuteRequest {
-                sql: sql.to_string(),
-                db: db.to_string(),
-            })
-            .await
-            .map_err(ClientError::from)?
-            .into_inner();
+        self.execute_with_timeout(sql, db, None).await
+    }
+
+    /// `execute` with the session's query timeout: `None` = the server's default, `Some(0)` =
+    /// none; a query that runs longer fails with "query timed out after N ms".
+    pub async fn execute_with_timeout(
+        &self,
+        sql: &str,
+        db: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<StatementResult, ClientError> {
+        self.authenticate().await?;
+        let run = || async {
+            self.sql()?
+                .execute(v1::ExecuteRequest {
+                    sql: sql.to_string(),
+                    db: db.to_string(),
+                    timeout_ms,
+                })
+                .await
+                .map_err(ClientError::from)
+        };
+        let resp = match run().await {
+            Err(e) if self.can_relogin(&e) => {
+                self.relogin().await?;
+                run().await
+            }
+            r => r,
+        }?
+        .into_inner();
         let batch = match (resp.has_rows, resp.batch) {
             (true, Some(b)) => Some(
                 batch_from_wire(b)
@@ -415,4 +530,26 @@ impl Client {
             db: resp.db,
         })
     }
+}
+
+async fn write_vgroup(
+    d: &mut DnodeClient<AuthChannel>,
+    batch: &WriteBatch,
+) -> Result<WriteOutcome, ClientError> {
+    let resp = d
+        .write(write_to_wire(batch))
+        .await
+        .map_err(ClientError::from)?
+        .into_inner();
+    Ok(WriteOutcome {
+        rows: resp.rows,
+        tables_created: resp.tables_created,
+        attempts: 1,
+    })
+}
+
+/// The host part of `host:port` (`[v6]:port` gives `v6`).
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
+    host.trim_start_matches('[').trim_end_matches(']')
 }

@@ -10,6 +10,7 @@
 //! This crate does no I/O and depends on neither tonic nor the generated protobuf types.
 
 pub mod batch;
+pub mod histogram;
 pub mod ids;
 pub mod route;
 pub mod schema;
@@ -19,6 +20,7 @@ pub mod types;
 pub mod write;
 
 pub use batch::{Batch, Column, ColumnData, Field};
+pub use histogram::{HistogramSnapshot, LatencyHistogram, LATENCY_BOUNDS_SECONDS};
 pub use ids::{DnodeId, SchemaVersion, TableUid, VgroupId};
 pub use route::{hash_table_name, split_hash_space, vgroup_index, HashRange};
 pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, TableMeta};

@@ -13,6 +13,15 @@ pub enum StatusCode {
     Timeout = 1003,
     Unimplemented = 1004,
     ResourceExhausted = 1005,
+    /// The server is stopping (graceful shutdown): retry later or on another node.
+    ShuttingDown = 1006,
+    /// No credentials, bad credentials, or a token that does not verify.
+    Unauthenticated = 1007,
+    /// Authenticated, but the user lacks the privilege the request needs.
+    PermissionDenied = 1008,
+    /// A session token that was valid has expired or was invalidated (password changed):
+    /// a client holding the password logs in again and retries.
+    TokenExpired = 1009,
     DatabaseNotFound = 2001,
     DatabaseExists = 2002,
     StableNotFound = 2003,
@@ -21,6 +30,8 @@ pub enum StatusCode {
     TableExists = 2006,
     ColumnNotFound = 2007,
     NoDnodes = 2008,
+    UserNotFound = 2009,
+    UserExists = 2010,
     /// The table does not hash into this vnode's range: refresh the route map and retry.
     WrongVgroup = 3001,
     /// This data node does not host the addressed vnode (yet or any more): refresh and retry.
@@ -50,6 +61,10 @@ impl StatusCode {
             Timeout,
             Unimplemented,
             ResourceExhausted,
+            ShuttingDown,
+            Unauthenticated,
+            PermissionDenied,
+            TokenExpired,
             DatabaseNotFound,
             DatabaseExists,
             StableNotFound,
@@ -58,6 +73,8 @@ impl StatusCode {
             TableExists,
             ColumnNotFound,
             NoDnodes,
+            UserNotFound,
+            UserExists,
             WrongVgroup,
             VnodeNotFound,
             SchemaMismatch,
@@ -82,7 +99,11 @@ impl StatusCode {
 
     /// Whether the same request may succeed if simply sent again later.
     pub fn is_retryable(self) -> bool {
-        self.is_stale_route() || matches!(self, StatusCode::Unavailable | StatusCode::Timeout)
+        self.is_stale_route()
+            || matches!(
+                self,
+                StatusCode::Unavailable | StatusCode::Timeout | StatusCode::ShuttingDown
+            )
     }
 }
 
@@ -94,6 +115,11 @@ mod tests {
     fn codes_round_trip() {
         for c in [
             StatusCode::WrongVgroup,
+            StatusCode::ShuttingDown,
+            StatusCode::Unauthenticated,
+            StatusCode::PermissionDenied,
+            StatusCode::TokenExpired,
+            StatusCode::UserExists,
             StatusCode::SyntaxError,
             StatusCode::Ok,
         ] {

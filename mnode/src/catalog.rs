@@ -9,8 +9,13 @@
 //!   `next_vgroup_id`; dnode ids are below `next_dnode_id`. The counters only grow, so an id
 //!   is never handed out twice, even after the object that held it was dropped.
 //! - `apply` is deterministic: all inputs (ids, timestamps, placement) are inside the op.
+//! - Users: names are lower-case and unique; a user's `version` is unique cluster-wide and
+//!   below `next_user_version` (a re-created user never matches an old token); privileges
+//!   name existing databases or `*`; DROP DATABASE removes the privileges on it. Every op
+//!   that changes what a token may do bumps `auth_epoch` (data nodes refetch the table).
+//! - The cluster secret is set once (`InitAuth`) and never changes.
 
-use crate::types::DatabaseInfo;
+use crate::types::{DatabaseInfo, Privilege};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tidal_common::{DbOptions, DnodeId, StableSchema, VgroupId};
@@ -21,6 +26,21 @@ pub struct DnodeRecord {
     pub id: DnodeId,
     pub addr: String,
     pub created_ms: i64,
+}
+
+/// A user as persisted. `password_hash` is an Argon2id PHC string (salt included); the
+/// password itself is never stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserRecord {
+    pub name: String,
+    pub password_hash: String,
+    pub superuser: bool,
+    /// Changes whenever the password changes; tokens carry it, so a password change ends
+    /// every session of the user.
+    pub version: u64,
+    pub created_ms: i64,
+    /// Database (or `*`) -> privilege; never holds an empty privilege.
+    pub privileges: BTreeMap<String, Privilege>,
 }
 
 /// One logged mutation. Carries every value that `apply` needs, so replay is deterministic.
@@ -58,6 +78,30 @@ pub enum Op {
     AlterStable {
         schema: StableSchema,
     },
+    /// First start: the cluster secret (signs every token) and the superuser `root`.
+    InitAuth {
+        secret_hex: String,
+        root: UserRecord,
+    },
+    CreateUser {
+        user: UserRecord,
+    },
+    /// ALTER USER ... PASS: a new hash and a new version.
+    SetPassword {
+        name: String,
+        password_hash: String,
+        version: u64,
+    },
+    DropUser {
+        name: String,
+    },
+    /// GRANT (adds the flagged privileges) or REVOKE (removes them) on `db` (or `*`).
+    Grant {
+        user: String,
+        db: String,
+        privilege: Privilege,
+        revoke: bool,
+    },
 }
 
 /// The snapshot payload: the whole catalog in a map-free, order-stable form.
@@ -68,6 +112,15 @@ pub struct PersistedState {
     pub dnodes: Vec<DnodeRecord>,
     pub databases: Vec<DatabaseInfo>,
     pub stables: Vec<StableSchema>,
+    /// Catalogs written before users existed have none of the fields below.
+    #[serde(default)]
+    pub cluster_secret_hex: String,
+    #[serde(default)]
+    pub users: Vec<UserRecord>,
+    #[serde(default)]
+    pub next_user_version: u64,
+    #[serde(default)]
+    pub auth_epoch: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -78,6 +131,12 @@ pub struct CatalogState {
     pub databases: BTreeMap<String, DatabaseInfo>,
     /// db name -> stable name -> schema.
     pub stables: BTreeMap<String, BTreeMap<String, StableSchema>>,
+    /// Hex of the cluster secret; empty until `InitAuth`.
+    pub cluster_secret_hex: String,
+    pub users: BTreeMap<String, UserRecord>,
+    pub next_user_version: u64,
+    /// Bumped by every op that changes users or privileges.
+    pub auth_epoch: u64,
 }
 
 impl CatalogState {
@@ -85,6 +144,7 @@ impl CatalogState {
         CatalogState {
             next_dnode_id: 1,
             next_vgroup_id: 1,
+            next_user_version: 1,
             ..Default::default()
         }
     }
@@ -143,6 +203,13 @@ impl CatalogState {
                     return Err(format!("database '{name}' not found"));
                 }
                 self.stables.remove(name);
+                let mut revoked = false;
+                for u in self.users.values_mut() {
+                    revoked |= u.privileges.remove(name).is_some();
+                }
+                if revoked {
+                    self.auth_epoch += 1;
+                }
             }
             Op::AlterDatabase { name, options } => match self.databases.get_mut(name) {
                 Some(db) => db.options = options.clone(),
@@ -189,7 +256,96 @@ impl CatalogState {
                     self.stables.remove(db);
                 }
             }
+            Op::InitAuth { secret_hex, root } => {
+                if !self.cluster_secret_hex.is_empty() {
+                    return Err("the cluster secret is already set".to_string());
+                }
+                if secret_hex.len() < 32 || !secret_hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err("the cluster secret is not a hex string of 16+ bytes".to_string());
+                }
+                if !root.superuser {
+                    return Err(format!("initial user '{}' is not a superuser", root.name));
+                }
+                self.insert_user(root)?;
+                self.cluster_secret_hex = secret_hex.clone();
+            }
+            Op::CreateUser { user } => self.insert_user(user)?,
+            Op::SetPassword {
+                name,
+                password_hash,
+                version,
+            } => {
+                if *version < self.next_user_version {
+                    return Err(format!("user version {version} would be reused"));
+                }
+                let Some(u) = self.users.get_mut(name) else {
+                    return Err(format!("user '{name}' not found"));
+                };
+                u.password_hash = password_hash.clone();
+                u.version = *version;
+                self.next_user_version = version + 1;
+                self.auth_epoch += 1;
+            }
+            Op::DropUser { name } => {
+                match self.users.get(name) {
+                    None => return Err(format!("user '{name}' not found")),
+                    Some(u) if u.superuser => {
+                        return Err(format!("superuser '{name}' cannot be dropped"))
+                    }
+                    Some(_) => {}
+                }
+                self.users.remove(name);
+                self.auth_epoch += 1;
+            }
+            Op::Grant {
+                user,
+                db,
+                privilege,
+                revoke,
+            } => {
+                if db != "*" && !self.databases.contains_key(db) {
+                    return Err(format!("database '{db}' not found"));
+                }
+                let Some(u) = self.users.get_mut(user) else {
+                    return Err(format!("user '{user}' not found"));
+                };
+                let cur = u.privileges.get(db).copied().unwrap_or_default();
+                let new = if *revoke {
+                    cur.without(*privilege)
+                } else {
+                    cur.with(*privilege)
+                };
+                if new.is_empty() {
+                    u.privileges.remove(db);
+                } else {
+                    u.privileges.insert(db.clone(), new);
+                }
+                self.auth_epoch += 1;
+            }
         }
+        Ok(())
+    }
+
+    fn insert_user(&mut self, user: &UserRecord) -> Result<(), String> {
+        if self.users.contains_key(&user.name) {
+            return Err(format!("user '{}' already exists", user.name));
+        }
+        if user.version < self.next_user_version {
+            return Err(format!("user version {} would be reused", user.version));
+        }
+        if let Some(db) = user
+            .privileges
+            .keys()
+            .find(|db| *db != "*" && !self.databases.contains_key(*db))
+        {
+            return Err(format!(
+                "user '{}' has a privilege on missing database '{db}'",
+                user.name
+            ));
+        }
+        self.next_user_version = user.version + 1;
+        self.users.insert(user.name.clone(), user.clone());
+        self.auth_epoch += 1;
         Ok(())
     }
 
@@ -204,6 +360,10 @@ impl CatalogState {
                 .values()
                 .flat_map(|m| m.values().cloned())
                 .collect(),
+            cluster_secret_hex: self.cluster_secret_hex.clone(),
+            users: self.users.values().cloned().collect(),
+            next_user_version: self.next_user_version,
+            auth_epoch: self.auth_epoch,
         }
     }
 
@@ -231,6 +391,23 @@ impl CatalogState {
         }
         s.next_dnode_id = p.next_dnode_id;
         s.next_vgroup_id = p.next_vgroup_id;
+        // Users in version order, so each passes the "never reused" check.
+        let mut users = p.users;
+        users.sort_by_key(|u| u.version);
+        for u in &users {
+            s.insert_user(u)?;
+        }
+        if !p.cluster_secret_hex.is_empty() {
+            if users.is_empty() {
+                return Err("a cluster secret without users".to_string());
+            }
+            s.cluster_secret_hex = p.cluster_secret_hex;
+        }
+        if p.next_user_version < s.next_user_version {
+            return Err("the user version counter is below versions in use".to_string());
+        }
+        s.next_user_version = p.next_user_version.max(1);
+        s.auth_epoch = p.auth_epoch.max(s.auth_epoch);
         Ok(s)
     }
 

@@ -24,6 +24,15 @@ pub enum MnodeError {
     NoDnodes { db: String, vgroups: u32 },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Wrong user name or password. The message does not say which (no user enumeration).
+    #[error("Unauthenticated: {0}")]
+    Unauthenticated(String),
+    #[error("PermissionDenied: {0}")]
+    PermissionDenied(String),
+    #[error("user '{0}' does not exist")]
+    UserNotFound(String),
+    #[error("user '{0}' already exists")]
+    UserExists(String),
     #[error("mnode storage I/O error: {context} ({path}): {source}")]
     StorageIo {
         context: String,
@@ -51,6 +60,10 @@ impl MnodeError {
             MnodeError::UnknownDnode(_) => StatusCode::InvalidArgument,
             MnodeError::NoDnodes { .. } => StatusCode::NoDnodes,
             MnodeError::InvalidArgument(_) => StatusCode::InvalidArgument,
+            MnodeError::Unauthenticated(_) => StatusCode::Unauthenticated,
+            MnodeError::PermissionDenied(_) => StatusCode::PermissionDenied,
+            MnodeError::UserNotFound(_) => StatusCode::UserNotFound,
+            MnodeError::UserExists(_) => StatusCode::UserExists,
             MnodeError::StorageIo { .. } | MnodeError::Poisoned(_) => StatusCode::StorageIo,
             MnodeError::Corruption { .. } => StatusCode::Corruption,
         }

@@ -8,6 +8,7 @@
 //!   catalog (id uniqueness, stables belong to existing databases) are enforced by
 //!   [`catalog::CatalogState::apply`].
 //! - [`sdb`]: the files — a checksummed op log plus an atomic snapshot (see `sdb/FORMAT.md`).
+//! - [`users`]: users, password hashes, privileges and the cluster secret (docs/SECURITY.md).
 //! - [`types`], [`error`]: the public data and error types.
 //!
 //! Every mutation is fsynced to the log before it is applied in memory and before the call
@@ -18,10 +19,15 @@ pub mod error;
 pub mod mnode;
 pub mod sdb;
 pub mod types;
+pub mod users;
 
 pub use error::MnodeError;
 pub use mnode::Mnode;
-pub use types::{DatabaseInfo, DnodeInfo, MnodeConfig, VgroupAssignment, VgroupInfo};
+pub use types::{
+    AuthTable, DatabaseInfo, DnodeInfo, MnodeConfig, Privilege, UserAuth, UserInfo,
+    VgroupAssignment, VgroupInfo,
+};
+pub use users::{AuthInit, DEFAULT_ROOT_PASSWORD, ROOT_USER};
 
 #[cfg(test)]
 mod tests;

@@ -37,12 +37,14 @@ pub const MAX_ADDR: usize = 255;
 
 pub struct Mnode {
     config: MnodeConfig,
-    sdb: Mutex<Sdb>,
-    state: RwLock<CatalogState>,
-    last_seen: Mutex<HashMap<DnodeId, Instant>>,
+    pub(crate) sdb: Mutex<Sdb>,
+    pub(crate) state: RwLock<CatalogState>,
+    /// Per data node: when it was last seen (for liveness) and the wall-clock ms of its last
+    /// real heartbeat or registration (0 = none since this mnode opened).
+    last_seen: Mutex<HashMap<DnodeId, (Instant, i64)>>,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -50,7 +52,7 @@ fn now_ms() -> i64 {
 }
 
 /// Lower-cases `name` and checks it is `[a-z_][a-z0-9_]*` of at most `max` bytes.
-fn normalize_name(kind: &str, name: &str, max: usize) -> Result<String, MnodeError> {
+pub(crate) fn normalize_name(kind: &str, name: &str, max: usize) -> Result<String, MnodeError> {
     let n = name.to_ascii_lowercase();
     let mut chars = n.chars();
     let ok_first = chars
@@ -71,7 +73,7 @@ fn normalize_name(kind: &str, name: &str, max: usize) -> Result<String, MnodeErr
 }
 
 /// Normalizes a name for lookup; `None` if it cannot be a valid name.
-fn lookup_name(name: &str, max: usize) -> Option<String> {
+pub(crate) fn lookup_name(name: &str, max: usize) -> Option<String> {
     normalize_name("", name, max).ok()
 }
 
@@ -117,7 +119,7 @@ impl Mnode {
             let _ = sdb.write_snapshot(&bytes);
         }
         let now = Instant::now();
-        let last_seen = state.dnodes.keys().map(|id| (*id, now)).collect();
+        let last_seen = state.dnodes.keys().map(|id| (*id, (now, 0))).collect();
         Ok(Mnode {
             config,
             sdb: Mutex::new(sdb),
@@ -127,7 +129,7 @@ impl Mnode {
     }
 
     /// Logs `op`, applies it, and snapshots when the log is long. Caller holds `sdb`.
-    fn commit(&self, sdb: &mut Sdb, op: Op) -> Result<(), MnodeError> {
+    pub(crate) fn commit(&self, sdb: &mut Sdb, op: Op) -> Result<(), MnodeError> {
         let payload = serde_json::to_vec(&op)
             .map_err(|e| MnodeError::InvalidArgument(format!("cannot encode op: {e}")))?;
         sdb.append(&payload)?;
@@ -199,7 +201,7 @@ impl Mnode {
         if let Some(op) = op {
             self.commit(&mut sdb, op)?;
         }
-        self.last_seen.lock().insert(id, Instant::now());
+        self.last_seen.lock().insert(id, (Instant::now(), now_ms()));
         Ok(id)
     }
 
@@ -210,7 +212,7 @@ impl Mnode {
         if !st.dnodes.contains_key(&id) {
             return Err(MnodeError::UnknownDnode(id));
         }
-        self.last_seen.lock().insert(id, Instant::now());
+        self.last_seen.lock().insert(id, (Instant::now(), now_ms()));
         Ok(st
             .databases
             .values()
@@ -233,7 +235,7 @@ impl Mnode {
         st.dnodes
             .keys()
             .map(|id| {
-                let alive = seen.get(id).is_some_and(|t| t.elapsed() <= timeout);
+                let alive = seen.get(id).is_some_and(|(t, _)| t.elapsed() <= timeout);
                 (*id, alive)
             })
             .collect()
@@ -243,6 +245,7 @@ impl Mnode {
     pub fn dnodes(&self) -> Vec<DnodeInfo> {
         let st = self.state.read();
         let alive = self.alive_set(&st);
+        let seen = self.last_seen.lock();
         st.dnodes
             .values()
             .map(|d| DnodeInfo {
@@ -251,6 +254,7 @@ impl Mnode {
                 vnodes: st.vnode_count(d.id),
                 alive: alive.get(&d.id).copied().unwrap_or(false),
                 created_ms: d.created_ms,
+                last_heartbeat_ms: seen.get(&d.id).map(|(_, ms)| *ms).unwrap_or(0),
             })
             .collect()
     }
@@ -607,5 +611,19 @@ impl Mnode {
     /// version for caches.
     pub fn last_seq(&self) -> u64 {
         self.sdb.lock().last_seq()
+    }
+
+    /// Writes a snapshot of the catalog and empties the log, so that the next open replays
+    /// nothing (graceful shutdown). Returns the number of log records the snapshot absorbed.
+    pub fn checkpoint(&self) -> Result<u64, MnodeError> {
+        let mut sdb = self.sdb.lock();
+        let records = sdb.log_records();
+        if records == 0 {
+            return Ok(0);
+        }
+        let bytes = serde_json::to_vec(&self.state.read().to_persisted())
+            .map_err(|e| MnodeError::InvalidArgument(format!("cannot encode snapshot: {e}")))?;
+        sdb.write_snapshot(&bytes)?;
+        Ok(records)
     }
 }

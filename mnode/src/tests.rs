@@ -241,6 +241,31 @@ fn placement_skips_dead_dnodes() {
 }
 
 #[test]
+fn last_heartbeat_is_wall_clock_and_unknown_after_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    {
+        let m = Mnode::open(dir.path()).unwrap();
+        let before = now();
+        let d = m.register_dnode("h1:6030", None).unwrap();
+        let first = m.dnodes()[0].last_heartbeat_ms;
+        assert!(first >= before && first <= now(), "{first}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        m.heartbeat(d).unwrap();
+        assert!(m.dnodes()[0].last_heartbeat_ms > first);
+    }
+    // A reopened mnode counts the data node alive for a while but has heard nothing yet.
+    let m = Mnode::open(dir.path()).unwrap();
+    assert!(m.dnodes()[0].alive);
+    assert_eq!(m.dnodes()[0].last_heartbeat_ms, 0);
+}
+
+#[test]
 fn dnode_reregistration_keeps_its_id() {
     let dir = tempfile::tempdir().unwrap();
     {
@@ -330,6 +355,30 @@ fn reopen_recovers_everything_without_snapshot() {
     // Dnodes count as alive for one timeout after a restart.
     assert!(m.dnodes().iter().all(|d| d.alive));
     assert_eq!(m.heartbeat(DnodeId(1)).unwrap().len(), 2);
+}
+
+#[test]
+fn checkpoint_empties_the_log_and_reopen_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = {
+        let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+        populate(&m);
+        let records = m.checkpoint().unwrap();
+        assert!(
+            records >= 4,
+            "the log's records went into the snapshot: {records}"
+        );
+        assert_eq!(m.checkpoint().unwrap(), 0, "nothing new to absorb");
+        snapshot(&m)
+    };
+    assert!(dir.path().join(SNAP_FILE).exists());
+    assert_eq!(
+        fs::metadata(dir.path().join(LOG_FILE)).unwrap().len(),
+        crate::sdb::frame::FILE_HEADER_LEN as u64,
+        "the log holds only its header"
+    );
+    let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+    assert_eq!(snapshot(&m), before);
 }
 
 #[test]

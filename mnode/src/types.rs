@@ -60,4 +60,87 @@ pub struct DnodeInfo {
     /// Whether it heartbeated within `dnode_timeout_ms`.
     pub alive: bool,
     pub created_ms: i64,
+    /// Wall-clock ms of its last heartbeat or registration; 0 = none since the mnode opened.
+    #[serde(default)]
+    pub last_heartbeat_ms: i64,
+}
+
+/// What a user may do on one database (or on every database, under the key `*`).
+/// A superuser may do everything regardless.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Privilege {
+    /// SELECT, SHOW, DESCRIBE, USE.
+    pub read: bool,
+    /// INSERT, line protocol, DELETE, CREATE/ALTER/DROP STABLE and TABLE, FLUSH, COMPACT.
+    pub write: bool,
+}
+
+impl Privilege {
+    pub const READ: Privilege = Privilege {
+        read: true,
+        write: false,
+    };
+    pub const WRITE: Privilege = Privilege {
+        read: false,
+        write: true,
+    };
+    pub const ALL: Privilege = Privilege {
+        read: true,
+        write: true,
+    };
+
+    pub fn is_empty(self) -> bool {
+        !self.read && !self.write
+    }
+
+    pub fn with(self, o: Privilege) -> Privilege {
+        Privilege {
+            read: self.read || o.read,
+            write: self.write || o.write,
+        }
+    }
+
+    pub fn without(self, o: Privilege) -> Privilege {
+        Privilege {
+            read: self.read && !o.read,
+            write: self.write && !o.write,
+        }
+    }
+
+    /// `READ`, `WRITE`, `ALL` (or `NONE`), as GRANT spells them.
+    pub fn name(self) -> &'static str {
+        match (self.read, self.write) {
+            (true, true) => "ALL",
+            (true, false) => "READ",
+            (false, true) => "WRITE",
+            (false, false) => "NONE",
+        }
+    }
+}
+
+/// A user as SHOW USERS shows it (no password hash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserInfo {
+    pub name: String,
+    pub superuser: bool,
+    pub created_ms: i64,
+    pub privileges: std::collections::BTreeMap<String, Privilege>,
+}
+
+/// What a server needs to authorize a user's requests: identity, the password version its
+/// tokens must carry, and privileges. Never the password hash.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UserAuth {
+    pub name: String,
+    pub version: u64,
+    pub superuser: bool,
+    pub privileges: std::collections::BTreeMap<String, Privilege>,
+}
+
+/// Every user's [`UserAuth`], with the catalog's auth epoch (which changes whenever any of
+/// them does).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AuthTable {
+    pub epoch: u64,
+    pub users: Vec<UserAuth>,
 }

@@ -44,6 +44,10 @@ pub fn status_error(code: StatusCode, message: impl Into<String>) -> tonic::Stat
         | StatusCode::TypeMismatch
         | StatusCode::SchemaMismatch
         | StatusCode::NoDatabaseSelected => tonic::Code::InvalidArgument,
+        StatusCode::Unauthenticated | StatusCode::TokenExpired => tonic::Code::Unauthenticated,
+        StatusCode::PermissionDenied => tonic::Code::PermissionDenied,
+        StatusCode::UserExists => tonic::Code::AlreadyExists,
+        StatusCode::UserNotFound => tonic::Code::NotFound,
         StatusCode::DatabaseNotFound
         | StatusCode::StableNotFound
         | StatusCode::TableNotFound
@@ -53,7 +57,9 @@ pub fn status_error(code: StatusCode, message: impl Into<String>) -> tonic::Stat
             tonic::Code::AlreadyExists
         }
         StatusCode::WrongVgroup => tonic::Code::FailedPrecondition,
-        StatusCode::Unavailable | StatusCode::NoDnodes => tonic::Code::Unavailable,
+        StatusCode::Unavailable | StatusCode::NoDnodes | StatusCode::ShuttingDown => {
+            tonic::Code::Unavailable
+        }
         StatusCode::Timeout => tonic::Code::DeadlineExceeded,
         StatusCode::Unimplemented => tonic::Code::Unimplemented,
         StatusCode::ResourceExhausted => tonic::Code::ResourceExhausted,
@@ -83,6 +89,10 @@ pub fn code_of(s: &tonic::Status) -> StatusCode {
         tonic::Code::InvalidArgument => StatusCode::InvalidArgument,
         tonic::Code::NotFound => StatusCode::TableNotFound,
         tonic::Code::Unimplemented => StatusCode::Unimplemented,
+        tonic::Code::Unauthenticated => StatusCode::Unauthenticated,
+        tonic::Code::PermissionDenied => StatusCode::PermissionDenied,
+        tonic::Code::ResourceExhausted => StatusCode::ResourceExhausted,
+        tonic::Code::OutOfRange => StatusCode::ResourceExhausted,
         _ => StatusCode::Internal,
     }
 }

@@ -853,7 +853,14 @@ impl Aggregator {
         if self.keys.is_empty()
             && self.key_types.is_empty()
             && global_default_row
-            && !self.specs.iter().any(|s| s.func.is_selector())
+            // As TDengine 3: COUNT of nothing is 0 and MIN/MAX/SUM/AVG... are NULL, in one
+            // row; FIRST/LAST/LAST_ROW (and plain columns beside them) of nothing is no row.
+            && !self.specs.iter().any(|s| {
+                matches!(
+                    s.func,
+                    AggFunc::First | AggFunc::Last | AggFunc::LastRow | AggFunc::Any
+                )
+            })
         {
             self.add_group(Vec::new());
         }

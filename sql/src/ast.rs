@@ -87,6 +87,7 @@ pub enum Statement {
     ShowDatabases,
     ShowStables {
         db: Option<String>,
+        like: Option<String>,
     },
     ShowTables {
         db: Option<String>,
@@ -96,14 +97,69 @@ pub enum Statement {
         db: Option<String>,
     },
     ShowDnodes,
+    ShowMnodes,
+    /// `SHOW TABLE TAGS FROM t [FROM db]`: one row per subtable (of a STABLE, or the one
+    /// subtable) with its tag values as columns.
+    ShowTableTags {
+        table: ObjectRef,
+    },
+    /// `SHOW TAGS FROM subtable [FROM db]`: one row per tag of the subtable.
+    ShowTags {
+        table: ObjectRef,
+    },
+    ShowCreateDatabase {
+        name: String,
+    },
+    /// `SHOW CREATE STABLE st` (`stable`) or `SHOW CREATE TABLE t` (a STABLE or a subtable).
+    ShowCreateTable {
+        table: ObjectRef,
+        stable: bool,
+    },
+    /// The statements running on the node that coordinates them.
+    ShowQueries,
+    /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
+    KillQuery {
+        id: String,
+    },
     Describe {
         table: ObjectRef,
+    },
+    /// `DELETE FROM t [WHERE ...]`: the condition may use the timestamp, tags and tbname only.
+    Delete {
+        table: ObjectRef,
+        table_pos: Pos,
+        selection: Option<Expr>,
     },
     FlushDatabase {
         name: String,
     },
     CompactDatabase {
         name: String,
+    },
+    /// CREATE/ALTER/DROP USER, SHOW USERS, GRANT, REVOKE.
+    User(UserStatement),
+}
+
+/// Statements about users and privileges (executed by the mnode, superuser only except a
+/// user changing its own password).
+#[derive(Clone, Debug, PartialEq)]
+pub enum UserStatement {
+    /// `CREATE USER name PASS 'password'`
+    Create { name: String, password: String },
+    /// `ALTER USER name PASS 'password'`
+    AlterPassword { name: String, password: String },
+    /// `DROP USER name`
+    Drop { name: String },
+    /// `SHOW USERS`
+    Show,
+    /// `GRANT READ|WRITE|ALL ON db|db.*|*|*.* TO user` (`revoke`: `REVOKE ... FROM user`);
+    /// `db` is `*` for every database.
+    Grant {
+        read: bool,
+        write: bool,
+        db: String,
+        user: String,
+        revoke: bool,
     },
 }
 

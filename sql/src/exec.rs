@@ -6,14 +6,19 @@ use crate::expr::PExpr;
 use crate::expr::{broadcast, eval, true_rows};
 use crate::plan::{Fragment, FragmentOp, InputCol, Node, QueryPlan, ScanTarget, TBNAME_TYPE};
 use std::collections::HashMap;
-use tidal_common::{Batch, Column, ColumnData, DataType, StableSchema, TableMeta, TableUid, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tidal_common::{
+    types::PhysicalType, Batch, Column, ColumnData, DataType, StableSchema, TableMeta, TableUid,
+    Value,
+};
 
 /// Implemented by the vnode server over its local storage.
 pub trait ScanSource {
     fn schema(&self, stable: &str) -> Option<StableSchema>;
     /// This vnode's subtables of the stable.
-    fn tables(&self, stable: &str) -> Vec<TableMeta>;
-    fn table(&self, name: &str) -> Option<TableMeta>;
+    fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>>;
+    fn table(&self, name: &str) -> Option<Arc<TableMeta>>;
     /// Rows with ts_min <= ts <= ts_max ordered by ts, deduplicated, one Column per requested
     /// stable column index (0 = ts).
     fn scan(
@@ -57,6 +62,38 @@ pub trait ScanSource {
         uids.iter().map(|u| self.last_row(*u, columns)).collect()
     }
 
+    /// `last_row` for many subtables of `stable`, as columns: the positions (into `uids`,
+    /// ascending) of the subtables that have rows and one column per entry of `columns`
+    /// holding their last rows in that order.
+    fn last_rows_columns(
+        &self,
+        stable: &str,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        let schema = self
+            .schema(stable)
+            .ok_or_else(|| format!("STABLE '{stable}' not found"))?;
+        let mut out = Vec::with_capacity(columns.len());
+        for c in columns {
+            let d = schema
+                .columns
+                .get(*c)
+                .ok_or_else(|| format!("STABLE '{stable}' has no column {c}"))?;
+            out.push(Column::empty(d.data_type, uids.len()));
+        }
+        let mut positions = Vec::new();
+        for (k, row) in self.last_rows(uids, columns)?.into_iter().enumerate() {
+            if let Some(row) = row {
+                for (o, r) in out.iter_mut().zip(&row) {
+                    o.extend(r);
+                }
+                positions.push(k);
+            }
+        }
+        Ok((positions, out))
+    }
+
     /// For each of `columns`: the (ts, value) of its last non-NULL value (LAST()).
     fn last_values(
         &self,
@@ -80,7 +117,12 @@ pub trait ScanSource {
 
     /// The subtables of `stable` whose tag `k` equals one of `values`, from a tag index;
     /// `None` when the source has no index (the caller then filters every subtable).
-    fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Option<Vec<TableMeta>> {
+    fn tables_by_tag(
+        &self,
+        stable: &str,
+        k: usize,
+        values: &[Value],
+    ) -> Option<Vec<Arc<TableMeta>>> {
         let _ = (stable, k, values);
         None
     }
@@ -91,6 +133,16 @@ pub trait ScanSource {
         let _ = uid;
         Ok(vec![(i64::MIN, i64::MAX)])
     }
+}
+
+fn check_cancelled(cancelled: &AtomicBool) -> Result<(), SqlError> {
+    if cancelled.load(Ordering::Relaxed) {
+        return Err(SqlError::Execution(
+            "fragment cancelled: its query was killed, timed out or its coordinator went away"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Blocks answered from summaries (tests check the path is taken).
@@ -393,6 +445,60 @@ fn sma_args(f: &Fragment, keys: &[PExpr], aggs: &[AggSpec]) -> Option<Vec<SumArg
         .collect()
 }
 
+/// [`layout_columns`] for one row from each of several subtables of one STABLE: `scanned`
+/// holds one row per entry of `metas`, in order.
+fn multi_table_layout(
+    layout: &[InputCol],
+    metas: &[&TableMeta],
+    schema: &StableSchema,
+    scanned: &mut HashMap<usize, Column>,
+) -> Result<Vec<Column>, SqlError> {
+    let n = metas.len();
+    layout
+        .iter()
+        .map(|c| match c {
+            InputCol::Col(i) => scanned
+                .remove(i)
+                .ok_or_else(|| SqlError::Execution(format!("column {i} was not scanned"))),
+            InputCol::Tag(i) => {
+                let def = schema.tags.get(*i).ok_or_else(|| {
+                    SqlError::Execution(format!("STABLE {} has no tag {i}", schema.name))
+                })?;
+                let t = def.data_type;
+                let mut col = Column::empty(t, n);
+                for m in metas {
+                    let v = m.tags.get(*i).unwrap_or(&Value::Null);
+                    // The common case (the value has the tag's type) pushes directly; anything
+                    // else is converted as for a single subtable.
+                    let direct = matches!(
+                        (t.physical(), v),
+                        (_, Value::Null)
+                            | (PhysicalType::Bool, Value::Bool(_))
+                            | (PhysicalType::Int, Value::Int(_))
+                            | (PhysicalType::UInt, Value::UInt(_))
+                            | (PhysicalType::Float, Value::Float(_))
+                            | (PhysicalType::Str, Value::Str(_))
+                            | (PhysicalType::Timestamp, Value::Timestamp(_))
+                    );
+                    if direct {
+                        col.push(v);
+                    } else {
+                        col.extend(&broadcast(v, t, 1));
+                    }
+                }
+                Ok(col)
+            }
+            InputCol::Tbname => {
+                let mut col = Column::empty(TBNAME_TYPE, n);
+                for m in metas {
+                    col.push(&Value::Str(m.name.clone()));
+                }
+                Ok(col)
+            }
+        })
+        .collect()
+}
+
 fn layout_columns(
     layout: &[InputCol],
     meta: &TableMeta,
@@ -421,9 +527,36 @@ fn layout_columns(
         .collect()
 }
 
-/// Runs a fragment over this vnode's data.
-pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, SqlError> {
-    let metas: Vec<TableMeta> = match &f.target {
+/// The subtables of this vnode that a fragment selects: its target, then its tag filter
+/// (DELETE uses this to find what to delete).
+pub fn fragment_tables(
+    f: &Fragment,
+    src: &dyn ScanSource,
+) -> Result<Vec<Arc<TableMeta>>, SqlError> {
+    let metas = target_tables(f, src)?;
+    let Some(tf) = &f.tag_filter else {
+        return Ok(metas);
+    };
+    let mut schemas: HashMap<String, Option<StableSchema>> = HashMap::new();
+    let mut keep = Vec::with_capacity(metas.len());
+    for meta in metas {
+        let schema = schemas
+            .entry(meta.stable.clone())
+            .or_insert_with(|| src.schema(&meta.stable));
+        let Some(schema) = schema else {
+            continue;
+        };
+        let cols = layout_columns(&f.tag_layout, &meta, schema, &mut HashMap::new(), 1)?;
+        if !true_rows(&eval(tf, &cols, 1)?, 1).is_empty() {
+            keep.push(meta);
+        }
+    }
+    Ok(keep)
+}
+
+/// The fragment's target subtables on this vnode, before its tag filter.
+fn target_tables(f: &Fragment, src: &dyn ScanSource) -> Result<Vec<Arc<TableMeta>>, SqlError> {
+    Ok(match &f.target {
         // A vnode learns a STABLE's schema with its first subtable; one that never saw the
         // STABLE holds none of its subtables and contributes an empty partial result.
         ScanTarget::Stable(s) => {
@@ -442,7 +575,22 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         ScanTarget::Table(t) => vec![src.table(t).ok_or_else(|| {
             SqlError::TableNotFound(format!("table '{t}' not found on this vnode"))
         })?],
-    };
+    })
+}
+
+/// Runs a fragment over this vnode's data.
+pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, SqlError> {
+    execute_fragment_until(f, src, &AtomicBool::new(false))
+}
+
+/// [`execute_fragment`] that gives up, with an error, at the first subtable or block after
+/// `cancelled` is set (its query was killed, timed out or its coordinator went away).
+pub fn execute_fragment_until(
+    f: &Fragment,
+    src: &dyn ScanSource,
+    cancelled: &AtomicBool,
+) -> Result<Batch, SqlError> {
+    let metas = target_tables(f, src)?;
     let mut scan_cols: Vec<usize> = vec![0];
     let mut prefetched: Option<HashMap<TableUid, Option<Vec<Column>>>> = None;
     for c in &f.layout {
@@ -470,35 +618,92 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         FragmentOp::PartialAgg { keys, aggs } => latest_mode(f, keys, aggs),
         FragmentOp::Project { .. } => None,
     };
-    // LAST_ROW over many subtables: apply the tag filter first, then fetch every last row in
-    // one call (the storage answers cache hits under one lock).
+    // LAST_ROW over many subtables of a STABLE: filter the subtables by tags, fetch every
+    // last row in one call (the storage answers cache hits under one lock), and feed the ones
+    // that qualify (time range, row filter) to the aggregation as one batch. A subtable whose
+    // last row does not qualify goes through the per-subtable search below.
     let mut metas = metas;
     let mut tags_checked = false;
-    if latest == Some(LatestMode::LastRow) && metas.len() > 1 && f.ts_min <= f.ts_max {
-        if let Some(tf) = &f.tag_filter {
-            let mut keep = Vec::with_capacity(metas.len());
-            for meta in metas {
-                let Some(schema) = src.schema(&meta.stable) else {
-                    continue;
-                };
-                let cols = layout_columns(&f.tag_layout, &meta, &schema, &mut HashMap::new(), 1)?;
-                if !true_rows(&eval(tf, &cols, 1)?, 1).is_empty() {
-                    keep.push(meta);
+    if let (Some(LatestMode::LastRow), ScanTarget::Stable(stable), Some(a)) =
+        (latest, &f.target, agg.as_mut())
+    {
+        if metas.len() > 1 && f.ts_min <= f.ts_max {
+            let FragmentOp::PartialAgg { keys, .. } = &f.op else {
+                return Err(SqlError::Execution("LAST_ROW without aggregation".into()));
+            };
+            let Some(schema) = src.schema(stable) else {
+                return Ok(a.agg.partial());
+            };
+            if let Some(tf) = &f.tag_filter {
+                let all: Vec<&TableMeta> = metas.iter().map(|m| &**m).collect();
+                let cols = multi_table_layout(&f.tag_layout, &all, &schema, &mut HashMap::new())?;
+                let keep = true_rows(&eval(tf, &cols, all.len())?, all.len());
+                metas = keep.iter().filter_map(|i| metas.get(*i).cloned()).collect();
+            }
+            tags_checked = true;
+            let uids: Vec<TableUid> = metas.iter().map(|m| m.uid).collect();
+            let (pos, rows) = src
+                .last_rows_columns(stable, &uids, &scan_cols)
+                .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
+            let found: Vec<&TableMeta> = pos
+                .iter()
+                .filter_map(|k| metas.get(*k).map(|m| &**m))
+                .collect();
+            let n = found.len();
+            let ts: Vec<i64> = match rows.first() {
+                Some(c) => (0..c.len())
+                    .map(|i| c.get(i).as_i64().unwrap_or(i64::MIN))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let mut by_idx: HashMap<usize, Column> = scan_cols
+                .iter()
+                .copied()
+                .zip(rows.iter().cloned())
+                .collect();
+            let cols = multi_table_layout(&f.layout, &found, &schema, &mut by_idx)?;
+            let mut ok: Vec<bool> = ts
+                .iter()
+                .map(|t| *t >= f.ts_min && *t <= f.ts_max)
+                .collect();
+            if let Some(pred) = &f.filter {
+                let pass = true_rows(&eval(pred, &cols, n)?, n);
+                let mut m = vec![false; n];
+                for i in pass {
+                    m[i] = true;
+                }
+                for (o, p) in ok.iter_mut().zip(m) {
+                    *o &= p;
                 }
             }
-            metas = keep;
+            let good: Vec<usize> = (0..n).filter(|i| ok[*i]).collect();
+            if good.len() == n {
+                a.update(keys, cols, n)?;
+            } else if !good.is_empty() {
+                let cols = cols.iter().map(|c| c.take(&good)).collect();
+                a.update(keys, cols, good.len())?;
+            }
+            let bad: Vec<usize> = (0..n).filter(|i| !ok[*i]).collect();
+            prefetched = Some(
+                bad.iter()
+                    .map(|j| {
+                        let row = rows.iter().map(|c| c.slice(*j, j + 1)).collect();
+                        (found[*j].uid, Some(row))
+                    })
+                    .collect(),
+            );
+            let retry: Vec<Arc<TableMeta>> = bad
+                .iter()
+                .filter_map(|j| pos.get(*j).and_then(|k| metas.get(*k)).cloned())
+                .collect();
+            metas = retry;
         }
-        tags_checked = true;
-        let uids: Vec<TableUid> = metas.iter().map(|m| m.uid).collect();
-        let rows = src
-            .last_rows(&uids, &scan_cols)
-            .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
-        prefetched = Some(uids.into_iter().zip(rows).collect());
     }
     for meta in &metas {
         if f.limit.is_some_and(|l| out.num_rows() as u64 >= l) {
             break;
         }
+        check_cancelled(cancelled)?;
         if !schemas.contains_key(&meta.stable) {
             let s = src.schema(&meta.stable).ok_or_else(|| {
                 SqlError::StableNotFound(format!(
@@ -543,6 +748,7 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
         }
         .map_err(|e| SqlError::Execution(format!("scan of table {}: {e}", meta.name)))?;
         for piece in pieces {
+            check_cancelled(cancelled)?;
             let scanned = match piece {
                 ScanPiece::Rows(c) => c,
                 ScanPiece::Summary {
@@ -573,7 +779,16 @@ pub fn execute_fragment(f: &Fragment, src: &dyn ScanSource) -> Result<Batch, Sql
                         })?
                 }
             };
-            process_rows(f, &mut out, agg.as_mut(), meta, schema, &scan_cols, scanned)?;
+            process_rows_until(
+                f,
+                &mut out,
+                agg.as_mut(),
+                meta,
+                schema,
+                &scan_cols,
+                scanned,
+                cancelled,
+            )?;
         }
     }
     if let (Some(mut a), FragmentOp::PartialAgg { keys, .. }) = (agg, &f.op) {
@@ -634,6 +849,38 @@ impl BufferedAgg {
 }
 
 /// Feeds one scanned run of rows through layout, filter and the fragment's operator.
+/// Rows processed between two cancellation checks: an abandoned query stops within one
+/// chunk of a long scan, not at the end of the subtable.
+const CANCEL_CHECK_ROWS: usize = 16_384;
+
+/// [`process_rows`] in chunks of [`CANCEL_CHECK_ROWS`], checking `cancelled` before each
+/// (rows are independent here, so chunking changes no result).
+#[allow(clippy::too_many_arguments)]
+fn process_rows_until(
+    f: &Fragment,
+    out: &mut Batch,
+    mut agg: Option<&mut BufferedAgg>,
+    meta: &TableMeta,
+    schema: &StableSchema,
+    scan_cols: &[usize],
+    scanned: Vec<Column>,
+    cancelled: &AtomicBool,
+) -> Result<(), SqlError> {
+    let n = scanned.first().map(Column::len).unwrap_or(0);
+    if n <= CANCEL_CHECK_ROWS {
+        return process_rows(f, out, agg, meta, schema, scan_cols, scanned);
+    }
+    let mut start = 0;
+    while start < n {
+        check_cancelled(cancelled)?;
+        let end = (start + CANCEL_CHECK_ROWS).min(n);
+        let chunk = scanned.iter().map(|c| c.slice(start, end)).collect();
+        process_rows(f, out, agg.as_deref_mut(), meta, schema, scan_cols, chunk)?;
+        start = end;
+    }
+    Ok(())
+}
+
 fn process_rows(
     f: &Fragment,
     out: &mut Batch,

@@ -41,10 +41,13 @@ pub use agg::{AggFunc, AggSpec};
 pub use ast::*;
 pub use bind::{bind_create_subtable, bind_insert};
 pub use error::{Pos, SqlError};
-pub use exec::{execute_fragment, finish, ColSummary, ScanPiece, ScanSource};
+pub use exec::{
+    execute_fragment, execute_fragment_until, finish, fragment_tables, ColSummary, ScanPiece,
+    ScanSource,
+};
 pub use explain::{explain, finish_analyze, FragmentStats};
 pub use expr::PExpr;
-pub use parser::parse;
+pub use parser::{parse, SQL_BYTES_MAX};
 pub use plan::{
     plan_query, referenced_tables, Catalog, FillMode, Fragment, FragmentOp, FragmentSpec,
     FragmentTarget, InputCol, Node, QueryPlan, RowFn, ScanTarget, SelectMode, WindowKind,

@@ -7,6 +7,9 @@ use crate::error::{syntax, Pos, SqlError};
 use crate::lexer::{tokenize, Tok, Token};
 use tidal_common::{parse_duration, ColumnDef, DataType, DbOptions, Precision, Value};
 
+// CREATE/ALTER/DROP USER, SHOW USERS, GRANT, REVOKE.
+mod users;
+
 /// Words that end an expression list or cannot be an implicit alias.
 const RESERVED: &[&str] = &[
     "select",
@@ -58,8 +61,19 @@ const RESERVED: &[&str] = &[
     "every",
 ];
 
+/// Longest SQL text accepted, in bytes (TDengine's maximum SQL length is 1 MB): bounds the
+/// memory and time one request can take in the parser. Larger loads belong in several
+/// statements or the write API.
+pub const SQL_BYTES_MAX: usize = 1 << 20;
+
 /// Parses one or more `;`-separated statements; empty statements are skipped.
 pub fn parse(sql: &str) -> Result<Vec<Statement>, SqlError> {
+    if sql.len() > SQL_BYTES_MAX {
+        return Err(SqlError::InvalidArgument(format!(
+            "SQL statement too long: {} bytes, the limit is {SQL_BYTES_MAX} bytes (1 MiB); split it into several statements",
+            sql.len()
+        )));
+    }
     let tokens = tokenize(sql)?;
     let mut p = Parser {
         t: tokens,
@@ -282,10 +296,34 @@ impl Parser {
                 self.advance();
                 self.show()
             }
+            "kill" => {
+                self.advance();
+                self.kill()
+            }
+            "grant" | "revoke" => {
+                self.advance();
+                self.grant(kw == "revoke")
+            }
             "describe" | "desc" => {
                 self.advance();
                 Ok(Statement::Describe {
                     table: self.object_ref("a table name")?,
+                })
+            }
+            "delete" => {
+                self.advance();
+                self.expect_kw("from")?;
+                let table_pos = self.pos();
+                let table = self.object_ref("a table name")?;
+                let selection = if self.eat_kw("where") {
+                    Some(self.expr()?)
+                } else {
+                    None
+                };
+                Ok(Statement::Delete {
+                    table,
+                    table_pos,
+                    selection,
                 })
             }
             "flush" | "compact" => {
@@ -303,6 +341,9 @@ impl Parser {
     }
 
     fn create(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("user") {
+            return self.create_user();
+        }
         if self.eat_kw("database") {
             let if_not_exists = self.if_not_exists()?;
             let name = self.ident("a database name")?;
@@ -601,6 +642,9 @@ impl Parser {
 
     /// ALTER DATABASE name option value ... (the options a running database can change).
     fn alter(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("user") {
+            return self.alter_user();
+        }
         self.expect_kw("database")?;
         let name = self.ident("a database name")?;
         let pos = self.pos();
@@ -632,6 +676,9 @@ impl Parser {
     }
 
     fn drop(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("user") {
+            return self.drop_user();
+        }
         if self.eat_kw("database") {
             let if_exists = self.if_exists()?;
             return Ok(Statement::DropDatabase {
@@ -659,11 +706,47 @@ impl Parser {
     }
 
     fn show(&mut self) -> Result<Statement, SqlError> {
+        if self.eat_kw("users") {
+            return Ok(Statement::User(UserStatement::Show));
+        }
         if self.eat_kw("databases") {
             return Ok(Statement::ShowDatabases);
         }
         if self.eat_kw("dnodes") {
             return Ok(Statement::ShowDnodes);
+        }
+        if self.eat_kw("mnodes") {
+            return Ok(Statement::ShowMnodes);
+        }
+        if self.eat_kw("queries") {
+            return Ok(Statement::ShowQueries);
+        }
+        if self.eat_kw("create") {
+            if self.eat_kw("database") {
+                return Ok(Statement::ShowCreateDatabase {
+                    name: self.ident("a database name")?,
+                });
+            }
+            let stable = if self.eat_kw("stable") {
+                true
+            } else if self.eat_kw("table") {
+                false
+            } else {
+                return Err(self.unexpected("DATABASE, STABLE or TABLE"));
+            };
+            let table = self.object_ref("a table name")?;
+            return Ok(Statement::ShowCreateTable { table, stable });
+        }
+        // SHOW TABLE TAGS FROM t [FROM db] / SHOW TAGS FROM t [FROM db]
+        if self.peek_kw("table") && self.peek_kw_at(1, "tags") {
+            self.advance();
+            self.advance();
+            let table = self.show_from_table()?;
+            return Ok(Statement::ShowTableTags { table });
+        }
+        if self.eat_kw("tags") {
+            let table = self.show_from_table()?;
+            return Ok(Statement::ShowTags { table });
         }
         let db =
             if lower_ident(&self.peek().tok).is_some() && matches!(self.peek_at(1), Tok::Op(".")) {
@@ -673,24 +756,64 @@ impl Parser {
             } else {
                 None
             };
-        if self.eat_kw("stables") {
-            return Ok(Statement::ShowStables { db });
-        }
         if self.eat_kw("vgroups") {
             return Ok(Statement::ShowVgroups { db });
         }
-        if self.eat_kw("tables") {
+        let stables = self.eat_kw("stables");
+        if stables || self.eat_kw("tables") {
             let like = if self.eat_kw("like") {
-                match self.advance().tok {
-                    Tok::Str(s) => Some(s),
+                match &self.peek().tok {
+                    Tok::Str(s) => {
+                        let s = s.clone();
+                        self.advance();
+                        Some(s)
+                    }
                     _ => return Err(self.unexpected("a quoted pattern")),
                 }
             } else {
                 None
             };
-            return Ok(Statement::ShowTables { db, like });
+            return Ok(if stables {
+                Statement::ShowStables { db, like }
+            } else {
+                Statement::ShowTables { db, like }
+            });
         }
-        Err(self.unexpected("DATABASES, STABLES, TABLES, VGROUPS or DNODES"))
+        Err(self.unexpected(
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE or QUERIES",
+        ))
+    }
+
+    /// `FROM [db.]table [FROM db]` of SHOW [TABLE] TAGS.
+    fn show_from_table(&mut self) -> Result<ObjectRef, SqlError> {
+        self.expect_kw("from")?;
+        let mut table = self.object_ref("a table name")?;
+        if self.peek_kw("from") {
+            let pos = self.pos();
+            self.advance();
+            let db = self.ident("a database name")?;
+            if table.db.is_some() {
+                return Err(syntax(
+                    pos,
+                    format!("table {table} already names its database; drop FROM {db}"),
+                ));
+            }
+            table.db = Some(db);
+        }
+        Ok(table)
+    }
+
+    /// `KILL QUERY 'id'`
+    fn kill(&mut self) -> Result<Statement, SqlError> {
+        self.expect_kw("query")?;
+        match &self.peek().tok {
+            Tok::Str(s) => {
+                let id = s.clone();
+                self.advance();
+                Ok(Statement::KillQuery { id })
+            }
+            _ => Err(self.unexpected("a quoted query id from SHOW QUERIES, e.g. '1a2b:7'")),
+        }
     }
 
     fn insert(&mut self) -> Result<Statement, SqlError> {

@@ -90,18 +90,18 @@ impl ScanSource for Vnode {
     fn schema(&self, stable: &str) -> Option<StableSchema> {
         (stable == "readings").then(readings_schema)
     }
-    fn tables(&self, stable: &str) -> Vec<TableMeta> {
+    fn tables(&self, stable: &str) -> Vec<std::sync::Arc<TableMeta>> {
         self.tables
             .iter()
             .filter(|t| t.meta.stable == stable)
-            .map(|t| t.meta.clone())
+            .map(|t| std::sync::Arc::new(t.meta.clone()))
             .collect()
     }
-    fn table(&self, name: &str) -> Option<TableMeta> {
+    fn table(&self, name: &str) -> Option<std::sync::Arc<TableMeta>> {
         self.tables
             .iter()
             .find(|t| t.meta.name == name)
-            .map(|t| t.meta.clone())
+            .map(|t| std::sync::Arc::new(t.meta.clone()))
     }
     fn scan(
         &self,
@@ -454,7 +454,8 @@ fn parse_ddl_forms() {
     assert_eq!(
         s[1],
         Statement::ShowStables {
-            db: Some("iot".into())
+            db: Some("iot".into()),
+            like: None
         }
     );
     assert_eq!(
@@ -480,6 +481,69 @@ fn parse_ddl_forms() {
     );
     assert_eq!(s[7], Statement::FlushDatabase { name: "iot".into() });
     assert_eq!(s[8], Statement::CompactDatabase { name: "iot".into() });
+}
+
+#[test]
+fn show_kill_statements() {
+    let s = parse(
+        "show mnodes; show queries; show iot.stables like 'r%'; show create database iot; \
+         show create stable iot.readings; show create table r_1; show table tags from readings; \
+         show table tags from r_1 from iot; show tags from iot.r_1; kill query '1a:7'",
+    )
+    .unwrap();
+    assert_eq!(s[0], Statement::ShowMnodes);
+    assert_eq!(s[1], Statement::ShowQueries);
+    assert_eq!(
+        s[2],
+        Statement::ShowStables {
+            db: Some("iot".into()),
+            like: Some("r%".into())
+        }
+    );
+    assert_eq!(s[3], Statement::ShowCreateDatabase { name: "iot".into() });
+    assert_eq!(
+        s[4],
+        Statement::ShowCreateTable {
+            table: ObjectRef::new(Some("iot"), "readings"),
+            stable: true
+        }
+    );
+    assert_eq!(
+        s[5],
+        Statement::ShowCreateTable {
+            table: ObjectRef::new(None, "r_1"),
+            stable: false
+        }
+    );
+    assert_eq!(
+        s[6],
+        Statement::ShowTableTags {
+            table: ObjectRef::new(None, "readings")
+        }
+    );
+    assert_eq!(
+        s[7],
+        Statement::ShowTableTags {
+            table: ObjectRef::new(Some("iot"), "r_1")
+        }
+    );
+    assert_eq!(
+        s[8],
+        Statement::ShowTags {
+            table: ObjectRef::new(Some("iot"), "r_1")
+        }
+    );
+    assert_eq!(s[9], Statement::KillQuery { id: "1a:7".into() });
+    for (bad, want) in [
+        ("kill query 7", "expected a quoted query id"),
+        ("show tags from a.b from a", "already names its database"),
+        ("show create view v", "expected DATABASE, STABLE or TABLE"),
+        ("show tables like x", "expected a quoted pattern"),
+        ("show nothing", "expected DATABASES"),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
 }
 
 #[test]
@@ -1692,18 +1756,18 @@ mod tsbs {
         fn schema(&self, stable: &str) -> Option<StableSchema> {
             matches!(stable, "readings" | "diagnostics").then(|| schema(stable))
         }
-        fn tables(&self, stable: &str) -> Vec<TableMeta> {
+        fn tables(&self, stable: &str) -> Vec<std::sync::Arc<TableMeta>> {
             self.tables
                 .iter()
                 .filter(|t| t.meta.stable == stable)
-                .map(|t| t.meta.clone())
+                .map(|t| std::sync::Arc::new(t.meta.clone()))
                 .collect()
         }
-        fn table(&self, name: &str) -> Option<TableMeta> {
+        fn table(&self, name: &str) -> Option<std::sync::Arc<TableMeta>> {
             self.tables
                 .iter()
                 .find(|t| t.meta.name == name)
-                .map(|t| t.meta.clone())
+                .map(|t| std::sync::Arc::new(t.meta.clone()))
         }
         fn scan(
             &self,
@@ -2662,4 +2726,103 @@ fn time_and_math_functions() {
     assert!(err("select timetruncate(fleet, 1m) from readings")
         .to_string()
         .contains("needs a timestamp"));
+}
+
+#[test]
+fn last_row_over_many_subtables_matches_a_row_scan() {
+    // The batched LAST_ROW path (all subtables' last rows at once) must pick, per subtable, the
+    // row a plain scan ends with, including when the newest row fails the filter or the range.
+    let cut = T0 + 50_000;
+    for cond in [
+        String::new(),
+        "WHERE velocity <= 5".to_string(),
+        format!("WHERE ts <= {cut}"),
+        "WHERE velocity > 3 AND fleet = 'South'".to_string(),
+        format!("WHERE velocity IS NULL OR ts < {cut}"),
+    ] {
+        let fast = run(&format!(
+            "SELECT last_row(ts), tbname, last_row(velocity) FROM readings {cond} PARTITION BY tbname ORDER BY tbname"
+        ));
+        let all = run(&format!(
+            "SELECT ts, tbname, velocity FROM readings {cond} ORDER BY tbname, ts"
+        ));
+        let mut want: Vec<Vec<Value>> = Vec::new();
+        for r in rows(&all) {
+            match want.last_mut() {
+                Some(last) if last[1] == r[1] => *last = r.clone(),
+                _ => want.push(r.clone()),
+            }
+        }
+        assert!(!want.is_empty(), "{cond}: no rows");
+        assert_eq!(rows(&fast), want, "{cond}");
+    }
+}
+
+/// One vnode holding one subtable of `rows` rows (velocity = row index).
+fn big_vnode(rows: i64) -> Vnode {
+    let mut t = tables().remove(0);
+    t.rows = (0..rows)
+        .map(|r| {
+            vec![
+                Value::Timestamp(T0 + r),
+                Value::Float(1.0),
+                Value::Float(r as f64),
+                Value::Int(r % 3),
+            ]
+        })
+        .collect();
+    Vnode {
+        tables: vec![t],
+        sma_block: None,
+    }
+}
+
+#[test]
+fn long_scans_are_processed_in_chunks_that_stop_when_cancelled() {
+    use std::sync::atomic::AtomicBool;
+    const ROWS: i64 = 50_000; // several CANCEL_CHECK_ROWS chunks
+    let v = big_vnode(ROWS);
+    let q = query(
+        "SELECT COUNT(*), SUM(velocity), MIN(velocity), MAX(velocity) FROM readings \
+         WHERE velocity >= 0 INTERVAL(10s)",
+    );
+    let plan = plan_query(&q, Some("iot"), &Cat).unwrap();
+    let frag = &plan.fragments[0].fragment;
+    // Chunked processing gives the exact answer...
+    let partial = crate::exec::execute_fragment_until(frag, &v, &AtomicBool::new(false)).unwrap();
+    let out = finish(&plan, vec![(plan.fragments[0].id, vec![partial])]).unwrap();
+    assert_eq!(out.num_rows(), 5);
+    let (mut count, mut sum) = (0, 0.0);
+    for r in 0..out.num_rows() {
+        let row = out.row(r);
+        count += row[0].as_i64().unwrap();
+        sum += row[1].as_f64().unwrap();
+        let (lo, hi) = (r as f64 * 10_000.0, r as f64 * 10_000.0 + 9_999.0);
+        assert_eq!(row[2], Value::Float(lo), "window {r}");
+        assert_eq!(row[3], Value::Float(hi), "window {r}");
+    }
+    assert_eq!(count, ROWS);
+    assert_eq!(sum, (ROWS * (ROWS - 1) / 2) as f64);
+    // ...and a cancelled fragment stops with an error instead of finishing.
+    let e = crate::exec::execute_fragment_until(frag, &v, &AtomicBool::new(true)).unwrap_err();
+    assert!(e.to_string().contains("fragment cancelled"), "{e}");
+}
+
+#[test]
+fn aggregates_over_no_rows_give_one_row() {
+    // As TDengine 3: COUNT of nothing is 0 (one row), the other aggregates NULL, at the top
+    // level and over an empty subquery; with GROUP BY/PARTITION BY there are no groups.
+    for sql in [
+        "select count(*), avg(velocity), max(velocity) from readings where ts < 0",
+        "select count(*), avg(m), max(m) from (select tbname, avg(velocity) as m from readings partition by tbname) where m > 1000000",
+    ] {
+        let b = run(sql);
+        assert_eq!(
+            rows(&b),
+            vec![vec![Value::Int(0), Value::Null, Value::Null]],
+            "{sql}"
+        );
+    }
+    let b = run("select fleet, count(*) from readings where ts < 0 group by fleet");
+    assert!(rows(&b).is_empty());
 }

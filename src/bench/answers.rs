@@ -150,6 +150,31 @@ fn extra_column(engine: &str, q: QueryType) -> Option<usize> {
     }
 }
 
+impl Answer {
+    /// Rows of JSON cells (numbers, strings, timestamps as `YYYY-MM-DD HH:MM:SS[.fff]`, null).
+    pub fn from_json_rows(rows: &[Vec<serde_json::Value>]) -> Answer {
+        let rows = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|v| match v {
+                        serde_json::Value::String(s) => text_cell(s),
+                        other => json_cell(other),
+                    })
+                    .collect()
+            })
+            .collect();
+        Answer { rows }
+    }
+}
+
+/// `engine`'s answer to `q` with the columns Tidal's form lacks dropped, rows sorted.
+pub fn canonical_for(engine: &str, q: QueryType, a: &Answer) -> Answer {
+    Answer {
+        rows: canonical(engine, q, a),
+    }
+}
+
 /// Whether `engine`'s form of `q` computes what Tidal's does.
 pub fn comparable(engine: &str, q: QueryType) -> bool {
     match engine {

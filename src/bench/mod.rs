@@ -12,6 +12,7 @@
 
 pub mod answers;
 pub mod chart;
+pub mod differential;
 pub mod generate;
 pub mod http;
 pub mod peers;
@@ -43,6 +44,10 @@ enum BenchCommand {
     Run(run::RunArgs),
     /// Re-render the report and charts from a run's results.json (no measuring).
     Report(run::ReportArgs),
+    /// Load the same data into Tidal and DuckDB (via Python's duckdb module), run the 13 IoT
+    /// query types and random aggregate/window queries on both, and report disagreements
+    /// (exit status 1 if any).
+    Differential(differential::DiffArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
@@ -51,6 +56,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         BenchCommand::Queries(a) => queries::run(a),
         BenchCommand::Run(a) => run::run(a).await,
         BenchCommand::Report(a) => run::rerender(a),
+        BenchCommand::Differential(a) => differential::run(a).await,
     }
 }
 

@@ -7,8 +7,11 @@
 mod catalog;
 mod explain;
 mod insert_select;
+pub mod metrics;
+pub mod queries;
 pub mod schemaless;
 mod show;
+mod users;
 
 use catalog::Snapshot;
 use std::collections::HashMap;
@@ -28,6 +31,10 @@ type PendingCreates = (String, StableSchema, Vec<v1::SubtableDef>);
 
 pub struct SqlService {
     client: Client,
+    /// The statements this node is running (SHOW QUERIES / KILL QUERY); one per process.
+    queries: std::sync::Arc<queries::Registry>,
+    /// Query timeout of sessions that do not set one; 0 = none.
+    default_timeout_ms: u64,
 }
 
 /// An error of one statement: a status code and a message for the user.
@@ -113,12 +120,32 @@ impl Outcome {
 
 #[tonic::async_trait]
 impl Sql for SqlService {
+    async fn frontend_stats(
+        &self,
+        _req: Request<v1::Empty>,
+    ) -> Result<Response<v1::FrontendStatsResponse>, Status> {
+        Ok(Response::new(v1::FrontendStatsResponse {
+            statements: metrics::to_wire(),
+        }))
+    }
+
     async fn execute(
         &self,
         req: Request<v1::ExecuteRequest>,
     ) -> Result<Response<v1::ExecuteResponse>, Status> {
+        let addr = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+        // The authenticated caller; a server without authentication acts as root.
+        let principal = req.extensions().get::<crate::server::auth::Principal>();
+        let mut session = queries::Session {
+            client: addr(req.remote_addr()),
+            endpoint: addr(req.local_addr()),
+            user: principal.map(|p| p.name().to_string()).unwrap_or_default(),
+            superuser: principal.is_none_or(|p| p.is_superuser()),
+            ..Default::default()
+        };
         let r = req.into_inner();
-        match self.execute_text(&r.sql, &r.db).await {
+        session.timeout_ms = r.timeout_ms;
+        match self.execute_session(&r.sql, &r.db, &session).await {
             Ok(o) => Ok(Response::new(v1::ExecuteResponse {
                 has_rows: o.batch.is_some(),
                 batch: o.batch.as_ref().map(tidal_proto::convert::batch_to_wire),
@@ -132,17 +159,56 @@ impl Sql for SqlService {
 }
 
 impl SqlService {
-    pub fn new(client: Client) -> SqlService {
-        SqlService { client }
+    /// A frontend with the server's default query timeout (TIDAL_QUERY_TIMEOUT_MS, else
+    /// [`queries::DEFAULT_QUERY_TIMEOUT_MS`]); fails on a malformed setting.
+    pub fn try_new(client: Client) -> Result<SqlService, String> {
+        Ok(SqlService::with_timeout(
+            client,
+            queries::default_timeout_ms_from_env()?,
+        ))
     }
 
-    /// Runs every statement of `sql` in order and returns the last one's outcome.
-    pub async fn execute_text(&self, sql: &str, db: &str) -> ExecResult<Outcome> {
-        let stmts = tidal_sql::parse(sql)?;
+    /// A frontend whose sessions default to `default_timeout_ms` (0 = none).
+    pub fn with_timeout(client: Client, default_timeout_ms: u64) -> SqlService {
+        SqlService {
+            client,
+            queries: queries::Registry::global(),
+            default_timeout_ms,
+        }
+    }
+
+    /// Runs every statement of `sql` in order for `session` and returns the last one's
+    /// outcome. The request is listed by SHOW QUERIES while it runs and, when it holds only
+    /// queries, can be killed and times out.
+    pub async fn execute_session(
+        &self,
+        sql: &str,
+        db: &str,
+        session: &queries::Session,
+    ) -> ExecResult<Outcome> {
+        let start = std::time::Instant::now();
+        let stmts = tidal_sql::parse(sql).inspect_err(|_| {
+            metrics::record(metrics::StatementKind::Invalid, false, start.elapsed())
+        })?;
+        let killable = stmts.iter().all(queries::is_query);
+        let timeout_ms = match (killable, session.timeout_ms) {
+            (false, _) => 0,
+            (true, Some(ms)) => ms,
+            (true, None) => self.default_timeout_ms,
+        };
+        let reg = self.queries.register(sql, session, killable, timeout_ms)?;
+        reg.run(self.execute_statements(stmts, db)).await
+    }
+
+    async fn execute_statements(&self, stmts: Vec<Statement>, db: &str) -> ExecResult<Outcome> {
         let mut db = db.to_string();
         let mut last = Outcome::none(&db);
         for s in stmts {
-            last = self.execute_statement(s, &db).await?;
+            let kind = metrics::StatementKind::of(&s);
+            let start = std::time::Instant::now();
+            let r = self.execute_statement(s, &db).await;
+            metrics::record(kind, r.is_ok(), start.elapsed());
+            last = r?;
             db = last.db.clone();
         }
         Ok(last)
@@ -237,9 +303,9 @@ impl SqlService {
                 self.insert_select(db, target, &query).await
             }
             Statement::ShowDatabases => show::databases(self, db).await,
-            Statement::ShowStables { db: sdb } => {
+            Statement::ShowStables { db: sdb, like } => {
                 let sdb = self.db_of(&sdb, db)?.to_string();
-                show::stables(self, db, &sdb).await
+                show::stables(self, db, &sdb, like.as_deref()).await
             }
             Statement::ShowTables { db: sdb, like } => {
                 let sdb = self.db_of(&sdb, db)?.to_string();
@@ -250,7 +316,23 @@ impl SqlService {
                 show::vgroups(self, db, &sdb).await
             }
             Statement::ShowDnodes => show::dnodes(self, db).await,
+            Statement::ShowMnodes => show::mnodes(self, db).await,
+            Statement::ShowTableTags { table } => show::table_tags(self, db, &table).await,
+            Statement::ShowTags { table } => show::tags(self, db, &table).await,
+            Statement::ShowCreateDatabase { name } => show::create_database(self, db, &name).await,
+            Statement::ShowCreateTable { table, stable } => {
+                show::create_table(self, db, &table, stable).await
+            }
+            Statement::ShowQueries => {
+                let by = queries::current();
+                show::queries(db, &self.queries.visible_to(by.as_deref()))
+            }
+            Statement::KillQuery { id } => {
+                self.queries.kill(&id, queries::current().as_deref())?;
+                Ok(Outcome::none(db))
+            }
             Statement::Describe { table } => show::describe(self, db, &table).await,
+            Statement::User(u) => users::execute(self, u, db).await,
             Statement::AlterDatabase { name, options, set } => {
                 let mut m = self.client.mnode()?;
                 let cur = m
@@ -279,12 +361,88 @@ impl SqlService {
                 self.client.invalidate(&name);
                 Ok(Outcome::none(db))
             }
+            Statement::Delete {
+                table,
+                table_pos,
+                selection,
+            } => self.delete(db, table, table_pos, selection).await,
             Statement::FlushDatabase { name } => self.flush_or_compact(db, &name, false).await,
             Statement::CompactDatabase { name } => self.flush_or_compact(db, &name, true).await,
         }
     }
 
     /// FLUSH / COMPACT DATABASE: every vgroup in parallel; returns when all are done.
+    /// `DELETE FROM t [WHERE ...]`: planned as a scan of `t` so the time range, the subtable
+    /// and the tag/tbname filter come out as they do for SELECT; a condition on any other
+    /// column is refused. Each vgroup deletes what the fragment selects; the total is the
+    /// affected row count.
+    async fn delete(
+        &self,
+        db: &str,
+        table: tidal_sql::ObjectRef,
+        pos: tidal_sql::Pos,
+        selection: Option<tidal_sql::Expr>,
+    ) -> ExecResult<Outcome> {
+        let q = tidal_sql::Query {
+            distinct: false,
+            projection: vec![tidal_sql::SelectItem::Wildcard(pos)],
+            from: tidal_sql::FromItem::Table {
+                name: table.clone(),
+                alias: None,
+                pos,
+            },
+            selection,
+            partition_by: Vec::new(),
+            window: None,
+            group_by: Vec::new(),
+            having: None,
+            order_by: Vec::new(),
+            slimit: None,
+            limit: None,
+        };
+        let snapshot = Snapshot::load(self, db, &q).await?;
+        let default_db = (!db.is_empty()).then_some(db);
+        let plan = tidal_sql::plan_query(&q, default_db, &snapshot)?;
+        let [spec] = plan.fragments.as_slice() else {
+            return Err(ExecError::new(
+                StatusCode::Internal,
+                format!("DELETE planned into {} fragments", plan.fragments.len()),
+            ));
+        };
+        if spec.fragment.filter.is_some() {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "DELETE FROM {} at {pos}: the WHERE clause may only use the timestamp, tags and tbname",
+                    table.name
+                ),
+            ));
+        }
+        let route = self.client.route(&spec.db).await?;
+        let targets: Vec<_> = match &spec.target {
+            FragmentTarget::AllVgroups => route.vgroups.clone(),
+            FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
+        };
+        let bytes = spec.fragment.to_bytes();
+        let mut calls = Vec::with_capacity(targets.len());
+        for vg in targets {
+            let mut d = self.client.dnode(&vg.addr)?;
+            let req = v1::FragmentRequest {
+                vnode: Some(v1::VnodeRef {
+                    db: spec.db.clone(),
+                    vgroup_id: vg.id.0,
+                }),
+                fragment: bytes.clone(),
+            };
+            calls.push(async move { d.delete(req).await });
+        }
+        let mut rows = 0;
+        for r in futures::future::join_all(calls).await {
+            rows += r?.into_inner().rows;
+        }
+        Ok(Outcome::affected(db, rows))
+    }
+
     async fn flush_or_compact(&self, db: &str, name: &str, compact: bool) -> ExecResult<Outcome> {
         let route = self.client.refresh_route(name).await?;
         let mut calls = Vec::with_capacity(route.vgroups.len());
@@ -574,7 +732,11 @@ impl SqlService {
         &self,
         plan: &tidal_sql::QueryPlan,
     ) -> ExecResult<Vec<(u32, Batch, std::time::Duration)>> {
-        let mut tasks = Vec::new();
+        // Dropping this future (the statement was killed, timed out or failed on another
+        // vgroup) aborts the calls still in flight, which stops their work on the data nodes.
+        let mut tasks = queries::AbortOnDrop(Vec::new());
+        let running = queries::current();
+        let timeout = queries::fragment_timeout();
         for spec in &plan.fragments {
             let route = self.client.route(&spec.db).await?;
             let targets: Vec<_> = match &spec.target {
@@ -584,23 +746,29 @@ impl SqlService {
             let bytes = spec.fragment.to_bytes();
             for vg in targets {
                 let mut d = self.client.dnode(&vg.addr)?;
-                let req = v1::FragmentRequest {
+                let mut req = Request::new(v1::FragmentRequest {
                     vnode: Some(v1::VnodeRef {
                         db: spec.db.clone(),
                         vgroup_id: vg.id.0,
                     }),
                     fragment: bytes.clone(),
-                };
+                });
+                if let Some(t) = timeout {
+                    // The data node's own deadline, in case this node vanishes mid-query.
+                    req.set_timeout(t);
+                }
                 let id = spec.id;
-                tasks.push(tokio::spawn(async move {
+                let in_flight = running.as_ref().map(|r| r.fragment_started());
+                tasks.0.push(tokio::spawn(async move {
+                    let _in_flight = in_flight;
                     let start = std::time::Instant::now();
                     let r = d.exec_fragment(req).await;
                     (id, r, start.elapsed())
                 }));
             }
         }
-        let mut out = Vec::with_capacity(tasks.len());
-        for t in tasks {
+        let mut out = Vec::with_capacity(tasks.0.len());
+        for t in tasks.0.iter_mut() {
             let (id, res, took) = t
                 .await
                 .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
@@ -621,7 +789,13 @@ impl SqlService {
         for (id, batch, _) in self.run_fragments(&plan).await? {
             results.entry(id).or_default().push(batch);
         }
-        let batch = tidal_sql::finish(&plan, results.into_iter().collect())?;
+        // The merge can be long CPU work: off the async workers, so that a KILL or timeout
+        // answers the client at once (the merge then runs to its end unobserved).
+        let batch = tokio::task::spawn_blocking(move || {
+            tidal_sql::finish(&plan, results.into_iter().collect())
+        })
+        .await
+        .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))??;
         Ok(Outcome::rows(db, batch, precision))
     }
 }

@@ -1,8 +1,16 @@
-//! SHOW and DESCRIBE: catalog views assembled from the mnode and the data nodes.
+//! SHOW and DESCRIBE: catalog views assembled from the mnode and the data nodes, the
+//! `SHOW CREATE` statements that recreate an object, and SHOW QUERIES over this node's
+//! registry of running statements. Output columns follow TDengine 3.x names where it has them.
 
+use super::catalog::Snapshot;
+use super::queries::Running;
 use super::{ExecError, ExecResult, Outcome, SqlService};
-use tidal_common::{Batch, DataType, Field, Precision, StatusCode, Value};
-use tidal_proto::convert::{options_from_wire, table_meta_from_wire};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tidal_common::{
+    Batch, DataType, DbOptions, Field, Precision, StableSchema, StatusCode, TableMeta, Value,
+};
+use tidal_proto::convert::{batch_from_wire, options_from_wire, table_meta_from_wire};
 use tidal_proto::v1;
 use tidal_sql::ObjectRef;
 
@@ -37,6 +45,24 @@ fn minutes(m: u64) -> String {
     }
 }
 
+/// The statistics of vgroup `vgroup_id` of `db` on the data node `addr`; `None` when it does
+/// not answer.
+async fn vnode_stats(
+    svc: &SqlService,
+    db: &str,
+    vgroup_id: u32,
+    addr: &str,
+) -> Option<v1::VnodeStatsResponse> {
+    let mut d = svc.client.dnode(addr).ok()?;
+    d.vnode_stats(v1::VnodeRef {
+        db: db.to_string(),
+        vgroup_id,
+    })
+    .await
+    .ok()
+    .map(|r| r.into_inner())
+}
+
 pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
     let list = svc
         .client
@@ -49,33 +75,58 @@ pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
         varchar("name"),
         ts("create_time"),
         int("vgroups"),
+        int("ntables"),
         int("replica"),
         varchar("duration"),
         varchar("keep"),
         int("buffer"),
         int("minrows"),
         int("maxrows"),
+        int("comp"),
         varchar("precision"),
+        varchar("status"),
         varchar("cachemodel"),
         int("cachesize"),
         int("wal_level"),
         int("wal_fsync_period"),
         int("stt_trigger"),
     ];
+    // Table counts come from every vgroup of every database, asked in parallel.
+    let stats = futures::future::join_all(list.iter().map(|d| {
+        futures::future::join_all(
+            d.vgroups
+                .iter()
+                .map(|vg| vnode_stats(svc, &d.name, vg.id, &vg.dnode_addr)),
+        )
+    }))
+    .await;
     let mut rows = Vec::new();
-    for d in list {
+    for (d, stats) in list.into_iter().zip(stats) {
         let o = options_from_wire(d.options.as_ref())?;
+        let offline = stats.iter().filter(|st| st.is_none()).count();
+        let ntables: u64 = stats.iter().flatten().map(|st| st.tables).sum();
         rows.push(vec![
             s(d.name),
             Value::Timestamp(d.created_ms),
             i(o.vgroups),
+            if offline == 0 {
+                i(ntables)
+            } else {
+                Value::Null
+            },
             i(o.replica),
             s(minutes(o.duration_minutes)),
             s(minutes(o.keep_minutes)),
             i(o.buffer_mb),
             i(o.minrows),
             i(o.maxrows),
+            i(o.comp),
             s(o.precision.as_str()),
+            s(if offline == 0 {
+                "ready".to_string()
+            } else {
+                format!("{offline} of {} vgroups offline", stats.len())
+            }),
             s(o.cache_model),
             i(o.cache_size_mb),
             i(o.wal_level),
@@ -90,7 +141,12 @@ pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
     ))
 }
 
-pub async fn stables(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcome> {
+pub async fn stables(
+    svc: &SqlService,
+    db: &str,
+    sdb: &str,
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
     let list = svc
         .client
         .mnode()?
@@ -109,6 +165,7 @@ pub async fn stables(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
     ];
     let rows: Vec<Vec<Value>> = list
         .into_iter()
+        .filter(|st| pattern.is_none_or(|p| like(p, &st.name)))
         .map(|st| {
             vec![
                 s(st.name),
@@ -199,6 +256,94 @@ pub async fn tables(
     ))
 }
 
+/// Backquotes a name so that any name survives a round trip through the parser.
+fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// A single-quoted SQL string literal.
+fn quote_str(v: &str) -> String {
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// The rows each vgroup of `sdb` holds, by vgroup id: a `COUNT(*)` of every STABLE, run on
+/// each vgroup separately (block statistics answer most of it without reading rows). A
+/// vgroup that fails to answer is missing from the map.
+async fn rows_per_vgroup(
+    svc: &SqlService,
+    sdb: &str,
+    vgroups: &[v1::VgroupInfo],
+) -> ExecResult<HashMap<u32, u64>> {
+    let stables = svc
+        .client
+        .mnode()?
+        .list_stables(v1::ListStablesRequest {
+            db: sdb.to_string(),
+        })
+        .await?
+        .into_inner()
+        .stables;
+    let mut plans = Vec::with_capacity(stables.len());
+    for st in &stables {
+        let sql = format!(
+            "SELECT COUNT(*) FROM {}.{}",
+            quote_ident(sdb),
+            quote_ident(&st.name)
+        );
+        let Some(tidal_sql::Statement::Select(q)) = tidal_sql::parse(&sql)?.pop() else {
+            return Err(ExecError::new(
+                StatusCode::Internal,
+                format!("row count query did not parse as a query: {sql}"),
+            ));
+        };
+        let snapshot = Snapshot::load(svc, sdb, &q).await?;
+        let plan = tidal_sql::plan_query(&q, Some(sdb), &snapshot)?;
+        let [spec] = plan.fragments.as_slice() else {
+            return Err(ExecError::new(
+                StatusCode::Internal,
+                format!("{sql} planned into {} fragments", plan.fragments.len()),
+            ));
+        };
+        let bytes = spec.fragment.to_bytes();
+        let id = spec.id;
+        plans.push((plan, id, bytes));
+    }
+    let per_vgroup = vgroups.iter().map(|vg| {
+        let plans = &plans;
+        async move {
+            let mut total = 0u64;
+            for (plan, id, bytes) in plans {
+                let mut d = svc.client.dnode(&vg.dnode_addr).ok()?;
+                let batch = d
+                    .exec_fragment(v1::FragmentRequest {
+                        vnode: Some(v1::VnodeRef {
+                            db: sdb.to_string(),
+                            vgroup_id: vg.id,
+                        }),
+                        fragment: bytes.clone(),
+                    })
+                    .await
+                    .ok()?
+                    .into_inner();
+                let partial = batch_from_wire(batch).ok()?;
+                let out = tidal_sql::finish(plan, vec![(*id, vec![partial])]).ok()?;
+                let n = match out.columns.first().map(|c| c.get(0)) {
+                    Some(Value::Int(n)) => u64::try_from(n).ok()?,
+                    Some(Value::UInt(n)) => n,
+                    _ => 0,
+                };
+                total += n;
+            }
+            Some((vg.id, total))
+        }
+    });
+    Ok(futures::future::join_all(per_vgroup)
+        .await
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
 pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcome> {
     let info = svc
         .client
@@ -208,20 +353,15 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         })
         .await?
         .into_inner();
+    let stats = futures::future::join_all(
+        info.vgroups
+            .iter()
+            .map(|vg| vnode_stats(svc, sdb, vg.id, &vg.dnode_addr)),
+    )
+    .await;
+    let counts = rows_per_vgroup(svc, sdb, &info.vgroups).await?;
     let mut rows = Vec::new();
-    for vg in &info.vgroups {
-        let stats = match svc
-            .client
-            .dnode(&vg.dnode_addr)?
-            .vnode_stats(v1::VnodeRef {
-                db: sdb.to_string(),
-                vgroup_id: vg.id,
-            })
-            .await
-        {
-            Ok(r) => Some(r.into_inner()),
-            Err(_) => None,
-        };
+    for (vg, stats) in info.vgroups.iter().zip(stats) {
         let stat = |f: fn(&v1::VnodeStatsResponse) -> u64| {
             stats.as_ref().map(|st| i(f(st))).unwrap_or(Value::Null)
         };
@@ -234,10 +374,10 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
             s(vg.dnode_addr.clone()),
             s(if stats.is_some() { "ready" } else { "offline" }),
             stat(|st| st.tables),
-            stat(|st| st.rows_written),
-            stat(|st| st.mem_bytes),
-            stat(|st| st.wal_bytes),
+            counts.get(&vg.id).map(|n| i(*n)).unwrap_or(Value::Null),
             stat(|st| st.disk_bytes),
+            stat(|st| st.wal_bytes),
+            stat(|st| st.mem_bytes),
         ]);
     }
     let fields = vec![
@@ -249,10 +389,10 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         varchar("dnode_endpoint"),
         varchar("status"),
         int("tables"),
-        int("rows_written"),
-        int("mem_bytes"),
-        int("wal_bytes"),
+        int("rows"),
         int("disk_bytes"),
+        int("wal_bytes"),
+        int("mem_bytes"),
     ];
     Ok(Outcome::rows(
         db,
@@ -275,6 +415,7 @@ pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
         int("vnodes"),
         varchar("status"),
         ts("create_time"),
+        ts("last_heartbeat"),
     ];
     let rows: Vec<Vec<Value>> = list
         .into_iter()
@@ -285,6 +426,363 @@ pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
                 i(d.vnodes),
                 s(if d.alive { "ready" } else { "offline" }),
                 Value::Timestamp(d.created_ms),
+                if d.last_heartbeat_ms > 0 {
+                    Value::Timestamp(d.last_heartbeat_ms)
+                } else {
+                    Value::Null
+                },
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// The cluster has one mnode (REPLICA 1 catalog): the one this node's client talks to.
+pub async fn mnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
+    let status = match svc.client.mnode()?.list_dnodes(v1::Empty {}).await {
+        Ok(_) => "ready",
+        Err(_) => "offline",
+    };
+    let fields = vec![
+        int("id"),
+        varchar("endpoint"),
+        varchar("role"),
+        varchar("status"),
+    ];
+    let rows = vec![vec![
+        i(1),
+        s(svc.client.mnode_addr()),
+        s("leader"),
+        s(status),
+    ]];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// A STABLE or a subtable, with the metadata SHOW needs of it.
+enum Named {
+    Stable(StableSchema),
+    Subtable(TableMeta, StableSchema),
+}
+
+async fn lookup(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<(String, Named)> {
+    let tdb = svc.db_of(&table.db, db)?.to_string();
+    match svc.client.stable(&tdb, &table.name).await {
+        Ok(schema) => return Ok((tdb, Named::Stable(schema))),
+        Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
+        Err(_) => {}
+    }
+    match svc.subtable(&tdb, &table.name).await? {
+        Some((meta, schema)) => Ok((tdb, Named::Subtable(meta, schema))),
+        None => Err(ExecError::new(
+            StatusCode::TableNotFound,
+            format!("table '{}' does not exist in database '{tdb}'", table.name),
+        )),
+    }
+}
+
+/// The subtables of `stable` on every vgroup of `tdb`, sorted by name.
+async fn subtables_of(svc: &SqlService, tdb: &str, stable: &str) -> ExecResult<Vec<TableMeta>> {
+    let route = svc.client.refresh_route(tdb).await?;
+    let calls = route.vgroups.iter().map(|vg| {
+        let d = svc.client.dnode(&vg.addr);
+        let req = v1::ListTablesRequest {
+            vnode: Some(v1::VnodeRef {
+                db: tdb.to_string(),
+                vgroup_id: vg.id.0,
+            }),
+            stable: Some(stable.to_string()),
+        };
+        async move { d?.list_tables(req).await.map_err(ExecError::from) }
+    });
+    let mut out = Vec::new();
+    for r in futures::future::join_all(calls).await {
+        out.extend(r?.into_inner().tables.iter().map(table_meta_from_wire));
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// `SHOW TABLE TAGS FROM t`: `tbname` and one column per tag, one row per subtable.
+pub async fn table_tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<Outcome> {
+    let (tdb, named) = lookup(svc, db, table).await?;
+    let (schema, metas) = match named {
+        Named::Stable(schema) => {
+            let metas = subtables_of(svc, &tdb, &schema.name).await?;
+            (schema, metas)
+        }
+        Named::Subtable(meta, schema) => (schema, vec![meta]),
+    };
+    let mut fields = vec![Field::new("tbname", DataType::VarChar(192))];
+    fields.extend(
+        schema
+            .tags
+            .iter()
+            .map(|t| Field::new(t.name.clone(), t.data_type)),
+    );
+    let rows: Vec<Vec<Value>> = metas
+        .into_iter()
+        .map(|m| {
+            let mut row = vec![s(m.name)];
+            // A tag added after the subtable was created has no value yet.
+            row.extend(
+                (0..schema.tags.len()).map(|k| m.tags.get(k).cloned().unwrap_or(Value::Null)),
+            );
+            row
+        })
+        .collect();
+    let precision = svc.precision(&tdb).await?;
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        precision,
+    ))
+}
+
+/// `SHOW TAGS FROM subtable`: one row per tag with its type and value.
+pub async fn tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<Outcome> {
+    let (tdb, named) = lookup(svc, db, table).await?;
+    let (meta, schema) = match named {
+        Named::Subtable(meta, schema) => (meta, schema),
+        Named::Stable(schema) => {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "'{}' is a STABLE; SHOW TAGS reads one subtable (SHOW TABLE TAGS FROM {} lists them all)",
+                    schema.name, schema.name
+                ),
+            ))
+        }
+    };
+    let precision = svc.precision(&tdb).await?;
+    let fields = vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("stable_name"),
+        varchar("tag_name"),
+        varchar("tag_type"),
+        Field::new("tag_value", DataType::VarChar(16_384)),
+    ];
+    let rows: Vec<Vec<Value>> = schema
+        .tags
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let v = meta.tags.get(k).cloned().unwrap_or(Value::Null);
+            let text = match v {
+                Value::Null => Value::Null,
+                Value::Timestamp(ts) => s(precision.format_timestamp(ts)),
+                v => s(v.to_string()),
+            };
+            vec![
+                s(meta.name.clone()),
+                s(tdb.clone()),
+                s(schema.name.clone()),
+                s(t.name.clone()),
+                s(t.data_type.to_string()),
+                text,
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// The CREATE DATABASE statement that recreates `name` with all its options.
+pub fn create_database_sql(name: &str, o: &DbOptions) -> String {
+    format!(
+        "CREATE DATABASE {} VGROUPS {} REPLICA {} PRECISION '{}' DURATION {} KEEP {} BUFFER {} \
+         WAL_LEVEL {} WAL_FSYNC_PERIOD {} CACHEMODEL {} CACHESIZE {} STT_TRIGGER {} MINROWS {} \
+         MAXROWS {} COMP {}",
+        quote_ident(name),
+        o.vgroups,
+        o.replica,
+        o.precision.as_str(),
+        minutes(o.duration_minutes),
+        minutes(o.keep_minutes),
+        o.buffer_mb,
+        o.wal_level,
+        o.wal_fsync_period_ms,
+        quote_str(&o.cache_model),
+        o.cache_size_mb,
+        o.stt_trigger,
+        o.minrows,
+        o.maxrows,
+        o.comp
+    )
+}
+
+/// The CREATE STABLE statement of `schema` (unqualified: it recreates the STABLE in the
+/// current database), with each column's ENCODE/COMPRESS/LEVEL as it was given.
+pub fn create_stable_sql(schema: &StableSchema) -> String {
+    let defs = |cols: &[tidal_common::ColumnDef]| {
+        cols.iter()
+            .map(|c| {
+                let mut d = format!("{} {}", quote_ident(&c.name), c.data_type);
+                if let Some(spec) = &c.codec {
+                    for (kw, v) in [
+                        ("ENCODE", &spec.encode),
+                        ("COMPRESS", &spec.compress),
+                        ("LEVEL", &spec.level),
+                    ] {
+                        if let Some(v) = v {
+                            d.push_str(&format!(" {kw} {}", quote_str(v)));
+                        }
+                    }
+                }
+                d
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "CREATE STABLE {} ({}) TAGS ({})",
+        quote_ident(&schema.name),
+        defs(&schema.columns),
+        defs(&schema.tags)
+    )
+}
+
+/// A tag value as a SQL literal that binds back to the same value.
+fn literal(tag: &str, v: &Value) -> ExecResult<String> {
+    Ok(match v {
+        Value::Null => "NULL".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(n) | Value::Timestamp(n) => n.to_string(),
+        Value::UInt(n) => n.to_string(),
+        // `{:?}` prints the shortest text that parses back to the same double (1.5, 1e300).
+        Value::Float(x) if x.is_finite() => format!("{x:?}"),
+        Value::Float(x) => {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!("tag '{tag}' holds {x}, which SQL cannot write as a literal"),
+            ))
+        }
+        Value::Str(v) => quote_str(v),
+    })
+}
+
+/// The CREATE TABLE ... USING statement of a subtable.
+pub fn create_subtable_sql(meta: &TableMeta, schema: &StableSchema) -> ExecResult<String> {
+    let names: Vec<String> = schema.tags.iter().map(|t| quote_ident(&t.name)).collect();
+    let mut values = Vec::with_capacity(schema.tags.len());
+    for (k, t) in schema.tags.iter().enumerate() {
+        values.push(literal(&t.name, meta.tags.get(k).unwrap_or(&Value::Null))?);
+    }
+    Ok(format!(
+        "CREATE TABLE {} USING {} ({}) TAGS ({})",
+        quote_ident(&meta.name),
+        quote_ident(&schema.name),
+        names.join(", "),
+        values.join(", ")
+    ))
+}
+
+pub async fn create_database(svc: &SqlService, db: &str, name: &str) -> ExecResult<Outcome> {
+    let info = svc
+        .client
+        .mnode()?
+        .get_database(v1::GetDatabaseRequest {
+            name: name.to_string(),
+        })
+        .await?
+        .into_inner();
+    let o = options_from_wire(info.options.as_ref())?;
+    let fields = vec![
+        varchar("Database"),
+        Field::new("Create Database", DataType::VarChar(4096)),
+    ];
+    let rows = vec![vec![
+        s(info.name.clone()),
+        s(create_database_sql(&info.name, &o)),
+    ]];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// SHOW CREATE STABLE (`stable`: the name must be a STABLE) or SHOW CREATE TABLE (either).
+pub async fn create_table(
+    svc: &SqlService,
+    db: &str,
+    table: &ObjectRef,
+    stable: bool,
+) -> ExecResult<Outcome> {
+    let (_, named) = lookup(svc, db, table).await?;
+    let (name, sql) = match named {
+        Named::Stable(schema) => (schema.name.clone(), create_stable_sql(&schema)),
+        Named::Subtable(meta, _) if stable => {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "'{}' is a subtable of STABLE '{}', not a STABLE: use SHOW CREATE TABLE {}",
+                    meta.name, meta.stable, meta.name
+                ),
+            ))
+        }
+        Named::Subtable(meta, schema) => (meta.name.clone(), create_subtable_sql(&meta, &schema)?),
+    };
+    // As TDengine, for a STABLE too.
+    let fields = vec![
+        varchar("Table"),
+        Field::new("Create Table", DataType::VarChar(65_535)),
+    ];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &[vec![s(name), s(sql)]]),
+        Precision::Millis,
+    ))
+}
+
+/// SHOW QUERIES: the statements this node coordinates right now, oldest first.
+pub fn queries(db: &str, running: &[Arc<Running>]) -> ExecResult<Outcome> {
+    let fields = vec![
+        varchar("kill_id"),
+        varchar("user"),
+        varchar("client"),
+        varchar("end_point"),
+        ts("create_time"),
+        int("exec_usec"),
+        varchar("state"),
+        int("sub_num"),
+        int("timeout_ms"),
+        varchar("kind"),
+        Field::new(
+            "sql",
+            DataType::VarChar((super::queries::SQL_TEXT_MAX_CHARS * 4 + 3) as u32),
+        ),
+    ];
+    let rows: Vec<Vec<Value>> = running
+        .iter()
+        .map(|r| {
+            vec![
+                s(r.id.clone()),
+                s(r.user.clone()),
+                s(r.client.clone()),
+                s(r.endpoint.clone()),
+                Value::Timestamp(r.started_ms),
+                i(r.elapsed().as_micros()),
+                s(r.state()),
+                i(r.fragments_in_flight()),
+                if r.killable {
+                    i(r.timeout_ms)
+                } else {
+                    Value::Null
+                },
+                s(if r.killable { "query" } else { "write/ddl" }),
+                s(r.sql.clone()),
             ]
         })
         .collect();
@@ -383,5 +881,82 @@ mod tests {
         assert!(!like("r_truck__", "r_truck_12"));
         assert!(like("%", ""));
         assert!(!like("_", ""));
+    }
+
+    /// The generated CREATE TABLE parses back to the same tag values.
+    #[test]
+    fn subtable_sql_parses_back_to_the_same_tags() {
+        use tidal_common::{ColumnDef, SchemaVersion, TableUid};
+        let tags = vec![
+            ColumnDef::new("s", DataType::VarChar(40)),
+            ColumnDef::new("f", DataType::Double),
+            ColumnDef::new("g", DataType::Double),
+            ColumnDef::new("i", DataType::BigInt),
+            ColumnDef::new("u", DataType::UBigInt),
+            ColumnDef::new("b", DataType::Bool),
+            ColumnDef::new("t", DataType::Timestamp),
+            ColumnDef::new("n", DataType::Int),
+        ];
+        let schema = StableSchema {
+            db: "d".into(),
+            name: "we`ird".into(),
+            version: SchemaVersion(1),
+            columns: vec![ColumnDef::new("ts", DataType::Timestamp)],
+            tags,
+        };
+        let values = vec![
+            Value::Str("it's a \\ \"test\", ☃".into()),
+            Value::Float(0.1),
+            Value::Float(-1e300),
+            Value::Int(i64::MIN + 1),
+            Value::UInt(u64::MAX),
+            Value::Bool(false),
+            Value::Timestamp(1_700_000_000_000),
+            Value::Null,
+        ];
+        let meta = TableMeta {
+            uid: TableUid(1),
+            name: "t`1".into(),
+            stable: schema.name.clone(),
+            tags: values.clone(),
+        };
+        let sql = create_subtable_sql(&meta, &schema).unwrap();
+        let Some(tidal_sql::Statement::CreateTables { tables, .. }) =
+            tidal_sql::parse(&sql).unwrap().pop()
+        else {
+            panic!("{sql}");
+        };
+        assert_eq!(tables[0].name.name, "t`1");
+        assert_eq!(tables[0].stable.name, "we`ird");
+        let bound = tidal_sql::bind_create_subtable(&tables[0], &schema).unwrap();
+        assert_eq!(bound, values, "{sql}");
+        // A value SQL cannot write is an error, not a wrong statement.
+        let bad = TableMeta {
+            tags: vec![Value::Null, Value::Float(f64::NAN)],
+            ..meta
+        };
+        let e = create_subtable_sql(&bad, &schema).unwrap_err();
+        assert!(e.message.contains("tag 'f'"), "{}", e.message);
+    }
+
+    #[test]
+    fn database_sql_parses_back_to_the_same_options() {
+        let mut o = DbOptions {
+            vgroups: 7,
+            duration_minutes: 90,
+            keep_minutes: 3 * 1440,
+            cache_model: "last_value".into(),
+            comp: 1,
+            ..DbOptions::default()
+        };
+        o.precision = Precision::Nanos;
+        let sql = create_database_sql("x", &o);
+        let Some(tidal_sql::Statement::CreateDatabase { name, options, .. }) =
+            tidal_sql::parse(&sql).unwrap().pop()
+        else {
+            panic!("{sql}");
+        };
+        assert_eq!(name, "x");
+        assert_eq!(options, o, "{sql}");
     }
 }

@@ -10,10 +10,16 @@
 //!   some were not (the good lines are written); 404 for an unknown database; 413 when the
 //!   body (before or after decompression) exceeds [`HttpLimits::body_bytes_max`].
 //! - `GET|HEAD /ping` → 204, `GET /health` → 200 with a JSON status, as InfluxDB answers.
+//! - `POST /rest/sql[/{db}]`: one SQL statement, answered as TDengine's REST API ([`rest`]).
+//! - `GET /metrics`: the cluster's counters in Prometheus text format ([`metrics`]).
 //!
 //! Invariants: no handler panics on request data (every failure is an HTTP status with a JSON
 //! message); request bodies and the number of writes in progress are bounded, and a write
 //! that cannot start within [`WRITE_QUEUE_WAIT_MS`] gets 503 instead of queueing forever.
+
+pub mod auth;
+pub mod metrics;
+pub mod rest;
 
 use crate::frontend::schemaless::{Schemaless, SchemalessOptions, SchemalessOutcome};
 use crate::frontend::ExecError;
@@ -50,6 +56,8 @@ const ERRORS_LISTED_MAX: usize = 20;
 pub struct HttpLimits {
     pub body_bytes_max: usize,
     pub writes_in_flight_max: usize,
+    /// Longest statement `POST /rest/sql` accepts.
+    pub sql_bytes_max: usize,
 }
 
 impl Default for HttpLimits {
@@ -57,11 +65,13 @@ impl Default for HttpLimits {
         HttpLimits {
             body_bytes_max: BODY_BYTES_MAX,
             writes_in_flight_max: WRITES_IN_FLIGHT_MAX,
+            sql_bytes_max: rest::SQL_BYTES_MAX,
         }
     }
 }
 
 struct AppState {
+    client: Client,
     schemaless: Schemaless,
     limits: HttpLimits,
     writes: Semaphore,
@@ -118,6 +128,8 @@ impl From<ExecError> for ApiError {
         use tidal_common::StatusCode as C;
         let status = match e.code {
             C::DatabaseNotFound => StatusCode::NOT_FOUND,
+            C::Unauthenticated | C::TokenExpired => StatusCode::UNAUTHORIZED,
+            C::PermissionDenied => StatusCode::FORBIDDEN,
             C::Unavailable | C::Timeout | C::NoDnodes | C::VnodeNotFound | C::WrongVgroup => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -136,7 +148,8 @@ impl From<ExecError> for ApiError {
 /// The router (exposed for in-process tests).
 pub fn router(client: Client, limits: HttpLimits) -> Router {
     let state = Arc::new(AppState {
-        schemaless: Schemaless::new(client),
+        client: client.clone(),
+        schemaless: Schemaless::new(client.clone()),
         limits,
         writes: Semaphore::new(limits.writes_in_flight_max.max(1)),
     });
@@ -145,8 +158,16 @@ pub fn router(client: Client, limits: HttpLimits) -> Router {
         .route("/api/v2/write", post(write_v2))
         .route("/ping", get(ping).head(ping))
         .route("/health", get(health))
+        .route("/rest/sql", post(rest::sql))
+        .route("/rest/sql/{db}", post(rest::sql_in_db))
+        .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .with_state(state)
+        // Outermost: every route (but /ping and /health) needs credentials; see auth.rs.
+        .layer(axum::middleware::from_fn_with_state(
+            auth::HttpAuth::new(client),
+            auth::require_auth,
+        ))
 }
 
 /// Binds `addr` and returns the listener and the bound address (so `:0` works).
@@ -160,21 +181,33 @@ pub async fn bind(addr: &str) -> Result<(TcpListener, String), crate::server::Bo
     Ok((listener, bound))
 }
 
-/// Serves the API on `listener` until `shutdown` resolves.
+/// Serves the API on `listener` until `shutdown` resolves (TLS and connection limit from
+/// `security`). `client` must be a forwarding client: each request's calls carry its user's
+/// token (see auth.rs).
 pub async fn serve(
     listener: TcpListener,
     client: Client,
     limits: HttpLimits,
+    security: auth::HttpSecurity,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(client, limits))
-        .with_graceful_shutdown(shutdown)
-        .await
+    crate::server::net::serve_http(
+        listener,
+        router(client, limits),
+        security.tls,
+        security.limit,
+        shutdown,
+    )
+    .await
 }
 
 /// Binds `addr`, prints `ready http <addr>`, and serves in a background task until the
 /// process receives SIGINT/SIGTERM.
-pub async fn start(addr: &str, client: Client) -> Result<String, crate::server::BoxError> {
+pub async fn start(
+    addr: &str,
+    client: Client,
+    security: auth::HttpSecurity,
+) -> Result<String, crate::server::BoxError> {
     let (listener, bound) = bind(addr).await?;
     crate::server::announce("http", &bound);
     tokio::spawn(async move {
@@ -182,6 +215,7 @@ pub async fn start(addr: &str, client: Client) -> Result<String, crate::server::
             listener,
             client,
             HttpLimits::default(),
+            security,
             crate::server::shutdown_signal(),
         )
         .await
@@ -218,7 +252,7 @@ async fn health() -> Response {
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not found: the API has POST /write, POST /api/v2/write, GET /ping and GET /health",
+        "not found: the API has POST /write, POST /api/v2/write, POST /rest/sql[/DB], GET /metrics, GET /ping and GET /health",
     )
 }
 

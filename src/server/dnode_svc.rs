@@ -8,9 +8,12 @@
 //!
 //! Vnode calls do blocking file I/O (fsync), so they run on tokio's blocking pool.
 
+use super::auth::{principal, Principal};
+use super::dnode_auth::DnodeAuth;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{
@@ -25,9 +28,14 @@ use tidal_proto::v1::{self, dnode_server::Dnode as DnodeRpc};
 use tidal_vnode::{Vnode, VnodeConfig, VnodeError};
 use tonic::{Request, Response, Status};
 
-const HEARTBEAT_INTERVAL_MS: u64 = 1000;
-/// How long a starting data node keeps trying to reach the mnode before giving up.
-const REGISTER_DEADLINE_MS: u64 = 60_000;
+/// Timing of a data node's membership (the `heartbeat_interval_ms` and `register_timeout_ms`
+/// configuration keys).
+#[derive(Clone, Copy, Debug)]
+pub struct DnodeOptions {
+    pub heartbeat_interval_ms: u64,
+    /// How long a starting data node keeps trying to reach the mnode before giving up.
+    pub register_timeout_ms: u64,
+}
 
 #[derive(Clone)]
 pub struct DnodeService {
@@ -43,6 +51,10 @@ struct Inner {
     /// Serialises opening and dropping vnodes (heartbeat reconcile vs explicit RPCs).
     membership: tokio::sync::Mutex<()>,
     stop: tokio::sync::watch::Sender<bool>,
+    /// Cluster secret and user table (authorization of every request, docs/SECURITY.md).
+    auth: Arc<DnodeAuth>,
+    /// Mutating requests; closed at the start of a graceful shutdown.
+    gate: super::gate::WriteGate,
 }
 
 fn vnode_err(e: VnodeError) -> Status {
@@ -63,6 +75,8 @@ impl DnodeService {
         data: PathBuf,
         addr: String,
         client: tidal_client::Client,
+        opts: DnodeOptions,
+        auth: Arc<DnodeAuth>,
     ) -> Result<DnodeService, super::BoxError> {
         let id_path = data.join("dnode.json");
         let known = match std::fs::read(&id_path) {
@@ -74,7 +88,9 @@ impl DnodeService {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(format!("read {}: {e}", id_path.display()).into()),
         };
-        let id = register(&client, &addr, known).await?;
+        let id = auth
+            .register(&client, &addr, known, opts.register_timeout_ms)
+            .await?;
         if known != Some(id.0) {
             write_atomic(&id_path, &serde_json::to_vec(&DnodeFile { id: id.0 })?)?;
         }
@@ -88,6 +104,8 @@ impl DnodeService {
                 vnodes: RwLock::new(HashMap::new()),
                 membership: tokio::sync::Mutex::new(()),
                 stop,
+                auth,
+                gate: Default::default(),
             }),
         };
         // First reconcile before announcing readiness, so recovered vnodes serve at once.
@@ -99,7 +117,7 @@ impl DnodeService {
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(HEARTBEAT_INTERVAL_MS)) => {}
+                    _ = tokio::time::sleep(Duration::from_millis(opts.heartbeat_interval_ms)) => {}
                     _ = stop_rx.changed() => return,
                 }
                 if let Err(e) = bg.heartbeat_once().await {
@@ -110,14 +128,66 @@ impl DnodeService {
         Ok(svc)
     }
 
-    pub async fn shutdown(&self) {
+    /// Graceful shutdown, step 1: refuses new mutations with `ShuttingDown` (reads still
+    /// serve), stops heartbeating, and resolves when the mutations in flight have finished.
+    pub async fn drain(&self) {
+        self.inner.gate.close();
         let _ = self.inner.stop.send(true);
+        let n = self.inner.gate.in_flight();
+        if n > 0 {
+            tracing::info!(in_flight = n, "waiting for in-flight writes");
+        }
+        self.inner.gate.wait_idle().await;
+    }
+
+    /// Graceful shutdown, step 2: flushes every vnode's memtables to STT files (which trims
+    /// its WAL, so the next start replays nothing) and closes the vnodes. Returns how many
+    /// vnodes were flushed, or the failures (their data stays safe in the WAL).
+    pub async fn flush_and_close(&self) -> Result<usize, String> {
         let _guard = self.inner.membership.lock().await;
         let vnodes: Vec<Arc<Vnode>> = self.inner.vnodes.write().drain().map(|(_, v)| v).collect();
-        for v in vnodes {
-            // A clean stop flushes memtables so that the next start replays little WAL.
-            let _ = tokio::task::spawn_blocking(move || v.flush()).await;
+        let tasks: Vec<_> = vnodes
+            .into_iter()
+            .map(|v| {
+                let id = v.config().vgroup;
+                let task = tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let r = v.flush();
+                    // The last reference joins the vnode's worker: off the async threads.
+                    drop(v);
+                    r.map(|()| started.elapsed())
+                });
+                (id, task)
+            })
+            .collect();
+        let mut failed = Vec::new();
+        let mut flushed = 0;
+        for (id, task) in tasks {
+            match task.await {
+                Ok(Ok(took)) => {
+                    flushed += 1;
+                    tracing::info!(
+                        vgroup = id.0,
+                        took_ms = took.as_millis() as u64,
+                        "vnode flushed"
+                    );
+                }
+                Ok(Err(e)) => failed.push(format!("vnode {id}: {e}")),
+                Err(e) => failed.push(format!("vnode {id}: flush task failed: {e}")),
+            }
         }
+        if failed.is_empty() {
+            Ok(flushed)
+        } else {
+            Err(failed.join("; "))
+        }
+    }
+
+    /// Admits a mutating request unless the node is shutting down.
+    fn admit(&self) -> Result<super::gate::Admitted, Status> {
+        self.inner
+            .gate
+            .admit(&format!("data node {}", self.inner.addr))
     }
 
     async fn heartbeat_once(&self) -> Result<(), String> {
@@ -127,16 +197,22 @@ impl DnodeService {
             .heartbeat(v1::HeartbeatRequest {
                 dnode_id: id.0,
                 addr: self.inner.addr.clone(),
+                auth_epoch: self.inner.auth.epoch(),
             })
             .await
         {
             Ok(r) => r.into_inner(),
             Err(s)
                 if tidal_proto::code_of(&s) == StatusCode::InvalidArgument
+                    || tidal_proto::code_of(&s) == StatusCode::Unauthenticated
                     || s.code() == tonic::Code::NotFound =>
             {
-                // The mnode does not know us (its catalog was reset): register again.
-                let new_id = register(&self.inner.client, &self.inner.addr, Some(id.0))
+                // The mnode does not know us or our secret (its catalog was reset): register
+                // again.
+                let new_id = self
+                    .inner
+                    .auth
+                    .register(&self.inner.client, &self.inner.addr, Some(id.0), 0)
                     .await
                     .map_err(|e| e.to_string())?;
                 *self.inner.id.write() = new_id;
@@ -144,6 +220,7 @@ impl DnodeService {
             }
             Err(s) => return Err(s.message().to_string()),
         };
+        self.inner.auth.on_heartbeat(resp.auth.as_ref());
         self.reconcile(resp.assignments).await
     }
 
@@ -264,41 +341,6 @@ impl DnodeService {
     }
 }
 
-async fn register(
-    client: &tidal_client::Client,
-    addr: &str,
-    known: Option<u32>,
-) -> Result<DnodeId, super::BoxError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(REGISTER_DEADLINE_MS);
-    let mut delay_ms = 50;
-    loop {
-        let attempt = async {
-            client
-                .mnode()?
-                .register_dnode(v1::RegisterDnodeRequest {
-                    addr: addr.to_string(),
-                    known_id: known,
-                })
-                .await
-                .map_err(tidal_client::ClientError::from)
-        };
-        match attempt.await {
-            Ok(r) => return Ok(DnodeId(r.into_inner().dnode_id)),
-            Err(e) if tokio::time::Instant::now() < deadline && e.code.is_retryable() => {
-                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-                delay_ms = (delay_ms * 2).min(1000);
-            }
-            Err(e) => {
-                return Err(format!(
-                    "cannot register with the mnode at {}: {e}",
-                    client.mnode_addr()
-                )
-                .into())
-            }
-        }
-    }
-}
-
 fn assignment_config(a: &v1::VgroupAssignment) -> Result<VnodeConfig, Status> {
     let Some(vg) = a.vgroup.as_ref() else {
         return Err(status_error(
@@ -337,10 +379,10 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn schema(&self, stable: &str) -> Option<StableSchema> {
         self.0.stable_schema(stable)
     }
-    fn tables(&self, stable: &str) -> Vec<TableMeta> {
+    fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
         self.0.tables(Some(stable))
     }
-    fn table(&self, name: &str) -> Option<TableMeta> {
+    fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
         self.0.table(name)
     }
     fn scan(
@@ -364,6 +406,16 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     ) -> Result<Vec<Option<Vec<Column>>>, String> {
         self.0.last_rows(uids, columns).map_err(|e| e.to_string())
     }
+    fn last_rows_columns(
+        &self,
+        stable: &str,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        self.0
+            .last_rows_columns(stable, uids, columns)
+            .map_err(|e| e.to_string())
+    }
     fn last_values(
         &self,
         uid: TableUid,
@@ -371,7 +423,12 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     ) -> Result<Vec<Option<(i64, Value)>>, String> {
         self.0.last_values(uid, columns).map_err(|e| e.to_string())
     }
-    fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Option<Vec<TableMeta>> {
+    fn tables_by_tag(
+        &self,
+        stable: &str,
+        k: usize,
+        values: &[Value],
+    ) -> Option<Vec<Arc<TableMeta>>> {
         Some(self.0.tables_by_tag(stable, k, values))
     }
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
@@ -421,6 +478,15 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     }
 }
 
+/// Sets its flag when dropped: tells blocking work that its request was abandoned.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
@@ -433,6 +499,8 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::CreateVnodeRequest>,
     ) -> Result<Response<v1::Empty>, Status> {
+        principal(&req)?.require_superuser("create vnodes")?;
+        let _admitted = self.admit()?;
         let Some(a) = req.into_inner().assignment else {
             return Err(status_error(
                 StatusCode::InvalidArgument,
@@ -454,6 +522,8 @@ impl DnodeRpc for DnodeService {
     }
 
     async fn drop_vnode(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        principal(&req)?.require_superuser("drop vnodes")?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let _guard = self.inner.membership.lock().await;
         self.remove_vnode(VgroupId(r.vgroup_id)).await;
@@ -464,8 +534,11 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::WriteRequest>,
     ) -> Result<Response<v1::WriteResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let batch = write_from_wire(req.into_inner())?;
         let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
+        authorize(&p, &vnode, Need::Write)?;
         let out = blocking(move || vnode.write(&batch).map_err(vnode_err)).await?;
         Ok(Response::new(v1::WriteResponse {
             rows: out.rows,
@@ -477,8 +550,11 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::CreateTablesRequest>,
     ) -> Result<Response<v1::CreateTablesResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Write)?;
         let Some(schema) = r.schema.as_ref() else {
             return Err(status_error(StatusCode::InvalidArgument, "missing schema"));
         };
@@ -502,8 +578,11 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::TableRequest>,
     ) -> Result<Response<v1::DropTableResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Write)?;
         let dropped = blocking(move || vnode.drop_table(&r.name).map_err(vnode_err)).await?;
         Ok(Response::new(v1::DropTableResponse { dropped }))
     }
@@ -512,8 +591,11 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::DnodeDropStableRequest>,
     ) -> Result<Response<v1::DnodeDropStableResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Write)?;
         let n = blocking(move || vnode.drop_stable(&r.stable).map_err(vnode_err)).await?;
         Ok(Response::new(v1::DnodeDropStableResponse {
             tables_dropped: n,
@@ -524,8 +606,10 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::TableRequest>,
     ) -> Result<Response<v1::GetTableResponse>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Any)?;
         let resp = match vnode.table(&r.name) {
             Some(meta) => v1::GetTableResponse {
                 found: true,
@@ -547,11 +631,13 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::ListTablesRequest>,
     ) -> Result<Response<v1::ListTablesResponse>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Any)?;
         let tables = vnode.tables(r.stable.as_deref());
         Ok(Response::new(v1::ListTablesResponse {
-            tables: tables.iter().map(table_meta_to_wire).collect(),
+            tables: tables.iter().map(|t| table_meta_to_wire(t)).collect(),
         }))
     }
 
@@ -559,32 +645,79 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::FragmentRequest>,
     ) -> Result<Response<v1::Batch>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Read)?;
         let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
             status_error(
                 StatusCode::InvalidArgument,
                 format!("bad query fragment: {e}"),
             )
         })?;
+        // This future is dropped when the caller abandons the call (query killed or timed
+        // out, coordinator gone, grpc-timeout passed); the blocking executor cannot be
+        // aborted, so the guard raises the flag it polls between subtables and blocks.
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let flag = cancel.0.clone();
         let batch = blocking(move || {
-            tidal_sql::execute_fragment(&fragment, &VnodeSource(&vnode))
+            tidal_sql::execute_fragment_until(&fragment, &VnodeSource(&vnode), &flag)
                 .map_err(|e| status_error(e.status_code(), e.to_string()))
         })
         .await?;
+        drop(cancel);
         Ok(Response::new(batch_to_wire(&batch)))
     }
 
+    async fn delete(
+        &self,
+        req: Request<v1::FragmentRequest>,
+    ) -> Result<Response<v1::DeleteResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Write)?;
+        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
+            status_error(
+                StatusCode::InvalidArgument,
+                format!("bad DELETE fragment: {e}"),
+            )
+        })?;
+        if fragment.filter.is_some() {
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                "DELETE fragment carries a row filter: only the timestamp, tags and tbname may be used",
+            ));
+        }
+        let rows = blocking(move || {
+            let tables = tidal_sql::fragment_tables(&fragment, &VnodeSource(&vnode))
+                .map_err(|e| status_error(e.status_code(), e.to_string()))?;
+            let uids: Vec<_> = tables.iter().map(|t| t.uid).collect();
+            vnode
+                .delete(&uids, fragment.ts_min, fragment.ts_max)
+                .map_err(vnode_err)
+        })
+        .await?;
+        Ok(Response::new(v1::DeleteResponse { rows }))
+    }
+
     async fn flush(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
+        authorize(&p, &vnode, Need::Write)?;
         blocking(move || vnode.flush().map_err(vnode_err)).await?;
         Ok(Response::new(v1::Empty {}))
     }
 
     async fn compact(&self, req: Request<v1::VnodeRef>) -> Result<Response<v1::Empty>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
+        authorize(&p, &vnode, Need::Write)?;
         blocking(move || vnode.compact().map_err(vnode_err)).await?;
         Ok(Response::new(v1::Empty {}))
     }
@@ -593,22 +726,91 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::VnodeRef>,
     ) -> Result<Response<v1::VnodeStatsResponse>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
-        let s = vnode.stats();
-        Ok(Response::new(v1::VnodeStatsResponse {
-            tables: s.tables,
-            rows_written: s.rows_written,
-            mem_bytes: s.mem_bytes,
-            wal_bytes: s.wal_bytes,
-            disk_bytes: s.disk_bytes,
-            cache_entries: s.cache_entries,
-            cache_bytes: s.cache_bytes,
-            cache_hits: s.cache_hits,
-            cache_misses: s.cache_misses,
-            stt_files: s.stt_files,
-            flushes: s.flushes,
-            merges: s.merges,
+        authorize(&p, &vnode, Need::Any)?;
+        Ok(Response::new(stats_to_wire(&vnode.stats())))
+    }
+
+    async fn dnode_stats(
+        &self,
+        req: Request<v1::Empty>,
+    ) -> Result<Response<v1::DnodeStatsResponse>, Status> {
+        // Operational counters (GET /metrics): any authenticated user.
+        principal(&req)?;
+        let mut vnodes: Vec<Arc<Vnode>> = self.inner.vnodes.read().values().cloned().collect();
+        vnodes.sort_by_key(|v| v.config().vgroup);
+        // `stats` reads the manifest's size from disk: off the async workers.
+        let entries = blocking(move || {
+            Ok(vnodes
+                .iter()
+                .map(|v| v1::VnodeStatsEntry {
+                    db: v.config().db.clone(),
+                    vgroup_id: v.config().vgroup.0,
+                    stats: Some(stats_to_wire(&v.stats())),
+                })
+                .collect::<Vec<_>>())
+        })
+        .await?;
+        Ok(Response::new(v1::DnodeStatsResponse {
+            dnode_id: self.inner.id.read().0,
+            vnodes: entries,
+            statements: crate::frontend::metrics::to_wire(),
         }))
+    }
+
+    async fn update_auth(
+        &self,
+        req: Request<v1::AuthTable>,
+    ) -> Result<Response<v1::Empty>, Status> {
+        super::auth::principal(&req)?.require_internal("pushing the user table")?;
+        self.inner.auth.on_heartbeat(Some(req.get_ref()));
+        Ok(Response::new(v1::Empty {}))
+    }
+}
+
+/// What a request needs on the vnode's database.
+enum Need {
+    Read,
+    Write,
+    /// Metadata that readers and writers both need.
+    Any,
+}
+
+/// Checks `p` against the database the vnode belongs to (not the one the request names, which
+/// may be empty).
+fn authorize(p: &Principal, vnode: &Vnode, need: Need) -> Result<(), Status> {
+    let db = &vnode.config().db;
+    match need {
+        Need::Read => p.require_read(db),
+        Need::Write => p.require_write(db),
+        Need::Any => p.require_any(db),
+    }
+}
+
+fn stats_to_wire(s: &tidal_vnode::VnodeStats) -> v1::VnodeStatsResponse {
+    v1::VnodeStatsResponse {
+        tables: s.tables,
+        rows_written: s.rows_written,
+        mem_bytes: s.mem_bytes,
+        wal_bytes: s.wal_bytes,
+        disk_bytes: s.disk_bytes,
+        cache_entries: s.cache_entries,
+        cache_bytes: s.cache_bytes,
+        cache_hits: s.cache_hits,
+        cache_misses: s.cache_misses,
+        stt_files: s.stt_files,
+        flushes: s.flushes,
+        merges: s.merges,
+        write_stalls: s.write_stalls,
+        flush_bytes: s.flush_bytes,
+        flush_micros: s.flush_micros,
+        merge_bytes: s.merge_bytes,
+        merge_micros: s.merge_micros,
+        wal_bytes_written: s.wal_bytes_written,
+        wal_fsync_buckets: s.wal_fsync.counts.to_vec(),
+        wal_fsync_nanos_sum: s.wal_fsync.sum_nanos,
+        windows: s.windows,
     }
 }

@@ -1,7 +1,13 @@
 //! The Mnode gRPC service: a thin edge over `tidal_mnode::Mnode`. It converts wire types,
 //! maps errors to status codes, and pushes vnode creation/removal to the data nodes so that
 //! CREATE DATABASE returns with its vnodes already open (heartbeats reconcile any miss).
+//!
+//! Every call is authorized here against the request's principal (docs/SECURITY.md):
+//! membership calls need a superuser or a cluster member, database DDL a superuser, STABLE
+//! DDL WRITE on the database, lookups READ or WRITE; LIST DATABASES shows only the databases
+//! the user holds a privilege on.
 
+use super::auth::{principal, table_to_wire, Verifier};
 use std::sync::Arc;
 use tidal_common::{DnodeId, StatusCode};
 use tidal_mnode::{DatabaseInfo, Mnode, MnodeError, VgroupAssignment};
@@ -15,6 +21,8 @@ use tonic::{Request, Response, Status};
 pub struct MnodeService {
     mnode: Arc<Mnode>,
     client: tidal_client::Client,
+    /// Refreshed when a catalog change alters privileges (DROP DATABASE revokes).
+    verifier: Option<Arc<Verifier>>,
 }
 
 /// Catalog mutations fsync before returning; run them where blocking is allowed.
@@ -28,7 +36,21 @@ fn to_status(e: MnodeError) -> Status {
 
 impl MnodeService {
     pub fn new(mnode: Arc<Mnode>, client: tidal_client::Client) -> MnodeService {
-        MnodeService { mnode, client }
+        MnodeService {
+            mnode,
+            client,
+            verifier: None,
+        }
+    }
+
+    /// The verifier of this mnode's requests, kept in step with the catalog.
+    pub fn with_verifier(mut self, v: Arc<Verifier>) -> MnodeService {
+        v.set_table(self.mnode.auth_table());
+        if let Some(s) = self.mnode.cluster_secret() {
+            v.set_secret(&s);
+        }
+        self.verifier = Some(v);
+        self
     }
 
     fn dnode_addr(&self, id: DnodeId) -> String {
@@ -120,6 +142,7 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::RegisterDnodeRequest>,
     ) -> Result<Response<v1::RegisterDnodeResponse>, Status> {
+        principal(&req)?.require_superuser("register a data node")?;
         let r = req.into_inner();
         if r.addr.is_empty() {
             return Err(status_error(
@@ -129,20 +152,29 @@ impl MnodeRpc for MnodeService {
         }
         let id = blocking(|| self.mnode.register_dnode(&r.addr, r.known_id.map(DnodeId)))
             .map_err(to_status)?;
-        Ok(Response::new(v1::RegisterDnodeResponse { dnode_id: id.0 }))
+        Ok(Response::new(v1::RegisterDnodeResponse {
+            dnode_id: id.0,
+            // The data node verifies tokens and signs its own calls with it.
+            cluster_secret: self.mnode.cluster_secret().unwrap_or_default(),
+        }))
     }
 
     async fn heartbeat(
         &self,
         req: Request<v1::HeartbeatRequest>,
     ) -> Result<Response<v1::HeartbeatResponse>, Status> {
+        principal(&req)?.require_superuser("heartbeat as a data node")?;
         let r = req.into_inner();
         let list = self
             .mnode
             .heartbeat(DnodeId(r.dnode_id))
             .map_err(to_status)?;
+        // The user table only when the data node's copy is not the current one.
+        let auth = (r.auth_epoch != self.mnode.auth_epoch())
+            .then(|| table_to_wire(&self.mnode.auth_table()));
         Ok(Response::new(v1::HeartbeatResponse {
             assignments: list.iter().map(|a| self.assignment_to_wire(a)).collect(),
+            auth,
         }))
     }
 
@@ -150,6 +182,7 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::CreateDatabaseRequest>,
     ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        principal(&req)?.require_superuser("create databases")?;
         let r = req.into_inner();
         let options = options_from_wire(r.options.as_ref())?;
         let existed = self.mnode.database(&r.name).is_some();
@@ -169,6 +202,7 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::AlterDatabaseRequest>,
     ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        principal(&req)?.require_superuser("alter databases")?;
         let r = req.into_inner();
         let options = options_from_wire(r.options.as_ref())?;
         let db = blocking(|| self.mnode.alter_database(&r.name, options)).map_err(to_status)?;
@@ -182,9 +216,14 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::DropDatabaseRequest>,
     ) -> Result<Response<v1::DropDatabaseResponse>, Status> {
+        principal(&req)?.require_superuser("drop databases")?;
         let r = req.into_inner();
         let dropped =
             blocking(|| self.mnode.drop_database(&r.name, r.if_exists)).map_err(to_status)?;
+        // Privileges on the dropped database went with it.
+        if let Some(v) = &self.verifier {
+            v.set_table(self.mnode.auth_table());
+        }
         let info = dropped.as_ref().map(|db| self.db_to_wire(db));
         if let Some(db) = &dropped {
             for v in &db.vgroups {
@@ -216,7 +255,9 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::GetDatabaseRequest>,
     ) -> Result<Response<v1::DatabaseInfo>, Status> {
+        let p = principal(&req)?;
         let name = req.into_inner().name;
+        p.require_any(&name)?;
         match self.mnode.database(&name) {
             Some(db) => Ok(Response::new(self.db_to_wire(&db))),
             None => Err(status_error(
@@ -228,13 +269,15 @@ impl MnodeRpc for MnodeService {
 
     async fn list_databases(
         &self,
-        _req: Request<v1::Empty>,
+        req: Request<v1::Empty>,
     ) -> Result<Response<v1::ListDatabasesResponse>, Status> {
+        let p = principal(&req)?;
         Ok(Response::new(v1::ListDatabasesResponse {
             databases: self
                 .mnode
                 .databases()
                 .iter()
+                .filter(|d| p.can_see(&d.name))
                 .map(|d| self.db_to_wire(d))
                 .collect(),
         }))
@@ -244,10 +287,12 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::CreateStableRequest>,
     ) -> Result<Response<v1::StableSchema>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
         let Some(schema) = r.schema.as_ref() else {
             return Err(status_error(StatusCode::InvalidArgument, "missing schema"));
         };
+        p.require_write(&schema.db)?;
         let schema = schema_from_wire(schema)?;
         let created =
             blocking(|| self.mnode.create_stable(schema, r.if_not_exists)).map_err(to_status)?;
@@ -258,7 +303,9 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::AlterStableRequest>,
     ) -> Result<Response<v1::StableSchema>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
+        p.require_write(&r.db)?;
         let add_columns = column_defs_from_wire(&r.add_columns)?;
         let add_tags = column_defs_from_wire(&r.add_tags)?;
         let altered = blocking(|| {
@@ -273,7 +320,9 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::DropStableRequest>,
     ) -> Result<Response<v1::DropStableResponse>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
+        p.require_write(&r.db)?;
         let dropped =
             blocking(|| self.mnode.drop_stable(&r.db, &r.name, r.if_exists)).map_err(to_status)?;
         Ok(Response::new(v1::DropStableResponse {
@@ -285,7 +334,9 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::GetStableRequest>,
     ) -> Result<Response<v1::StableSchema>, Status> {
+        let p = principal(&req)?;
         let r = req.into_inner();
+        p.require_any(&r.db)?;
         if self.mnode.database(&r.db).is_none() {
             return Err(status_error(
                 StatusCode::DatabaseNotFound,
@@ -305,7 +356,9 @@ impl MnodeRpc for MnodeService {
         &self,
         req: Request<v1::ListStablesRequest>,
     ) -> Result<Response<v1::ListStablesResponse>, Status> {
+        let p = principal(&req)?;
         let db = req.into_inner().db;
+        p.require_any(&db)?;
         if self.mnode.database(&db).is_none() {
             return Err(status_error(
                 StatusCode::DatabaseNotFound,
@@ -319,8 +372,10 @@ impl MnodeRpc for MnodeService {
 
     async fn list_dnodes(
         &self,
-        _req: Request<v1::Empty>,
+        req: Request<v1::Empty>,
     ) -> Result<Response<v1::ListDnodesResponse>, Status> {
+        // Any authenticated user may see the cluster's members (SHOW DNODES).
+        principal(&req)?;
         Ok(Response::new(v1::ListDnodesResponse {
             dnodes: self
                 .mnode
@@ -332,6 +387,7 @@ impl MnodeRpc for MnodeService {
                     vnodes: d.vnodes,
                     alive: d.alive,
                     created_ms: d.created_ms,
+                    last_heartbeat_ms: d.last_heartbeat_ms,
                 })
                 .collect(),
         }))

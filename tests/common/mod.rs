@@ -244,6 +244,67 @@ pub fn shell(host: &str, db: &str, sql: &str, format: &str) -> Result<String, St
     }
 }
 
+/// `tidal shell -u USER -p PASSWORD -s SQL --format csv` against `host`; Ok(stdout) or
+/// Err(stderr).
+pub fn shell_as(
+    host: &str,
+    user: &str,
+    password: &str,
+    db: &str,
+    sql: &str,
+) -> Result<String, String> {
+    let mut args = vec![
+        "shell".to_string(),
+        "--host".into(),
+        host.into(),
+        "-u".into(),
+        user.into(),
+        "-p".into(),
+        password.into(),
+        "--format".into(),
+        "csv".into(),
+        "-s".into(),
+        sql.into(),
+    ];
+    if !db.is_empty() {
+        args.push("-d".into());
+        args.push(db.into());
+    }
+    let out = Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shell");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// `Authorization: Basic ...` for `user:password`.
+pub fn basic_auth(user: &str, password: &str) -> String {
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let raw = format!("{user}:{password}");
+    let mut out = String::new();
+    for chunk in raw.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    format!("Basic {out}")
+}
+
 /// CSV lines of a result without the header.
 pub fn rows(csv: &str) -> Vec<String> {
     csv.lines().skip(1).map(str::to_string).collect()
@@ -256,9 +317,30 @@ pub fn tempdir_path(c: &Cluster, name: &str) -> PathBuf {
     c.dir.path().join(name)
 }
 
-/// A minimal HTTP/1.1 client for the HTTP API tests: one request per connection.
-/// Returns (status, body).
+/// `Authorization` value of the default user (root / taosdata) for the HTTP API.
+pub const ROOT_BASIC_AUTH: &str = "Basic cm9vdDp0YW9zZGF0YQ==";
+
+/// A minimal HTTP/1.1 client for the HTTP API tests: one request per connection, as root
+/// unless `headers` carry their own `Authorization`. Returns (status, body).
 pub fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut h: Vec<(&str, &str)> = headers.to_vec();
+    if !h
+        .iter()
+        .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+    {
+        h.push(("Authorization", ROOT_BASIC_AUTH));
+    }
+    http_request_raw(addr, method, path, &h, body)
+}
+
+/// [`http_request`] with exactly the given headers (no default credentials).
+pub fn http_request_raw(
     addr: &str,
     method: &str,
     path: &str,

@@ -152,6 +152,40 @@ fn check(v: &Vnode, model: &Model, rng: &mut StdRng, step: usize) {
     }
 }
 
+/// DELETE of a random range from one or two random tables, applied to the model too; checks
+/// the row count the vnode reports.
+fn random_delete(v: &Vnode, model: &mut Model, rng: &mut StdRng) -> u64 {
+    let names: Vec<String> = (0..rng.random_range(1..3))
+        .map(|_| format!("t{}", rng.random_range(0..5)))
+        .collect();
+    let lo = rng.random_range(0..6 * MINUTE_MS);
+    let hi = lo + rng.random_range(0..2 * MINUTE_MS);
+    let uids: Vec<TableUid> = names
+        .iter()
+        .filter_map(|n| v.table(n).map(|t| t.uid))
+        .collect();
+    let mut want = 0;
+    let mut seen = std::collections::HashSet::new();
+    for n in &names {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        if let Some(m) = model.get_mut(n) {
+            let gone: Vec<i64> = m.range(lo..=hi).map(|(k, _)| *k).collect();
+            want += gone.len() as u64;
+            for k in gone {
+                m.remove(&k);
+            }
+        }
+    }
+    assert_eq!(
+        v.delete(&uids, lo, hi).unwrap(),
+        want,
+        "DELETE {names:?} {lo}..={hi}"
+    );
+    want
+}
+
 fn random_rows(rng: &mut StdRng) -> Vec<(i64, Row)> {
     let n = rng.random_range(1..80);
     let base = rng.random_range(0..6 * MINUTE_MS);
@@ -185,9 +219,10 @@ fn random_writes_flushes_merges_and_restarts_match_a_model() {
         let mut v = Vnode::open(d.path(), cfg(1)).unwrap();
         let mut model: Model = BTreeMap::new();
         let mut flushes = 0;
+        let mut deleted = 0;
         for step in 0..120 {
             match rng.random_range(0..100) {
-                0..=69 => {
+                0..=63 => {
                     let t = format!("t{}", rng.random_range(0..5));
                     let rows = random_rows(&mut rng);
                     // Within one batch the later copy of a ts wins, as across batches.
@@ -197,6 +232,7 @@ fn random_writes_flushes_merges_and_restarts_match_a_model() {
                         m.insert(ts, r);
                     }
                 }
+                64..=69 => deleted += random_delete(&v, &mut model, &mut rng),
                 70..=81 => v.flush().unwrap(),
                 82..=87 => v.compact().unwrap(),
                 88..=93 => {
@@ -214,6 +250,7 @@ fn random_writes_flushes_merges_and_restarts_match_a_model() {
         }
         flushes += v.stats().flushes;
         assert!(flushes > 0);
+        assert!(deleted > 0, "seed {seed}: no DELETE removed a row");
         drop(v);
         let v = Vnode::open(d.path(), cfg(1)).unwrap();
         check(&v, &model, &mut rng, usize::MAX);
@@ -495,6 +532,35 @@ fn cfg_cache(model: &str) -> VnodeConfig {
 }
 
 fn check_last(v: &Vnode, model: &Model, step: usize) {
+    // All subtables at once, in columns: the same last rows, in the order asked.
+    let mut metas = v.tables(Some("m"));
+    metas.reverse();
+    let uids: Vec<TableUid> = metas.iter().map(|m| m.uid).collect();
+    let (pos, cols) = match v.stable_schema("m") {
+        Some(_) => v.last_rows_columns("m", &uids, &[0, 1, 2, 3]).unwrap(),
+        None => (Vec::new(), Vec::new()),
+    };
+    let want: Vec<(usize, i64, Row)> = metas
+        .iter()
+        .enumerate()
+        .filter_map(|(k, m)| {
+            let (ts, r) = model.get(&m.name)?.iter().next_back()?;
+            Some((k, *ts, r.clone()))
+        })
+        .collect();
+    assert_eq!(
+        pos,
+        want.iter().map(|w| w.0).collect::<Vec<_>>(),
+        "step {step}"
+    );
+    for (j, (_, ts, r)) in want.iter().enumerate() {
+        assert_eq!(cols[0].get(j), Value::Timestamp(*ts), "step {step}");
+        assert_eq!(
+            value_row(&cols, j),
+            r.clone(),
+            "step {step} columnar last row"
+        );
+    }
     for t in ["t0", "t1", "t2", "t3", "t4"] {
         let Some(meta) = v.table(t) else {
             assert!(model.get(t).is_none_or(|m| m.is_empty()), "{t} missing");
@@ -563,7 +629,10 @@ fn last_row_and_last_match_a_model_through_writes_drops_restarts_and_evictions()
                     drop(v);
                     v = open();
                 }
-                88..=93 => {
+                88..=90 => {
+                    random_delete(&v, &mut model, &mut rng);
+                }
+                91..=93 => {
                     // Evict: a tiny budget keeps at most an entry or two.
                     v.state.write().cache.bytes_max = rng.random_range(0..1500);
                 }

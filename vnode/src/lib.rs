@@ -112,13 +112,20 @@ pub struct VnodeStats {
     /// Rows acknowledged since open.
     pub rows_written: u64,
     pub mem_bytes: u64,
+    /// Bytes of the WAL files on disk now (shrinks when a flush trims the WAL).
     pub wal_bytes: u64,
+    /// WAL record bytes written since open (a counter) and the latency of each WAL fsync.
+    pub wal_bytes_written: u64,
+    pub wal_fsync: tidal_common::HistogramSnapshot,
     /// Bytes of the committed files (STT, data, sma, head) plus the manifest.
     pub disk_bytes: u64,
     pub stt_files: u64,
     pub windows: u64,
     pub flushes: u64,
     pub merges: u64,
+    /// DELETE statements applied and the rows they removed.
+    pub deletes: u64,
+    pub rows_deleted: u64,
     /// Writers that waited for a flush (back-pressure).
     pub write_stalls: u64,
     /// Bytes written and time spent by flushes (STT files) and merges (data + sma + head).
@@ -282,6 +289,8 @@ pub struct VnodeCore {
     rows_written: AtomicU64,
     flushes: AtomicU64,
     merges: AtomicU64,
+    deletes: AtomicU64,
+    rows_deleted: AtomicU64,
     write_stalls: AtomicU64,
     flush_bytes: AtomicU64,
     flush_micros: AtomicU64,
@@ -588,6 +597,13 @@ impl VnodeCore {
             Ok(())
         })?;
         let last_seq = last.max(state.flushed_seq);
+        // After a graceful shutdown (memtables flushed) this is 0.
+        tracing::info!(
+            vnode = cfg.vgroup.0,
+            db = %cfg.db,
+            records = applied.saturating_sub(state.flushed_seq),
+            "WAL replayed"
+        );
         let wal = Arc::new(Wal::open(
             &wal_dir,
             cfg.options.wal_level,
@@ -620,6 +636,8 @@ impl VnodeCore {
             rows_written: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             merges: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
+            rows_deleted: AtomicU64::new(0),
             write_stalls: AtomicU64::new(0),
             flush_bytes: AtomicU64::new(0),
             flush_micros: AtomicU64::new(0),
@@ -982,7 +1000,7 @@ impl VnodeCore {
         Ok(n)
     }
 
-    pub fn table(&self, name: &str) -> Option<TableMeta> {
+    pub fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
         self.state.read().meta.tables.get(name).cloned()
     }
 
@@ -992,7 +1010,7 @@ impl VnodeCore {
 
     /// The subtables of `stable` whose tag `k` equals one of `values`, from the tag index
     /// (built for tag `k` on first use).
-    pub fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Vec<TableMeta> {
+    pub fn tables_by_tag(&self, stable: &str, k: usize, values: &[Value]) -> Vec<Arc<TableMeta>> {
         {
             let st = self.state.read();
             if let Some(v) = st.meta.tables_by_tag(stable, k, values) {
@@ -1012,7 +1030,7 @@ impl VnodeCore {
     }
 
     /// All subtables, or those of one STABLE; sorted by name.
-    pub fn tables(&self, stable: Option<&str>) -> Vec<TableMeta> {
+    pub fn tables(&self, stable: Option<&str>) -> Vec<Arc<TableMeta>> {
         self.state
             .read()
             .meta
@@ -1227,9 +1245,68 @@ impl VnodeCore {
                 .collect()
         };
         for fid in fids {
-            self.merge_window_locked(fid, true)?;
+            self.merge_window_locked(fid, true, None)?;
         }
         self.apply_retention_locked()
+    }
+
+    /// DELETE: removes the rows of subtables `uids` with `ts_min <= ts <= ts_max` that were
+    /// written before this call; returns how many rows it removed. Rows written while it runs
+    /// may or may not be removed; rows written after it returns are kept.
+    ///
+    /// Every earlier row is first flushed to STT files; then, holding the background lock (so
+    /// no later row reaches the files), each window that overlaps the range is merged without
+    /// the deleted rows and committed. The cache entries of the subtables are dropped with the
+    /// file swap. A crash part-way leaves some windows done and others not: the DELETE was not
+    /// acknowledged and running it again finishes it.
+    pub fn delete(&self, uids: &[TableUid], ts_min: i64, ts_max: i64) -> Result<u64> {
+        if uids.is_empty() || ts_min > ts_max {
+            return Ok(0);
+        }
+        let _bg = self.bg.lock();
+        // Freeze the active memtable with the background lock held; a frozen one left by a
+        // writer is flushed first (the worker cannot, as we hold its lock).
+        loop {
+            self.flush_frozen_locked()?;
+            let _guard = self.commit.lock();
+            self.wal.check_poisoned()?;
+            if self.state.read().frozen.is_some() {
+                continue;
+            }
+            self.freeze()?;
+            break;
+        }
+        self.flush_frozen_locked()?;
+        let range = compaction::DeleteRange {
+            uids: uids.iter().copied().collect(),
+            ts_min,
+            ts_max,
+        };
+        let fids: Vec<i64> = {
+            let st = self.state.read();
+            st.files
+                .windows
+                .keys()
+                .copied()
+                .filter(|fid| {
+                    let (lo, hi) = tsdb::window_bounds(*fid, self.window_units);
+                    lo <= ts_max && hi >= ts_min
+                })
+                .collect()
+        };
+        let mut deleted = 0;
+        for fid in fids {
+            deleted += self.merge_window_locked(fid, false, Some(&range))?;
+        }
+        {
+            let mut st = self.state.write();
+            for uid in uids {
+                st.cache.remove(*uid);
+            }
+        }
+        self.deletes.fetch_add(1, Ordering::Relaxed);
+        self.rows_deleted.fetch_add(deleted, Ordering::Relaxed);
+        Ok(deleted)
     }
 
     fn worker_loop(&self) {
@@ -1354,13 +1431,19 @@ impl VnodeCore {
                 .collect()
         };
         for fid in due {
-            self.merge_window_locked(fid, false)?;
+            self.merge_window_locked(fid, false, None)?;
         }
         Ok(())
     }
 
-    /// Merges window `fid`'s STT files into its data files and commits. Caller holds `bg`.
-    fn merge_window_locked(&self, fid: i64, full: bool) -> Result<()> {
+    /// Merges window `fid`'s STT files into its data files, leaving out what `delete` covers,
+    /// and commits. Returns the rows deleted. Caller holds `bg`.
+    fn merge_window_locked(
+        &self,
+        fid: i64,
+        full: bool,
+        delete: Option<&compaction::DeleteRange>,
+    ) -> Result<u64> {
         let (files, mut next_id, flushed_seq, flushed_meta) = {
             let st = self.state.read();
             (
@@ -1371,10 +1454,17 @@ impl VnodeCore {
             )
         };
         let Some(w) = files.windows.get(&fid) else {
-            return Ok(());
+            return Ok(0);
         };
-        if w.damaged.is_some() {
-            return Ok(());
+        if let Some(reason) = &w.damaged {
+            if delete.is_some() {
+                return Err(VnodeError::Corruption {
+                    file: self.tsdb_dir(),
+                    offset: 0,
+                    reason: format!("cannot DELETE in damaged time window {fid}: {reason}"),
+                });
+            }
+            return Ok(0);
         }
         let full = full
             || w.data.as_ref().is_some_and(|d| {
@@ -1394,9 +1484,10 @@ impl VnodeCore {
             maxrows: self.cfg.options.maxrows.max(1) as usize,
             minrows: self.live.read().minrows as usize,
             layout_of: &layout_of,
+            delete,
         };
         let started = std::time::Instant::now();
-        let (new_data, _stats) = compaction::merge_window(&params, w, &mut next_id)?;
+        let (new_data, stats) = compaction::merge_window(&params, w, &mut next_id)?;
         let written = match (&w.data, &new_data) {
             (Some(o), Some(n)) if o.data_id == n.data_id => {
                 n.disk_bytes().saturating_sub(o.data_len + o.sma_len)
@@ -1427,6 +1518,13 @@ impl VnodeCore {
             let mut st = self.state.write();
             st.files = Arc::new(fs);
             st.next_file_id = next_id;
+            // In the same critical section as the file swap, so no reader re-caches a deleted
+            // row (a load that began before the swap sees the file set changed and skips it).
+            if let Some(d) = delete {
+                for uid in &d.uids {
+                    st.cache.remove(*uid);
+                }
+            }
         }
         for s in &old.stts {
             s.mark_obsolete();
@@ -1438,7 +1536,7 @@ impl VnodeCore {
         self.merge_bytes.fetch_add(written, Ordering::Relaxed);
         self.merge_micros
             .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        Ok(())
+        Ok(stats.rows_deleted)
     }
 
     /// KEEP: drops whole windows that ended before `now - KEEP`. Caller holds `bg`.
@@ -1719,6 +1817,90 @@ impl VnodeCore {
             .collect()
     }
 
+    /// LAST_ROW of many subtables of STABLE `stable`, as columns: the positions (into `uids`,
+    /// ascending) of the subtables that have rows, and one column per entry of `columns` with
+    /// their last rows in that order. Cache hits are read under one lock without copying the
+    /// entries; misses are loaded as [`VnodeCore::last_row`] does.
+    pub fn last_rows_columns(
+        &self,
+        stable: &str,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<(Vec<usize>, Vec<Column>)> {
+        let mut guard = self.state.write();
+        let st = &mut *guard;
+        let schema = st
+            .meta
+            .stables
+            .get(stable)
+            .ok_or_else(|| VnodeError::InvalidArgument(format!("unknown STABLE '{stable}'")))?;
+        let mut types = Vec::with_capacity(columns.len());
+        for c in columns {
+            match schema.columns.get(*c) {
+                Some(d) => types.push(d.data_type),
+                None => {
+                    return Err(VnodeError::ColumnIndexOutOfRange {
+                        stable: schema.name.clone(),
+                        index: *c,
+                        columns: schema.columns.len(),
+                    })
+                }
+            }
+        }
+        let mut out: Vec<Column> = types
+            .iter()
+            .map(|t| Column::empty(*t, uids.len()))
+            .collect();
+        let mut positions = Vec::with_capacity(uids.len());
+        let mut misses = Vec::new();
+        let use_cache = st.cache.model.last_row;
+        for (k, uid) in uids.iter().enumerate() {
+            match st.meta.by_uid.get(uid) {
+                Some(t) if t.stable == stable => {}
+                Some(t) => {
+                    return Err(VnodeError::InvalidArgument(format!(
+                        "table '{}' belongs to STABLE '{}', not '{stable}'",
+                        t.name, t.stable
+                    )))
+                }
+                None => continue,
+            }
+            let hit = if use_cache {
+                st.cache.get_ref(*uid)
+            } else {
+                None
+            };
+            match hit {
+                Some(e) => {
+                    if let Some((_, row)) = &e.row {
+                        for (c, ci) in out.iter_mut().zip(columns) {
+                            c.push(row.get(*ci).unwrap_or(&Value::Null));
+                        }
+                        positions.push(k);
+                    }
+                }
+                None => misses.push(k),
+            }
+        }
+        drop(guard);
+        if misses.is_empty() {
+            return Ok((positions, out));
+        }
+        for k in misses {
+            if let Some(row) = self.last_row(uids[k], columns)? {
+                for (c, r) in out.iter_mut().zip(&row) {
+                    c.extend(r);
+                }
+                positions.push(k);
+            }
+        }
+        // Misses were appended after the hits: restore the order of `uids`.
+        let mut order: Vec<usize> = (0..positions.len()).collect();
+        order.sort_by_key(|i| positions[*i]);
+        positions.sort_unstable();
+        Ok((positions, out.iter().map(|c| c.take(&order)).collect()))
+    }
+
     /// LAST(col) for each of `columns`: the (ts, value) of its last non-NULL value, if any.
     pub fn last_values(
         &self,
@@ -1793,6 +1975,7 @@ impl VnodeCore {
     }
 
     pub fn stats(&self) -> VnodeStats {
+        let wal_stats = self.wal.stats();
         let st = self.state.read();
         let manifest_bytes = std::fs::metadata(self.dir.join("meta").join(MANIFEST_FILE))
             .map(|m| m.len())
@@ -1802,11 +1985,15 @@ impl VnodeCore {
             rows_written: self.rows_written.load(Ordering::Relaxed),
             mem_bytes: st.mem.bytes() + st.frozen.as_ref().map(|f| f.mem.bytes()).unwrap_or(0),
             wal_bytes: self.wal.bytes(),
+            wal_bytes_written: wal_stats.bytes_written,
+            wal_fsync: wal_stats.fsync,
             disk_bytes: st.files.disk_bytes() + manifest_bytes,
             stt_files: st.files.windows.values().map(|w| w.stts.len() as u64).sum(),
             windows: st.files.windows.len() as u64,
             flushes: self.flushes.load(Ordering::Relaxed),
             merges: self.merges.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+            rows_deleted: self.rows_deleted.load(Ordering::Relaxed),
             write_stalls: self.write_stalls.load(Ordering::Relaxed),
             flush_bytes: self.flush_bytes.load(Ordering::Relaxed),
             flush_micros: self.flush_micros.load(Ordering::Relaxed),

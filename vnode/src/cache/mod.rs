@@ -183,6 +183,20 @@ impl LastRowCache {
         }
     }
 
+    /// Like [`LastRowCache::get`], without copying the entry.
+    pub fn get_ref(&mut self, uid: TableUid) -> Option<&Entry> {
+        match self.lru.get(&uid) {
+            Some(e) => {
+                self.hits += 1;
+                Some(e)
+            }
+            None => {
+                self.misses += 1;
+                None
+            }
+        }
+    }
+
     pub fn insert(&mut self, uid: TableUid, e: Entry) {
         if !self.model.any() {
             return;

@@ -9,6 +9,10 @@
 //! most the subtable's last, small block); a full rewrite (`COMPACT`, or when garbage passes half
 //! the file) writes new files and leaves no garbage. Nothing here is visible until the caller
 //! commits the manifest naming the new head.
+//!
+//! DELETE runs through the same merge: rows of the listed subtables inside the deleted range
+//! are left out of the result (the caller has flushed every row written before the DELETE
+//! into the window's files, and holds the background lock so no later row can be among them).
 
 use crate::block::ColumnCodec;
 use crate::data_file::{BlockEntry, DataAppender, DataSet};
@@ -29,12 +33,32 @@ pub struct MergeParams<'a> {
     pub maxrows: usize,
     pub minrows: usize,
     pub layout_of: &'a LayoutOf<'a>,
+    /// Rows to leave out (DELETE).
+    pub delete: Option<&'a DeleteRange>,
+}
+
+/// `DELETE FROM ... WHERE ts BETWEEN ts_min AND ts_max` over some subtables.
+#[derive(Debug, Clone)]
+pub struct DeleteRange {
+    pub uids: std::collections::HashSet<TableUid>,
+    /// Inclusive.
+    pub ts_min: i64,
+    /// Inclusive.
+    pub ts_max: i64,
+}
+
+impl DeleteRange {
+    fn hits(&self, uid: TableUid, ts_min: i64, ts_max: i64) -> bool {
+        self.uids.contains(&uid) && ts_min <= self.ts_max && ts_max >= self.ts_min
+    }
 }
 
 #[derive(Default, Debug, Clone, Copy)]
 pub struct MergeStats {
     pub rows_written: u64,
     pub blocks_written: u64,
+    /// Rows left out because a DELETE covered them.
+    pub rows_deleted: u64,
 }
 
 /// Builds the window's next data version from `window` (its data and all its STT files).
@@ -71,10 +95,22 @@ pub fn merge_window(
             continue;
         };
         let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        let deleting = p.delete.filter(|d| {
+            old_blocks
+                .iter()
+                .map(|e| (e.loc.ts_min, e.loc.ts_max))
+                .chain(
+                    window
+                        .stts
+                        .iter()
+                        .flat_map(|s| s.blocks(uid).iter().map(|b| (b.ts_min, b.ts_max))),
+                )
+                .any(|(lo, hi)| d.hits(uid, lo, hi))
+        });
         // Fast path (in-order ingest): the subtable's STT blocks do not overlap each other or
         // the window's data, are full width and not tiny, and the data's last block need not
         // be folded: move the encoded blocks and their SMA as they are, no decode, no encode.
-        if !p.full_rewrite {
+        if !p.full_rewrite && deleting.is_none() {
             if let Some(entries) = move_blocks(
                 p,
                 window,
@@ -99,7 +135,10 @@ pub fn merge_window(
                 });
             }
         }
-        if runs.is_empty() && !p.full_rewrite {
+        if let Some(d) = deleting {
+            new_min = new_min.min(d.ts_min);
+        }
+        if runs.is_empty() && !p.full_rewrite && deleting.is_none() {
             if !old_blocks.is_empty() {
                 index.insert(uid, old_blocks.to_vec());
             }
@@ -129,9 +168,14 @@ pub fn merge_window(
                 }
             }
         }
-        let merged = merge_runs(runs, || {
+        let mut merged = merge_runs(runs, || {
             types.iter().map(|t| Column::empty(*t, 0)).collect()
         });
+        if let Some(d) = deleting {
+            let (kept, gone) = cut_range(merged, d.ts_min, d.ts_max);
+            merged = kept;
+            stats.rows_deleted += gone as u64;
+        }
         let n = merged.first().map(Column::len).unwrap_or(0);
         let mut entries: Vec<BlockEntry> = old_blocks.get(..keep).unwrap_or(&[]).to_vec();
         if n > 0 {
@@ -162,6 +206,30 @@ pub fn merge_window(
     let head_id = *next_id;
     *next_id += 1;
     Ok((Some(app.finish(index, head_id, garbage)?), stats))
+}
+
+/// Removes the rows with `ts_min <= ts <= ts_max` from sorted columns (column 0 = ts);
+/// returns what is left and how many rows were removed.
+fn cut_range(cols: Vec<Column>, ts_min: i64, ts_max: i64) -> (Vec<Column>, usize) {
+    let ts = match cols.first() {
+        Some(c) => crate::block::ts_slice(c),
+        None => return (cols, 0),
+    };
+    let a = ts.partition_point(|t| *t < ts_min);
+    let b = ts.partition_point(|t| *t <= ts_max);
+    if a >= b {
+        return (cols, 0);
+    }
+    let n = ts.len();
+    let out = cols
+        .iter()
+        .map(|c| {
+            let mut head = c.slice(0, a);
+            head.extend(&c.slice(b, n));
+            head
+        })
+        .collect();
+    (out, b - a)
 }
 
 /// The move-as-is path of [`merge_window`] for one subtable; `None` when it does not apply.

@@ -1,20 +1,22 @@
 //! The vnode's catalog: STABLE schemas it has seen, its subtables with their tags, and the
 //! next subtable uid.
 //!
-//! Owns: name -> table, uid -> name, stable -> schema. Invariants: `by_uid` is exactly the
-//! inverse of `tables`; every table's stable is in `stables`; `next_uid` is greater than every
+//! Owns: name -> table, uid -> table, stable -> schema. Invariants: `by_uid` holds exactly the
+//! tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of LAST_ROW over many
+//! subtables — is one hash probe and listing tables copies no names or tags); every table's stable is in `stables`; `next_uid` is greater than every
 //! uid ever handed out (also of dropped tables), so uids are never reused. The catalog is made
 //! durable by the WAL (creates/drops/schema records) and by the snapshot in the manifest.
 
 use crate::codec::{DResult, Reader, Writer};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use tidal_common::{StableSchema, TableMeta, TableUid, Value};
 
 #[derive(Default, Clone)]
 pub struct Meta {
     pub stables: BTreeMap<String, StableSchema>,
-    pub tables: BTreeMap<String, TableMeta>,
-    pub by_uid: HashMap<TableUid, String>,
+    pub tables: BTreeMap<String, Arc<TableMeta>>,
+    pub by_uid: HashMap<TableUid, Arc<TableMeta>>,
     pub next_uid: u64,
     /// Tag indexes: (stable, tag position) -> value -> names of its subtables with that value.
     /// The first tag of every STABLE is always indexed (as TDengine does); another tag gets an
@@ -75,7 +77,8 @@ impl Meta {
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
         self.remove_table(&t.name);
-        self.by_uid.insert(t.uid, t.name.clone());
+        let t = Arc::new(t);
+        self.by_uid.insert(t.uid, t.clone());
         self.tag_index.entry((t.stable.clone(), 0)).or_default();
         for ((stable, k), idx) in self.tag_index.iter_mut() {
             if *stable == t.stable {
@@ -87,7 +90,7 @@ impl Meta {
         self.tables.insert(t.name.clone(), t);
     }
 
-    pub fn remove_table(&mut self, name: &str) -> Option<TableMeta> {
+    pub fn remove_table(&mut self, name: &str) -> Option<Arc<TableMeta>> {
         let t = self.tables.remove(name)?;
         self.by_uid.remove(&t.uid);
         for ((stable, k), idx) in self.tag_index.iter_mut() {
@@ -125,7 +128,7 @@ impl Meta {
         stable: &str,
         k: usize,
         values: &[Value],
-    ) -> Option<Vec<&TableMeta>> {
+    ) -> Option<Vec<&Arc<TableMeta>>> {
         let idx = self.tag_index.get(&(stable.to_string(), k))?;
         let mut names: BTreeSet<&String> = BTreeSet::new();
         for v in values {
@@ -142,7 +145,7 @@ impl Meta {
     }
 
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {
-        self.by_uid.get(&uid).and_then(|n| self.tables.get(n))
+        self.by_uid.get(&uid).map(|t| &**t)
     }
 
     pub fn tables_of(&self, stable: &str) -> Vec<String> {

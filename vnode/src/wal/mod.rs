@@ -21,6 +21,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
+use tidal_common::{HistogramSnapshot, LatencyHistogram};
 
 pub const WAL_MAGIC: &[u8; 8] = b"TIDALWAL";
 pub const WAL_VERSION: u32 = 1;
@@ -257,6 +259,17 @@ pub struct Wal {
     cv: Condvar,
     /// Number of group writes (each one `write` + at level 2 one fsync) done so far.
     group_writes: AtomicU64,
+    /// Record bytes handed to the OS since open (a counter; `bytes` is what is on disk now).
+    bytes_written: AtomicU64,
+    /// Latency of every fsync of WAL records (group commit, periodic sync, rotation).
+    fsync_latency: LatencyHistogram,
+}
+
+/// Counters of one WAL since it was opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalStats {
+    pub bytes_written: u64,
+    pub fsync: HistogramSnapshot,
 }
 
 /// Creates (or empties) the WAL file `path` whose first record will be `first_seq`, writes its
@@ -305,6 +318,8 @@ impl Wal {
             }),
             cv: Condvar::new(),
             group_writes: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            fsync_latency: LatencyHistogram::new(),
         })
     }
 
@@ -336,6 +351,25 @@ impl Wal {
 
     pub fn last_seq(&self) -> u64 {
         self.inner.lock().last_seq
+    }
+
+    pub fn stats(&self) -> WalStats {
+        WalStats {
+            bytes_written: self.bytes_written.load(Ordering::Relaxed),
+            fsync: self.fsync_latency.snapshot(),
+        }
+    }
+
+    /// fsyncs `file` (data only, or with metadata), recording the latency.
+    fn timed_sync(&self, file: &File, path: &Path, all: bool) -> Result<()> {
+        let start = Instant::now();
+        let r = if all {
+            file.sync_all()
+        } else {
+            file.sync_data()
+        };
+        self.fsync_latency.observe(start.elapsed());
+        r.map_err(|e| VnodeError::io(path, "fsync", e))
     }
 
     pub fn bytes(&self) -> u64 {
@@ -376,10 +410,12 @@ impl Wal {
             let mut res = (&*file)
                 .write_all(&bytes)
                 .map_err(|e| VnodeError::io(&path, "append to", e));
+            if res.is_ok() {
+                self.bytes_written
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
             if res.is_ok() && self.fsync {
-                res = file
-                    .sync_data()
-                    .map_err(|e| VnodeError::io(&path, "fsync", e));
+                res = self.timed_sync(&file, &path, false);
             }
             self.group_writes.fetch_add(1, Ordering::Relaxed);
             s = self.sync.lock();
@@ -403,8 +439,7 @@ impl Wal {
             let i = self.inner.lock();
             (i.file.clone(), i.path.clone())
         };
-        file.sync_data()
-            .map_err(|e| VnodeError::io(&path, "fsync", e))
+        self.timed_sync(&file, &path, false)
     }
 
     /// Starts a new file for records after the current last one, and fsyncs the current file.
@@ -415,9 +450,7 @@ impl Wal {
         if first_seq == i.first_seq {
             return Ok(()); // the current file is still empty
         }
-        i.file
-            .sync_all()
-            .map_err(|e| VnodeError::io(&i.path, "fsync", e))?;
+        self.timed_sync(&i.file, &i.path, true)?;
         let path = self.dir.join(file_name(first_seq));
         let file = create_file(&self.dir, &path, first_seq)?;
         let old = WalFile {
@@ -475,6 +508,30 @@ mod tests {
         let files = list_files(d.path()).unwrap();
         assert_eq!(files.len(), 1);
         assert_eq!(files[0].first_seq, 4);
+    }
+
+    #[test]
+    fn stats_count_written_bytes_and_fsyncs() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 2, 0, Vec::new()).unwrap();
+        assert_eq!(wal.stats(), WalStats::default());
+        wal.append(&[1u8; 10]);
+        wal.append(&[2u8; 20]);
+        wal.wait_durable(2).unwrap();
+        let s = wal.stats();
+        assert_eq!(s.bytes_written, (2 * FRAME_BYTES + 30) as u64);
+        assert_eq!(s.fsync.count(), 1, "one group commit, one fsync");
+        wal.rotate().unwrap();
+        assert_eq!(wal.stats().fsync.count(), 2, "rotation syncs the old file");
+        // wal_level 1 writes without fsync; the periodic syncer's fsyncs are counted.
+        let d1 = tempfile::tempdir().unwrap();
+        let wal1 = Wal::open(d1.path(), 1, 0, Vec::new()).unwrap();
+        wal1.append(b"abc");
+        wal1.wait_durable(1).unwrap();
+        assert_eq!(wal1.stats().fsync.count(), 0);
+        assert_eq!(wal1.stats().bytes_written, (FRAME_BYTES + 3) as u64);
+        wal1.sync_current().unwrap();
+        assert_eq!(wal1.stats().fsync.count(), 1);
     }
 
     #[test]

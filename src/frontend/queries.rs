@@ -1,0 +1,522 @@
+//! The statements this node's SQL frontend is running: the registry behind SHOW QUERIES and
+//! KILL QUERY, and the per-statement deadline.
+//!
+//! Every Execute request is registered for as long as it runs (bounded: a node refuses new
+//! statements past [`RUNNING_MAX`]). Requests made only of queries (SELECT, EXPLAIN, SHOW,
+//! DESCRIBE, INSERT ... SELECT) can be killed and time out; abandoning them changes nothing.
+//! DDL and INSERT VALUES are listed but run to completion: stopping one half-way could leave
+//! the mnode and the data nodes disagreeing.
+//!
+//! Stopping a query drops its future: the fragment calls it has in flight are dropped with it,
+//! which resets their HTTP/2 streams, which drops the data nodes' handlers, which raise the
+//! cancellation flag their fragment executors poll between subtables and blocks.
+
+use super::{ExecError, ExecResult};
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tidal_common::StatusCode;
+use tidal_sql::Statement;
+
+/// Statements one node runs at once; past it a new one fails with ResourceExhausted.
+pub const RUNNING_MAX: usize = 1024;
+/// SHOW QUERIES shows at most this many characters of a statement's text.
+pub const SQL_TEXT_MAX_CHARS: usize = 512;
+/// The server's query timeout when TIDAL_QUERY_TIMEOUT_MS is not set: the client library's
+/// own RPC timeout, so that the server gives up no later than its callers do.
+pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 300_000;
+/// Environment variable that sets the server's default query timeout (0 = none).
+pub const QUERY_TIMEOUT_ENV: &str = "TIDAL_QUERY_TIMEOUT_MS";
+/// Extra time a fragment call gets past the statement's deadline: the coordinator stops the
+/// statement first; the data node's own deadline only matters if the coordinator vanished.
+const FRAGMENT_DEADLINE_SLACK_MS: u64 = 1_000;
+
+/// Who runs a statement and with which limits (from the Execute request).
+#[derive(Clone, Debug, Default)]
+pub struct Session {
+    /// The session's query timeout; `None` = the server's default, `Some(0)` = none.
+    pub timeout_ms: Option<u64>,
+    /// The client's address, when known.
+    pub client: String,
+    /// This node's address as the client reached it, when known.
+    pub endpoint: String,
+    /// The authenticated user ("" = root).
+    pub user: String,
+    /// Whether the user may see and kill every user's statements.
+    pub superuser: bool,
+}
+
+/// The server's default query timeout: TIDAL_QUERY_TIMEOUT_MS, else
+/// [`DEFAULT_QUERY_TIMEOUT_MS`]. A value that is not a number is an error, not ignored.
+pub fn default_timeout_ms_from_env() -> Result<u64, String> {
+    match std::env::var(QUERY_TIMEOUT_ENV) {
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+            format!("{QUERY_TIMEOUT_ENV}={v:?}: expected a number of milliseconds (0 = none)")
+        }),
+        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_QUERY_TIMEOUT_MS),
+        Err(e) => Err(format!("{QUERY_TIMEOUT_ENV}: {e}")),
+    }
+}
+
+/// Whether abandoning the statement half-way leaves nothing inconsistent.
+pub fn is_query(s: &Statement) -> bool {
+    matches!(
+        s,
+        Statement::Select(_)
+            | Statement::Explain { .. }
+            | Statement::InsertSelect { .. }
+            | Statement::ShowDatabases
+            | Statement::ShowStables { .. }
+            | Statement::ShowTables { .. }
+            | Statement::ShowVgroups { .. }
+            | Statement::ShowDnodes
+            | Statement::ShowMnodes
+            | Statement::ShowTableTags { .. }
+            | Statement::ShowTags { .. }
+            | Statement::ShowCreateDatabase { .. }
+            | Statement::ShowCreateTable { .. }
+            | Statement::ShowQueries
+            | Statement::Describe { .. }
+    )
+}
+
+/// One running Execute request.
+pub struct Running {
+    pub id: String,
+    pub sql: String,
+    pub user: String,
+    pub superuser: bool,
+    pub client: String,
+    pub endpoint: String,
+    /// Wall-clock start, ms since the epoch.
+    pub started_ms: i64,
+    pub started: Instant,
+    pub killable: bool,
+    /// 0 = none.
+    pub timeout_ms: u64,
+    /// Fragment calls to data nodes in flight.
+    fragments: AtomicU32,
+    kill: tokio::sync::watch::Sender<bool>,
+}
+
+impl Running {
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn fragments_in_flight(&self) -> u32 {
+        self.fragments.load(Ordering::Relaxed)
+    }
+
+    pub fn is_killed(&self) -> bool {
+        *self.kill.borrow()
+    }
+
+    pub fn state(&self) -> &'static str {
+        if self.is_killed() {
+            "killed"
+        } else if self.fragments_in_flight() > 0 {
+            "executing"
+        } else {
+            "running"
+        }
+    }
+
+    /// When the statement must have finished, if it has a timeout.
+    pub fn deadline(&self) -> Option<Instant> {
+        (self.timeout_ms > 0).then(|| self.started + Duration::from_millis(self.timeout_ms))
+    }
+
+    /// Counts a fragment call as in flight until the returned guard drops.
+    pub fn fragment_started(self: &Arc<Self>) -> FragmentGuard {
+        self.fragments.fetch_add(1, Ordering::Relaxed);
+        FragmentGuard(self.clone())
+    }
+}
+
+/// Spawned tasks that are aborted when this is dropped (a dropped JoinHandle alone lets its
+/// task run on).
+pub struct AbortOnDrop<T>(pub Vec<tokio::task::JoinHandle<T>>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        for h in &self.0 {
+            h.abort();
+        }
+    }
+}
+
+pub struct FragmentGuard(Arc<Running>);
+
+impl Drop for FragmentGuard {
+    fn drop(&mut self) {
+        self.0.fragments.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The running statements of one node.
+pub struct Registry {
+    /// Distinguishes this process's ids from other nodes' (`<node>:<seq>`).
+    node: String,
+    seq: AtomicU64,
+    running: Mutex<BTreeMap<u64, Arc<Running>>>,
+    max: usize,
+}
+
+/// Removes its statement from the registry when dropped (finished, failed, killed or the
+/// client went away).
+pub struct Registration {
+    registry: Arc<Registry>,
+    seq: u64,
+    pub running: Arc<Running>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.registry.running.lock().remove(&self.seq);
+    }
+}
+
+tokio::task_local! {
+    static CURRENT: Arc<Running>;
+}
+
+/// The statement the current task runs for, if any (fragment calls report to it).
+pub fn current() -> Option<Arc<Running>> {
+    CURRENT.try_with(|r| r.clone()).ok()
+}
+
+/// How long a fragment call of the current statement may take on the data node.
+pub fn fragment_timeout() -> Option<Duration> {
+    let deadline = current()?.deadline()?;
+    Some(
+        deadline.saturating_duration_since(Instant::now())
+            + Duration::from_millis(FRAGMENT_DEADLINE_SLACK_MS),
+    )
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Registry {
+    pub fn new(max: usize) -> Arc<Registry> {
+        // A per-process tag: ids stay unique across restarts and across the nodes a user
+        // talks to, so a KILL sent to the wrong node cannot hit another statement.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let tag = (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) & 0x00ff_ffff;
+        Registry::with_node(format!("{tag:06x}"), max)
+    }
+
+    fn with_node(node: String, max: usize) -> Arc<Registry> {
+        Arc::new(Registry {
+            node,
+            seq: AtomicU64::new(0),
+            running: Mutex::new(BTreeMap::new()),
+            max,
+        })
+    }
+
+    /// The registry shared by every SQL entry point of this process (gRPC, HTTP).
+    pub fn global() -> Arc<Registry> {
+        static GLOBAL: OnceLock<Arc<Registry>> = OnceLock::new();
+        GLOBAL.get_or_init(|| Registry::new(RUNNING_MAX)).clone()
+    }
+
+    pub fn register(
+        self: &Arc<Self>,
+        sql: &str,
+        session: &Session,
+        killable: bool,
+        timeout_ms: u64,
+    ) -> ExecResult<Registration> {
+        let mut running = self.running.lock();
+        if running.len() >= self.max {
+            return Err(ExecError::new(
+                StatusCode::ResourceExhausted,
+                format!(
+                    "too many statements running on this node (limit {}); retry when some finish",
+                    self.max
+                ),
+            ));
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut text: String = sql.trim().chars().take(SQL_TEXT_MAX_CHARS).collect();
+        if text.len() < sql.trim().len() {
+            text.push_str("...");
+        }
+        let (kill, _) = tokio::sync::watch::channel(false);
+        let r = Arc::new(Running {
+            id: format!("{}:{seq}", self.node),
+            sql: text,
+            user: if session.user.is_empty() {
+                "root".to_string()
+            } else {
+                session.user.clone()
+            },
+            // The default user is root.
+            superuser: session.superuser || session.user.is_empty(),
+            client: session.client.clone(),
+            endpoint: session.endpoint.clone(),
+            started_ms: now_ms(),
+            started: Instant::now(),
+            killable,
+            timeout_ms,
+            fragments: AtomicU32::new(0),
+            kill,
+        });
+        running.insert(seq, r.clone());
+        Ok(Registration {
+            registry: self.clone(),
+            seq,
+            running: r,
+        })
+    }
+
+    /// The running statements, oldest first.
+    pub fn list(&self) -> Vec<Arc<Running>> {
+        self.running.lock().values().cloned().collect()
+    }
+
+    /// The running statements `by` may see: all for a superuser (or no caller), else its own.
+    pub fn visible_to(&self, by: Option<&Running>) -> Vec<Arc<Running>> {
+        let mut all = self.list();
+        if let Some(by) = by.filter(|b| !b.superuser) {
+            all.retain(|r| r.user == by.user);
+        }
+        all
+    }
+
+    /// KILL QUERY by `by` (the caller's own statement; `None` = internal): stops the
+    /// statement `id`, which fails with "query <id> was killed". A user who is not a
+    /// superuser may only kill their own statements.
+    pub fn kill(&self, id: &str, by: Option<&Running>) -> ExecResult<()> {
+        let (node, seq) = id.rsplit_once(':').unwrap_or(("", id));
+        let not_found = || {
+            ExecError::new(
+                StatusCode::InvalidArgument,
+                format!("no running query '{id}' on this node (SHOW QUERIES lists them)"),
+            )
+        };
+        let Ok(seq) = seq.trim().parse::<u64>() else {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!("'{id}' is not a query id: expected NODE:SEQ as SHOW QUERIES shows it"),
+            ));
+        };
+        if node != self.node {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "query '{id}' was not started on this node (this node's queries are {}:N): \
+                     run KILL QUERY on the node whose SHOW QUERIES lists it",
+                    self.node
+                ),
+            ));
+        }
+        let r = self
+            .running
+            .lock()
+            .get(&seq)
+            .cloned()
+            .ok_or_else(not_found)?;
+        // Another user's statement is reported like a missing one: it is not visible either.
+        if by.is_some_and(|b| !b.superuser && b.user != r.user) {
+            return Err(not_found());
+        }
+        if !r.killable {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "statement '{id}' is not a query (DDL or INSERT) and cannot be killed safely; \
+                     it runs to completion"
+                ),
+            ));
+        }
+        r.kill.send_replace(true);
+        Ok(())
+    }
+}
+
+impl Registration {
+    /// Runs `work` for this statement: as the task's current statement, until it finishes,
+    /// is killed or passes its deadline (the last two drop `work`).
+    pub async fn run<T>(&self, work: impl Future<Output = ExecResult<T>>) -> ExecResult<T> {
+        let r = self.running.clone();
+        let work = CURRENT.scope(r.clone(), work);
+        if !r.killable {
+            return work.await;
+        }
+        let mut killed = r.kill.subscribe();
+        let deadline = r.deadline();
+        let timeout = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            _ = killed.wait_for(|k| *k) => Err(ExecError::new(
+                StatusCode::ExecutionError,
+                format!("query {} was killed", r.id),
+            )),
+            _ = timeout => Err(ExecError::new(
+                StatusCode::Timeout,
+                format!("query timed out after {} ms", r.timeout_ms),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::default()
+    }
+
+    #[test]
+    fn registry_is_bounded_and_entries_leave_on_drop() {
+        let reg = Registry::with_node("ab".into(), 2);
+        let a = reg.register("select 1", &session(), true, 0).unwrap();
+        let b = reg.register("select 2", &session(), true, 0).unwrap();
+        let e = reg.register("select 3", &session(), true, 0).err().unwrap();
+        assert_eq!(e.code, StatusCode::ResourceExhausted);
+        assert!(e.message.contains("limit 2"), "{}", e.message);
+        assert_eq!(reg.list().len(), 2);
+        assert_eq!(a.running.id, "ab:1");
+        assert_eq!(a.running.user, "root");
+        drop(a);
+        assert_eq!(reg.list().len(), 1);
+        assert_eq!(reg.list()[0].id, "ab:2");
+        drop(b);
+        assert!(reg.list().is_empty());
+    }
+
+    #[test]
+    fn long_text_is_truncated() {
+        let reg = Registry::with_node("ab".into(), 2);
+        let sql = format!("select {}", "x".repeat(2 * SQL_TEXT_MAX_CHARS));
+        let r = reg.register(&sql, &session(), true, 0).unwrap();
+        assert_eq!(r.running.sql.chars().count(), SQL_TEXT_MAX_CHARS + 3);
+        assert!(r.running.sql.ends_with("..."));
+    }
+
+    #[test]
+    fn kill_errors_name_the_problem() {
+        let reg = Registry::with_node("ab".into(), 4);
+        let ddl = reg
+            .register("create database x", &session(), false, 0)
+            .unwrap();
+        for (id, want) in [
+            ("ab:x", "is not a query id"),
+            ("cd:1", "was not started on this node"),
+            ("ab:99", "no running query 'ab:99'"),
+            ("ab:1", "cannot be killed safely"),
+        ] {
+            let e = reg.kill(id, None).err().unwrap();
+            assert!(e.message.contains(want), "{id}: {}", e.message);
+        }
+        drop(ddl);
+    }
+
+    #[test]
+    fn users_see_and_kill_only_their_own_statements() {
+        let reg = Registry::with_node("ab".into(), 4);
+        let as_user = |user: &str, superuser: bool| Session {
+            user: user.into(),
+            superuser,
+            ..Session::default()
+        };
+        let alice = reg
+            .register("select a", &as_user("alice", false), true, 0)
+            .unwrap();
+        let bob = reg
+            .register("select b", &as_user("bob", false), true, 0)
+            .unwrap();
+        let root = reg
+            .register("show queries", &as_user("", true), true, 0)
+            .unwrap();
+        let seen: Vec<String> = reg
+            .visible_to(Some(&bob.running))
+            .iter()
+            .map(|r| r.sql.clone())
+            .collect();
+        assert_eq!(seen, ["select b"]);
+        assert_eq!(reg.visible_to(Some(&root.running)).len(), 3);
+        assert_eq!(root.running.user, "root");
+        let e = reg
+            .kill(&alice.running.id, Some(&bob.running))
+            .err()
+            .unwrap();
+        assert!(e.message.contains("no running query"), "{}", e.message);
+        assert!(!alice.running.is_killed());
+        reg.kill(&alice.running.id, Some(&alice.running)).unwrap();
+        assert!(alice.running.is_killed());
+        reg.kill(&bob.running.id, Some(&root.running)).unwrap();
+        assert!(bob.running.is_killed());
+    }
+
+    #[tokio::test]
+    async fn kill_stops_the_statement() {
+        let reg = Registry::with_node("ab".into(), 4);
+        let q = reg.register("select slow", &session(), true, 0).unwrap();
+        let id = q.running.id.clone();
+        let reg2 = reg.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            reg2.kill(&id, None).unwrap();
+        });
+        let start = Instant::now();
+        let e = q
+            .run(async {
+                assert!(current().is_some());
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(())
+            })
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.message, "query ab:1 was killed");
+        assert!(start.elapsed() < Duration::from_secs(5));
+        assert_eq!(reg.list()[0].state(), "killed");
+    }
+
+    #[tokio::test]
+    async fn deadline_fails_the_statement() {
+        let reg = Registry::with_node("ab".into(), 4);
+        let q = reg.register("select slow", &session(), true, 100).unwrap();
+        let e = q
+            .run(async {
+                let t = fragment_timeout().unwrap();
+                assert!(t > Duration::from_millis(FRAGMENT_DEADLINE_SLACK_MS));
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok(())
+            })
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(e.code, StatusCode::Timeout);
+        assert_eq!(e.message, "query timed out after 100 ms");
+        // Not killable: runs to completion whatever its timeout says.
+        let d = reg.register("create x", &session(), false, 1).unwrap();
+        let out = d
+            .run(async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Ok(7)
+            })
+            .await;
+        assert_eq!(out.unwrap(), 7);
+    }
+}

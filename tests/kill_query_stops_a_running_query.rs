@@ -1,0 +1,207 @@
+//! KILL QUERY stops a running query: a long scan started on one connection shows in SHOW
+//! QUERIES on another, KILL QUERY makes it fail with "query <id> was killed" at once, it
+//! leaves the registry, and the data nodes stop working on it (their CPU goes quiet) instead
+//! of finishing the scan for nobody.
+
+mod common;
+
+use common::Cluster;
+use std::time::{Duration, Instant};
+use tidal_client::Client;
+use tidal_common::{Column, DataType, SchemaVersion, StableSchema, TableWrite, Value};
+
+const SUBTABLES: usize = 8;
+const ROWS_PER_SUBTABLE: usize = 250_000;
+const WRITE_ROWS: usize = 25_000;
+/// Every row is its own window and the filter defeats block statistics: the vnodes read and
+/// aggregate every row, and only return when they are done.
+const LONG_QUERY: &str =
+    "SELECT COUNT(*), AVG(v), STDDEV(v), SPREAD(v) FROM m WHERE v >= 0 INTERVAL(1a)";
+
+/// Loads SUBTABLES x ROWS_PER_SUBTABLE rows into `db.m` through the client library.
+async fn load(c: &Client, db: &str) {
+    c.execute(&format!("CREATE DATABASE {db} VGROUPS 2"), "")
+        .await
+        .unwrap();
+    c.execute("CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)", db)
+        .await
+        .unwrap();
+    let schema: StableSchema = c.stable(db, "m").await.unwrap();
+    assert_eq!(schema.version, SchemaVersion(1));
+    for t in 0..SUBTABLES {
+        for start in (0..ROWS_PER_SUBTABLE).step_by(WRITE_ROWS) {
+            let mut ts = Column::empty(DataType::Timestamp, WRITE_ROWS);
+            let mut v = Column::empty(DataType::Double, WRITE_ROWS);
+            for r in start..start + WRITE_ROWS {
+                ts.push(&Value::Timestamp(1_600_000_000_000 + r as i64));
+                v.push(&Value::Float((r % 1000) as f64 * 0.5));
+            }
+            let w = TableWrite {
+                table: format!("t{t}"),
+                stable: "m".into(),
+                tags: Some(vec![Value::Int(t as i64)]),
+                columns: vec![ts, v],
+            };
+            c.write(db, std::slice::from_ref(&schema), vec![w])
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// CPU time (user + system) the process has used.
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
+    // Fields after the command name (which may contain spaces) in ")" ... ; utime and stime
+    // are fields 14 and 15 of the line, 12 and 13 after the ") ".
+    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+fn dnodes_cpu(c: &Cluster) -> Duration {
+    c.dnodes
+        .iter()
+        .flatten()
+        .map(|p| cpu_time(p.child.id()))
+        .sum()
+}
+
+#[test]
+fn kill_query_stops_a_running_query() {
+    let cluster = Cluster::start(2);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        load(&c, "kq").await;
+        let total = c
+            .execute("SELECT COUNT(*) FROM m", "kq")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        assert_eq!(
+            total.row(0)[0],
+            Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
+        );
+
+        // The long query, on its own connection and with no timeout.
+        let runner = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let started = Instant::now();
+        let query = tokio::spawn(async move {
+            let r = runner.execute_with_timeout(LONG_QUERY, "kq", Some(0)).await;
+            (r, Instant::now())
+        });
+
+        // Another connection finds it in SHOW QUERIES, with its fragments on the vnodes.
+        let observer = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let id = loop {
+            assert!(
+                !query.is_finished(),
+                "the query ended before it could be killed: {:?}",
+                started.elapsed()
+            );
+            assert!(started.elapsed() < Duration::from_secs(30), "never listed");
+            let list = observer
+                .execute("SHOW QUERIES", "")
+                .await
+                .unwrap()
+                .batch
+                .unwrap();
+            let col = |name: &str| list.fields.iter().position(|f| f.name == name).unwrap();
+            let found = (0..list.num_rows()).map(|r| list.row(r)).find(|row| {
+                row[col("sql")] == Value::Str(LONG_QUERY.into())
+                    && row[col("state")] == Value::Str("executing".into())
+            });
+            if let Some(row) = found {
+                assert_eq!(row[col("user")], Value::Str("root".into()));
+                assert_eq!(row[col("kind")], Value::Str("query".into()));
+                assert!(matches!(row[col("sub_num")], Value::Int(n) if n >= 1));
+                let Value::Str(id) = &row[col("kill_id")] else {
+                    panic!("kill_id {:?}", row[col("kill_id")]);
+                };
+                break id.clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+
+        // The data nodes are busy with it before the kill...
+        let before = dnodes_cpu(&cluster);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let busy = dnodes_cpu(&cluster) - before;
+        assert!(
+            !query.is_finished(),
+            "the query ended before it could be killed: make the data set larger"
+        );
+        // (2 cores shared with whatever else runs: a loose bound.)
+        assert!(
+            busy >= Duration::from_millis(250),
+            "the data nodes used only {busy:?} of CPU in 1 s while scanning"
+        );
+
+        let killed_at = Instant::now();
+        observer
+            .execute(&format!("KILL QUERY '{id}'"), "")
+            .await
+            .unwrap();
+        let (result, ended) = query.await.unwrap();
+        let Err(err) = result else {
+            panic!("a killed query must fail");
+        };
+        assert_eq!(err.message, format!("query {id} was killed"));
+        let took = ended - killed_at;
+        eprintln!("the query ended {took:?} after KILL");
+        assert!(
+            took < Duration::from_secs(2),
+            "the query ended {took:?} after KILL"
+        );
+
+        // It left the registry, and killing it again says so.
+        let list = observer
+            .execute("SHOW QUERIES", "")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        let sql = list.fields.iter().position(|f| f.name == "sql").unwrap();
+        assert!(
+            (0..list.num_rows()).all(|r| list.row(r)[sql] != Value::Str(LONG_QUERY.into())),
+            "the killed query is still listed"
+        );
+        let Err(again) = observer.execute(&format!("KILL QUERY '{id}'"), "").await else {
+            panic!("killing a finished query must fail");
+        };
+        assert!(
+            again.message.contains("no running query"),
+            "{}",
+            again.message
+        );
+
+        // ... and stop working on it soon after: 300 ms later they are nearly idle.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = dnodes_cpu(&cluster);
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let after_kill = dnodes_cpu(&cluster) - before;
+        eprintln!("data-node CPU per second: {busy:?} scanning, {after_kill:?} after the kill");
+        assert!(
+            after_kill <= Duration::from_millis(100).min(busy / 3),
+            "the data nodes still used {after_kill:?} of CPU per second 300 ms after the kill \
+             (busy: {busy:?})"
+        );
+
+        // The cluster still answers queries.
+        let n = c
+            .execute("SELECT COUNT(*) FROM m WHERE v >= 0", "kq")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        assert_eq!(
+            n.row(0)[0],
+            Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
+        );
+    });
+}

@@ -1,0 +1,141 @@
+//! Queries time out: a session's timeout (the Execute request's `timeout_ms`) and the
+//! server's default (TIDAL_QUERY_TIMEOUT_MS) fail a long query with "query timed out after
+//! N ms" soon after N ms; `timeout_ms = 0` means none; short queries and DDL are unaffected;
+//! a malformed server setting stops the server with an error that names it.
+
+mod common;
+
+use common::{Cluster, BIN};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tidal_client::Client;
+use tidal_common::{Column, DataType, StableSchema, StatusCode, TableWrite, Value};
+
+const SUBTABLES: usize = 8;
+const ROWS_PER_SUBTABLE: usize = 100_000;
+const WRITE_ROWS: usize = 25_000;
+/// Every row is its own window and the filter defeats block statistics: seconds of work.
+const LONG_QUERY: &str =
+    "SELECT COUNT(*), AVG(v), STDDEV(v), SPREAD(v) FROM m WHERE v >= 0 INTERVAL(1a)";
+/// The server default the cluster runs with.
+const SERVER_TIMEOUT_MS: u64 = 700;
+
+async fn load(c: &Client, db: &str) {
+    c.execute(&format!("CREATE DATABASE {db} VGROUPS 2"), "")
+        .await
+        .unwrap();
+    c.execute("CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)", db)
+        .await
+        .unwrap();
+    let schema: StableSchema = c.stable(db, "m").await.unwrap();
+    for t in 0..SUBTABLES {
+        for start in (0..ROWS_PER_SUBTABLE).step_by(WRITE_ROWS) {
+            let mut ts = Column::empty(DataType::Timestamp, WRITE_ROWS);
+            let mut v = Column::empty(DataType::Double, WRITE_ROWS);
+            for r in start..start + WRITE_ROWS {
+                ts.push(&Value::Timestamp(1_600_000_000_000 + r as i64));
+                v.push(&Value::Float((r % 1000) as f64 * 0.5));
+            }
+            let w = TableWrite {
+                table: format!("t{t}"),
+                stable: "m".into(),
+                tags: Some(vec![Value::Int(t as i64)]),
+                columns: vec![ts, v],
+            };
+            c.write(db, std::slice::from_ref(&schema), vec![w])
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// Runs LONG_QUERY with `timeout_ms` and returns its error and how long it took.
+async fn timed_out(c: &Client, timeout_ms: Option<u64>) -> (tidal_client::ClientError, Duration) {
+    let start = Instant::now();
+    let r = c.execute_with_timeout(LONG_QUERY, "qt", timeout_ms).await;
+    let took = start.elapsed();
+    let Err(e) = r else {
+        panic!("the long query must time out ({timeout_ms:?} ms)");
+    };
+    (e, took)
+}
+
+#[test]
+fn queries_time_out() {
+    // The cluster's processes inherit the server default.
+    std::env::set_var("TIDAL_QUERY_TIMEOUT_MS", SERVER_TIMEOUT_MS.to_string());
+    let cluster = Cluster::start(2);
+    std::env::remove_var("TIDAL_QUERY_TIMEOUT_MS");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        load(&c, "qt").await;
+
+        // With no timeout the query runs to its end: it is long enough to time out below.
+        let start = Instant::now();
+        let full = c
+            .execute_with_timeout(LONG_QUERY, "qt", Some(0))
+            .await
+            .unwrap_or_else(|e| panic!("without a timeout: {e}"));
+        let full_took = start.elapsed();
+        eprintln!("the long query takes {full_took:?} without a timeout");
+        assert!(full.batch.unwrap().num_rows() == ROWS_PER_SUBTABLE);
+        assert!(
+            full_took >= Duration::from_millis(SERVER_TIMEOUT_MS + 1_500),
+            "the long query took only {full_took:?}: make the data set larger"
+        );
+
+        // The session's timeout.
+        let (e, took) = timed_out(&c, Some(300)).await;
+        assert_eq!(e.code, StatusCode::Timeout);
+        assert_eq!(e.message, "query timed out after 300 ms");
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_millis(1_500),
+            "timed out after {took:?}"
+        );
+
+        // The server's default when the session sets none.
+        let (e, took) = timed_out(&c, None).await;
+        assert_eq!(
+            e.message,
+            format!("query timed out after {SERVER_TIMEOUT_MS} ms")
+        );
+        assert!(
+            took >= Duration::from_millis(SERVER_TIMEOUT_MS)
+                && took < Duration::from_millis(SERVER_TIMEOUT_MS + 1_500),
+            "timed out after {took:?}"
+        );
+
+        // Short queries and statements that are not queries are unaffected.
+        let n = c
+            .execute("SELECT COUNT(*) FROM m", "qt")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        assert_eq!(
+            n.row(0)[0],
+            Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
+        );
+        c.execute_with_timeout("CREATE DATABASE other VGROUPS 2", "", Some(1))
+            .await
+            .unwrap();
+
+        // A timed-out query leaves nothing running behind.
+        let list = c.execute("SHOW QUERIES", "").await.unwrap().batch.unwrap();
+        assert_eq!(list.num_rows(), 1, "only SHOW QUERIES itself is running");
+    });
+
+    // A malformed server default is refused at start, naming the setting.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["mnode", "--listen", "127.0.0.1:0", "--data"])
+        .arg(dir.path())
+        .env("TIDAL_QUERY_TIMEOUT_MS", "soon")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("TIDAL_QUERY_TIMEOUT_MS"), "{err}");
+}

@@ -1,0 +1,232 @@
+//! SHOW DNODES, MNODES, VGROUPS and DATABASES describe the running cluster: the columns are
+//! there, the vgroups' hash ranges tile the hash space, their table and (deduplicated) row
+//! counts add up to what was written, flushed data shows as bytes on disk, and every data
+//! node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
+//! structure and sums instead of a golden transcript.
+
+mod common;
+
+use common::Cluster;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tidal_client::Client;
+use tidal_common::{Batch, Value};
+
+struct Rows {
+    batch: Batch,
+}
+
+impl Rows {
+    fn names(&self) -> Vec<&str> {
+        self.batch.fields.iter().map(|f| f.name.as_str()).collect()
+    }
+    fn len(&self) -> usize {
+        self.batch.num_rows()
+    }
+    fn get(&self, row: usize, col: &str) -> Value {
+        let k = self
+            .batch
+            .fields
+            .iter()
+            .position(|f| f.name == col)
+            .unwrap_or_else(|| panic!("no column {col} in {:?}", self.names()));
+        self.batch.columns[k].get(row)
+    }
+    fn int(&self, row: usize, col: &str) -> i64 {
+        match self.get(row, col) {
+            Value::Int(n) | Value::Timestamp(n) => n,
+            Value::UInt(n) => n as i64,
+            v => panic!("{col} of row {row} is {v:?}, not a number"),
+        }
+    }
+    fn str(&self, row: usize, col: &str) -> String {
+        match self.get(row, col) {
+            Value::Str(s) => s,
+            v => panic!("{col} of row {row} is {v:?}, not a string"),
+        }
+    }
+}
+
+async fn show(c: &Client, db: &str, sql: &str) -> Rows {
+    let r = c
+        .execute(sql, db)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    Rows {
+        batch: r.batch.unwrap_or_else(|| panic!("{sql} returned no rows")),
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn show_describes_the_running_cluster() {
+    let cluster = Cluster::start(2);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        c.execute("CREATE DATABASE iot VGROUPS 4", "").await.unwrap();
+        c.execute(
+            "CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)",
+            "iot",
+        )
+        .await
+        .unwrap();
+        c.execute("CREATE STABLE other (ts TIMESTAMP, n INT) TAGS (k INT)", "iot")
+            .await
+            .unwrap();
+        // 12 subtables with 1..=12 rows: 78 rows of m, plus 5 rows of `other`.
+        let mut expected_rows = 0;
+        for t in 1..=12 {
+            let values: Vec<String> = (0..t)
+                .map(|r| format!("({}, {r}.5)", 1_700_000_000_000i64 + r * 1000))
+                .collect();
+            c.execute(
+                &format!(
+                    "INSERT INTO t{t} USING m TAGS ({t}) VALUES {}",
+                    values.join(" ")
+                ),
+                "iot",
+            )
+            .await
+            .unwrap();
+            expected_rows += t;
+        }
+        c.execute(
+            "INSERT INTO o1 USING other TAGS (1) VALUES (1700000000000, 1) (1700000001000, 2) (1700000002000, 3) (1700000003000, 4) (1700000004000, 5)",
+            "iot",
+        )
+        .await
+        .unwrap();
+        expected_rows += 5;
+        c.execute("FLUSH DATABASE iot", "").await.unwrap();
+        // Rewriting existing timestamps replaces rows: the counts must not grow.
+        c.execute(
+            "INSERT INTO t12 VALUES (1700000000000, 99) (1700000001000, 98)",
+            "iot",
+        )
+        .await
+        .unwrap();
+
+        let dnodes = show(&c, "", "SHOW DNODES").await;
+        assert_eq!(
+            dnodes.names(),
+            ["id", "endpoint", "vnodes", "status", "create_time", "last_heartbeat"]
+        );
+        assert_eq!(dnodes.len(), 2);
+        let mut endpoints = Vec::new();
+        let mut vnodes = 0;
+        for r in 0..dnodes.len() {
+            assert_eq!(dnodes.str(r, "status"), "ready");
+            endpoints.push(dnodes.str(r, "endpoint"));
+            vnodes += dnodes.int(r, "vnodes");
+            let hb = dnodes.int(r, "last_heartbeat");
+            assert!(
+                (now_ms() - hb).abs() < 10_000,
+                "last heartbeat {hb} is not recent"
+            );
+            assert!(dnodes.int(r, "create_time") <= hb);
+        }
+        assert_eq!(vnodes, 4);
+
+        let mnodes = show(&c, "", "SHOW MNODES").await;
+        assert_eq!(mnodes.names(), ["id", "endpoint", "role", "status"]);
+        assert_eq!(mnodes.len(), 1);
+        assert_eq!(mnodes.str(0, "endpoint"), cluster.mnode_addr);
+        assert_eq!(mnodes.str(0, "role"), "leader");
+        assert_eq!(mnodes.str(0, "status"), "ready");
+
+        let vg = show(&c, "iot", "SHOW VGROUPS").await;
+        assert_eq!(
+            vg.names(),
+            [
+                "vgroup_id",
+                "db_name",
+                "hash_begin",
+                "hash_end",
+                "dnode_id",
+                "dnode_endpoint",
+                "status",
+                "tables",
+                "rows",
+                "disk_bytes",
+                "wal_bytes",
+                "mem_bytes"
+            ]
+        );
+        assert_eq!(vg.len(), 4);
+        let (mut tables, mut rows, mut disk) = (0, 0, 0);
+        let mut next_begin = 0i64;
+        for r in 0..vg.len() {
+            assert_eq!(vg.str(r, "db_name"), "iot");
+            assert_eq!(vg.str(r, "status"), "ready");
+            assert!(endpoints.contains(&vg.str(r, "dnode_endpoint")));
+            assert_eq!(vg.int(r, "hash_begin"), next_begin, "ranges must tile");
+            next_begin = vg.int(r, "hash_end") + 1;
+            tables += vg.int(r, "tables");
+            rows += vg.int(r, "rows");
+            disk += vg.int(r, "disk_bytes");
+            assert!(vg.int(r, "wal_bytes") >= 0 && vg.int(r, "mem_bytes") >= 0);
+        }
+        assert_eq!(next_begin, 1 << 32, "the last range ends at 2^32-1");
+        assert_eq!(tables, 13);
+        assert_eq!(rows, expected_rows);
+        assert!(disk > 0, "flushed data shows as bytes on disk");
+        // `db.VGROUPS` needs no current database.
+        assert_eq!(show(&c, "", "SHOW iot.VGROUPS").await.len(), 4);
+
+        let dbs = show(&c, "", "SHOW DATABASES").await;
+        assert_eq!(dbs.len(), 1);
+        for col in [
+            "name",
+            "create_time",
+            "vgroups",
+            "ntables",
+            "replica",
+            "duration",
+            "keep",
+            "buffer",
+            "minrows",
+            "maxrows",
+            "comp",
+            "precision",
+            "status",
+            "cachemodel",
+            "cachesize",
+            "wal_level",
+            "wal_fsync_period",
+            "stt_trigger",
+        ] {
+            assert!(dbs.names().contains(&col), "SHOW DATABASES lacks {col}");
+        }
+        assert_eq!(dbs.str(0, "name"), "iot");
+        assert_eq!(dbs.int(0, "vgroups"), 4);
+        assert_eq!(dbs.int(0, "ntables"), 13);
+        assert_eq!(dbs.str(0, "status"), "ready");
+        assert_eq!(dbs.str(0, "precision"), "ms");
+        assert!((now_ms() - dbs.int(0, "create_time")).abs() < 120_000);
+    });
+
+    // A data node that stops answering shows as such instead of failing the SHOW.
+    let mut cluster = cluster;
+    cluster.kill_dnode(0);
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let vg = show(&c, "iot", "SHOW VGROUPS").await;
+        let offline: Vec<usize> = (0..vg.len())
+            .filter(|r| vg.str(*r, "status") == "offline")
+            .collect();
+        assert!(!offline.is_empty() && offline.len() < 4, "{offline:?}");
+        for r in offline {
+            assert_eq!(vg.get(r, "rows"), Value::Null);
+            assert_eq!(vg.get(r, "tables"), Value::Null);
+        }
+        let dbs = show(&c, "", "SHOW DATABASES").await;
+        assert!(dbs.str(0, "status").contains("vgroups offline"));
+        assert_eq!(dbs.get(0, "ntables"), Value::Null);
+    });
+}
