@@ -147,10 +147,19 @@ async fn main() -> Result<(), BoxError> {
             let fleet = "SELECT last_row(ts), name, driver, latitude, longitude FROM readings WHERE fleet = 'East' and name IS NOT NULL PARTITION BY name, driver";
             for model in ["none", "both"] {
                 c.execute(&format!("ALTER DATABASE lr CACHEMODEL '{model}'"), "").await?;
-                for (label, q, r) in [("single-last-loc", single.as_str(), runs), ("last-loc (fleet)", fleet, runs.min(if n >= 100_000 { 10 } else { runs }))] {
+                for (label, q, r) in [("single-last-loc", single.as_str(), runs), ("last-loc (fleet)", fleet, runs.min(if n >= 1_000_000 { 10 } else { runs }))] {
                     let (cold, p50, p95, rows) = time_query(&c, db, q, r).await?;
                     eprintln!("{n} {model} {label}: cold {cold:.2} p50 {p50:.2} p95 {p95:.2} ms ({rows} rows)");
                     md.push_str(&format!("| {n} | {model} | {label} | {rows} | {cold:.2} | {p50:.2} | {p95:.2} |\n"));
+                }
+            }
+            // Where the fleet query's time goes (stderr only: it varies run to run).
+            if let Ok(r) = c.execute(&format!("EXPLAIN ANALYZE {fleet}"), db).await {
+                if let Some(b) = r.batch.as_ref() {
+                    for i in 0..b.num_rows() {
+                        let row: Vec<String> = b.row(i).iter().map(|v| v.to_string()).collect();
+                        eprintln!("  {}", row.join(" | "));
+                    }
                 }
             }
             // Cache memory: every truck's entry is loaded by now (the fleet query loads a

@@ -72,6 +72,11 @@ pub struct WriteOutcome {
     pub attempts: u32,
 }
 
+/// (cache scope, db).
+type RouteKey = (Arc<str>, String);
+/// (cache scope, db, STABLE name).
+type SchemaKey = (Arc<str>, String, String);
+
 /// A connection to a Tidal cluster. Cheap to clone; share one per process.
 #[derive(Clone)]
 pub struct Client {
@@ -85,9 +90,11 @@ struct Inner {
     /// host of each address).
     tls: Option<(Certificate, Option<String>)>,
     channels: Mutex<HashMap<String, Channel>>,
-    routes: Mutex<HashMap<String, Arc<RouteTable>>>,
+    /// Keyed by (cache scope, db): a forwarding client keeps each user's lookups apart, so
+    /// that one user's cached metadata never answers another (see `cache_scope`).
+    routes: Mutex<HashMap<RouteKey, Arc<RouteTable>>>,
     /// STABLE schemas with the time they were fetched (see [`SCHEMA_CACHE_TTL_MS`]).
-    schemas: Mutex<HashMap<(String, String), (StableSchema, std::time::Instant)>>,
+    schemas: Mutex<HashMap<SchemaKey, (StableSchema, std::time::Instant)>>,
 }
 
 impl Client {
@@ -204,7 +211,8 @@ impl Client {
 
     /// The cached routing map of `db`, fetched from the mnode on first use.
     pub async fn route(&self, db: &str) -> Result<Arc<RouteTable>, ClientError> {
-        if let Some(r) = self.inner.routes.lock().get(db) {
+        let key = (self.cache_scope(), db.to_string());
+        if let Some(r) = self.inner.routes.lock().get(&key) {
             return Ok(r.clone());
         }
         self.refresh_route(db).await
@@ -233,19 +241,19 @@ impl Client {
         self.inner
             .routes
             .lock()
-            .insert(db.to_string(), table.clone());
+            .insert((self.cache_scope(), db.to_string()), table.clone());
         Ok(table)
     }
 
     /// Forgets every cached route and schema (after DROP DATABASE, for example).
     pub fn invalidate(&self, db: &str) {
-        self.inner.routes.lock().remove(db);
-        self.inner.schemas.lock().retain(|(d, _), _| d != db);
+        self.inner.routes.lock().retain(|(_, d), _| d != db);
+        self.inner.schemas.lock().retain(|(_, d, _), _| d != db);
     }
 
     /// The schema of a STABLE, cached.
     pub async fn stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
-        let key = (db.to_string(), name.to_string());
+        let key = (self.cache_scope(), db.to_string(), name.to_string());
         if let Some((s, at)) = self.inner.schemas.lock().get(&key) {
             if at.elapsed() < Duration::from_millis(SCHEMA_CACHE_TTL_MS) {
                 return Ok(s.clone());
@@ -284,7 +292,7 @@ impl Client {
         self.inner
             .schemas
             .lock()
-            .remove(&(db.to_string(), name.to_string()));
+            .remove(&(self.cache_scope(), db.to_string(), name.to_string()));
         self.stable(db, name).await
     }
 
@@ -368,7 +376,7 @@ impl Client {
         let schema = schema_from_wire(wire)
             .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
         self.inner.schemas.lock().insert(
-            (schema.db.clone(), schema.name.clone()),
+            (self.cache_scope(), schema.db.clone(), schema.name.clone()),
             (schema.clone(), std::time::Instant::now()),
         );
         Ok(schema)

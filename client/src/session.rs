@@ -97,6 +97,24 @@ impl Client {
         }
     }
 
+    /// Whose lookups the metadata caches hold: "" for a client with its own identity, the
+    /// caller's user for a forwarding client (each user's cached routes and schemas were
+    /// fetched with that user's privileges). The token was verified by the server that
+    /// set the caller scope, so its claims can be read without the secret here.
+    pub(crate) fn cache_scope(&self) -> Arc<str> {
+        if !matches!(
+            &*self.inner.session.credentials.read(),
+            Credentials::Forward
+        ) {
+            return Arc::from("");
+        }
+        match auth::current_caller() {
+            Some(t) => Arc::from(auth::unverified_subject(&t).unwrap_or_default()),
+            // No caller: every call will be refused anyway; keep such lookups apart.
+            None => Arc::from("\0none"),
+        }
+    }
+
     pub(crate) fn interceptor(&self) -> AuthInterceptor {
         let value = self
             .token_for_call()

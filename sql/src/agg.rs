@@ -209,7 +209,10 @@ enum State {
 pub struct Aggregator {
     specs: Vec<AggSpec>,
     key_types: Vec<DataType>,
-    map: HashMap<Vec<HKey>, usize>,
+    /// Group keys → group index; foldhash because hashing the keys is most of the cost of
+    /// grouping many small groups (LAST_ROW per subtable), and the keys are not adversarial
+    /// enough to need SipHash (a query's own data, and the seed is random per process).
+    map: HashMap<Vec<HKey>, usize, foldhash::fast::RandomState>,
     keys: Vec<Vec<Value>>,
     states: Vec<State>,
     seq: i64,
@@ -295,7 +298,7 @@ impl Aggregator {
         Aggregator {
             specs,
             key_types,
-            map: HashMap::new(),
+            map: HashMap::default(),
             keys: Vec::new(),
             states,
             seq: 0,

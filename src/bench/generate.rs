@@ -259,9 +259,10 @@ pub struct DataFiles {
 /// Writes the requested files in one pass over the generator.
 ///
 /// With `subtable_tags`, every point carries the tags of its Tidal/TDengine subtable (those of
-/// the first point seen for it; the null-name points share one subtable) instead of its own:
-/// then the peers hold the same logical data as Tidal, and their answers can be compared row
-/// for row. Without it the files are TSBS's, where a point's NULL tag is its own.
+/// the first point seen for it; the null-name points share one subtable) instead of its own,
+/// and of the null-name points at one timestamp only the last is written (Tidal keeps one row
+/// per subtable and timestamp, the later write winning): then the peers hold the same logical
+/// data as Tidal, and their answers can be compared row for row. Without it the files are TSBS's, where a point's NULL tag is its own.
 pub fn write_files(
     cfg: &Config,
     dir: &Path,
@@ -303,8 +304,27 @@ pub fn write_files(
     // Subtable key (measurement, truck or None for the null-name subtable) → the truck and
     // NULL-tag mask of its first point.
     let mut first: HashMap<(Measurement, Option<u32>), (u32, u8)> = HashMap::new();
+    // The null-name subtable holds one row per timestamp, the last written winning: count
+    // its points per (measurement, ts) first, then write only the last of each.
+    let mut shared: HashMap<(Measurement, i64), u32> = HashMap::new();
+    if subtable_tags {
+        let mut pre = Generator::new(cfg.clone()).map_err(|e| e.to_string())?;
+        while let Some(raw) = pre.next_raw() {
+            if pre.view(&raw).name().is_none() {
+                *shared.entry((raw.measurement, raw.ts_ms)).or_default() += 1;
+            }
+        }
+    }
     while let Some(raw) = gen.next_raw() {
         let mut p = gen.view(&raw);
+        if subtable_tags && p.name().is_none() {
+            if let Some(n) = shared.get_mut(&(raw.measurement, raw.ts_ms)) {
+                *n -= 1;
+                if *n > 0 {
+                    continue;
+                }
+            }
+        }
         if subtable_tags {
             let key = (raw.measurement, p.name().is_some().then_some(raw.truck));
             let (truck, null_tags) = *first.entry(key).or_insert((raw.truck, raw.null_tags));

@@ -36,7 +36,35 @@ fn options(tls: &Option<ServerTls>, credentials: Credentials) -> ConnectOptions 
 fn prepare(sec: &ServerSecurity) -> Result<(Option<ServerTls>, ConnLimit), BoxError> {
     sec.check()?;
     let tls = sec.tls()?;
+    warn_if_fd_limit_is_low(sec.max_connections);
     Ok((tls, ConnLimit::new(sec.max_connections)))
+}
+
+/// Files a server keeps open besides its connections (vnode files, WALs, logs).
+const FILES_RESERVED: u64 = 1024;
+
+/// Over the open-file limit, `accept` fails and a client waits for its connect timeout
+/// instead of getting the "too many connections" answer; say so at start.
+fn warn_if_fd_limit_is_low(max_connections: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass; no other memory is involved.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    // gRPC and HTTP each allow `max_connections`, plus refused ones held briefly.
+    let needed =
+        2 * (max_connections as u64 + super::net::REFUSED_CONNECTIONS_MAX as u64) + FILES_RESERVED;
+    let limit: u64 = lim.rlim_cur;
+    if limit < needed {
+        tracing::warn!(
+            open_files_limit = limit,
+            max_connections,
+            "the open-file limit (ulimit -n) is below what max_connections needs ({needed}); raise it or lower max_connections"
+        );
+    }
 }
 
 impl Secured {

@@ -142,7 +142,8 @@ impl Entry {
 }
 
 pub struct LastRowCache {
-    lru: LruCache<TableUid, Entry>,
+    /// foldhash: the uid is hashed on every lookup of a fleet-wide LAST_ROW.
+    lru: LruCache<TableUid, Entry, foldhash::fast::RandomState>,
     bytes: u64,
     pub bytes_max: u64,
     pub model: CacheModel,
@@ -153,7 +154,7 @@ pub struct LastRowCache {
 impl LastRowCache {
     pub fn new(model: CacheModel, bytes_max: u64) -> LastRowCache {
         LastRowCache {
-            lru: LruCache::unbounded(),
+            lru: LruCache::unbounded_with_hasher(foldhash::fast::RandomState::default()),
             bytes: 0,
             bytes_max,
             model,

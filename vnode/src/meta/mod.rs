@@ -16,7 +16,7 @@ use tidal_common::{StableSchema, TableMeta, TableUid, Value};
 pub struct Meta {
     pub stables: BTreeMap<String, StableSchema>,
     pub tables: BTreeMap<String, Arc<TableMeta>>,
-    pub by_uid: HashMap<TableUid, Arc<TableMeta>>,
+    pub by_uid: HashMap<TableUid, Arc<TableMeta>, foldhash::fast::RandomState>,
     pub next_uid: u64,
     /// Tag indexes: (stable, tag position) -> value -> names of its subtables with that value.
     /// The first tag of every STABLE is always indexed (as TDengine does); another tag gets an
