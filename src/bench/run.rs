@@ -49,6 +49,10 @@ pub struct RunArgs {
     /// The test suite's configuration, seconds long: scale 4, 30 minutes, no peers, 1 run.
     #[arg(long)]
     small: bool,
+    /// Measure ingest, CPU, memory and bytes on disk only (no queries): for large scales,
+    /// where some peers take minutes per IoT query.
+    #[arg(long)]
+    ingest_only: bool,
     /// Give the peers TSBS's per-point tags (a point's NULL tag is its own) instead of each
     /// point's subtable tags, which Tidal stores and which make the answers comparable.
     #[arg(long)]
@@ -212,7 +216,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
         "tidal bench run --small".to_string()
     } else {
         format!(
-            "tidal bench run --scale {} --duration {} --seed {} --peers {} --queries {}{}",
+            "tidal bench run --scale {} --duration {} --seed {} --peers {} --queries {}{}{}",
             args.scale,
             args.duration,
             args.seed,
@@ -222,7 +226,12 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
                 kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
             },
             args.queries,
-            if args.row_tags { " --row-tags" } else { "" }
+            if args.row_tags { " --row-tags" } else { "" },
+            if args.ingest_only {
+                " --ingest-only"
+            } else {
+                ""
+            }
         )
     };
     let result = bench(&args, &cfg, &kinds, &work, command).await;
@@ -282,8 +291,15 @@ fn write_outputs(mut results: Results, out: &Path, chart_dir: &Path) -> Result<(
         .map(|rd| {
             let mut v: Vec<String> = rd
                 .flatten()
-                .filter_map(|e| e.file_name().to_str().map(String::from))
-                .filter(|n| n.ends_with(".md"))
+                .filter_map(|e| {
+                    let name = e.file_name().to_str().map(String::from)?;
+                    if name.ends_with(".md") {
+                        return Some(name);
+                    }
+                    // Runs at other scales: `scale-4000x4h/BENCHMARKS.md`.
+                    let nested = format!("{name}/BENCHMARKS.md");
+                    chart_dir.join(&nested).exists().then_some(nested)
+                })
                 .collect();
             v.sort();
             v
@@ -387,7 +403,7 @@ async fn bench(
                     &scripts,
                     &peer_root,
                     &files,
-                    args.queries,
+                    (!args.ingest_only).then_some(args.queries),
                     &params,
                     &mut first,
                 )
@@ -438,7 +454,8 @@ async fn run_tidal(
             .map(|g| TableWriteBatches::new(g, tidal_engine::BATCH_ROWS).collect::<Vec<_>>())
     })?;
     let engine = TidalEngine::start(&work.join("tidal")).await?;
-    let outcome = tidal_phases(&engine, &mut r, batches, args.queries, params, first).await;
+    let warm = (!args.ingest_only).then_some(args.queries);
+    let outcome = tidal_phases(&engine, &mut r, batches, warm, params, first).await;
     engine.stop().await;
     outcome?;
     Ok(r)
@@ -448,7 +465,7 @@ async fn tidal_phases(
     engine: &TidalEngine,
     r: &mut EngineResult,
     batches: Vec<Vec<tidal_common::TableWrite>>,
-    warm: u64,
+    warm: Option<u64>,
     params: &QueryParams,
     first: &mut FirstAnswers,
 ) -> Result<(), BoxError> {
@@ -470,6 +487,10 @@ async fn tidal_phases(
     let (bytes, detail) = engine.settle().await?;
     r.disk_bytes = Some(bytes);
     r.disk_detail = detail;
+    let Some(warm) = warm else {
+        r.peak_rss_bytes = Some(sampler.finish());
+        return Ok(());
+    };
     let qcpu0 = procfs::cpu_seconds(&pids);
     for q in QueryType::all() {
         let Some(texts) = texts(Engine::Tidal, *q, params, warm) else {
@@ -522,7 +543,7 @@ fn run_peer(
     scripts: &Path,
     root: &Path,
     files: &super::generate::DataFiles,
-    warm: u64,
+    warm: Option<u64>,
     params: &QueryParams,
     first: &mut FirstAnswers,
 ) -> Result<EngineResult, String> {
@@ -538,7 +559,7 @@ fn run_peer(
 fn peer_phases(
     server: &PeerServer,
     files: &super::generate::DataFiles,
-    warm: u64,
+    warm: Option<u64>,
     params: &QueryParams,
     first: &mut FirstAnswers,
 ) -> Result<EngineResult, String> {
@@ -585,7 +606,7 @@ fn peer_phases(
         }
         Err(e) => r.notes.push(format!("size not measured: {e}")),
     }
-    if kind.queries() {
+    if let (true, Some(warm)) = (kind.queries(), warm) {
         let engine = match kind {
             Kind::Influx => Engine::Influx,
             Kind::ClickHouse => Engine::Clickhouse18,

@@ -159,15 +159,6 @@ impl Sql for SqlService {
 }
 
 impl SqlService {
-    /// A frontend with the server's default query timeout (TIDAL_QUERY_TIMEOUT_MS, else
-    /// [`queries::DEFAULT_QUERY_TIMEOUT_MS`]); fails on a malformed setting.
-    pub fn try_new(client: Client) -> Result<SqlService, String> {
-        Ok(SqlService::with_timeout(
-            client,
-            queries::default_timeout_ms_from_env()?,
-        ))
-    }
-
     /// A frontend whose sessions default to `default_timeout_ms` (0 = none).
     pub fn with_timeout(client: Client, default_timeout_ms: u64) -> SqlService {
         SqlService {

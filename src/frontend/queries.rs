@@ -25,11 +25,9 @@ use tidal_sql::Statement;
 pub const RUNNING_MAX: usize = 1024;
 /// SHOW QUERIES shows at most this many characters of a statement's text.
 pub const SQL_TEXT_MAX_CHARS: usize = 512;
-/// The server's query timeout when TIDAL_QUERY_TIMEOUT_MS is not set: the client library's
+/// The default of the `query_timeout_ms` key (TIDAL_QUERY_TIMEOUT_MS): the client library's
 /// own RPC timeout, so that the server gives up no later than its callers do.
 pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 300_000;
-/// Environment variable that sets the server's default query timeout (0 = none).
-pub const QUERY_TIMEOUT_ENV: &str = "TIDAL_QUERY_TIMEOUT_MS";
 /// Extra time a fragment call gets past the statement's deadline: the coordinator stops the
 /// statement first; the data node's own deadline only matters if the coordinator vanished.
 const FRAGMENT_DEADLINE_SLACK_MS: u64 = 1_000;
@@ -47,18 +45,6 @@ pub struct Session {
     pub user: String,
     /// Whether the user may see and kill every user's statements.
     pub superuser: bool,
-}
-
-/// The server's default query timeout: TIDAL_QUERY_TIMEOUT_MS, else
-/// [`DEFAULT_QUERY_TIMEOUT_MS`]. A value that is not a number is an error, not ignored.
-pub fn default_timeout_ms_from_env() -> Result<u64, String> {
-    match std::env::var(QUERY_TIMEOUT_ENV) {
-        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
-            format!("{QUERY_TIMEOUT_ENV}={v:?}: expected a number of milliseconds (0 = none)")
-        }),
-        Err(std::env::VarError::NotPresent) => Ok(DEFAULT_QUERY_TIMEOUT_MS),
-        Err(e) => Err(format!("{QUERY_TIMEOUT_ENV}: {e}")),
-    }
 }
 
 /// Whether abandoning the statement half-way leaves nothing inconsistent.

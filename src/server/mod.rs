@@ -115,7 +115,7 @@ pub async fn run_mnode(cfg: MnodeConfig) -> Result<ExitCode, BoxError> {
     let sec = secure::Secured::for_mnode(&mnode, &cfg.security, &addr)?;
     let svc =
         MnodeService::new(mnode.clone(), sec.internal.clone()).with_verifier(sec.verifier.clone());
-    let sql = SqlService::try_new(sec.forward.clone())?;
+    let sql = SqlService::with_timeout(sec.forward.clone(), cfg.common.query_timeout_ms);
     // The HTTP line comes before the role's line so that whoever waits for the role's line
     // has seen the HTTP address by then.
     if let Some(h) = &cfg.http {
@@ -257,7 +257,7 @@ pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
         auth,
     )
     .await?;
-    let sql = SqlService::try_new(sec.forward.clone())?;
+    let sql = SqlService::with_timeout(sec.forward.clone(), cfg.common.query_timeout_ms);
     if let Some(h) = &cfg.http {
         crate::http::start(h, sec.forward.clone(), sec.http()?).await?;
     }
