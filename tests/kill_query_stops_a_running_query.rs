@@ -8,7 +8,7 @@ mod common;
 use common::Cluster;
 use std::time::{Duration, Instant};
 use tidal_client::Client;
-use tidal_common::{Column, DataType, SchemaVersion, StableSchema, TableWrite, Value};
+use tidal_common::{SchemaVersion, Value};
 
 const SUBTABLES: usize = 8;
 const ROWS_PER_SUBTABLE: usize = 250_000;
@@ -17,37 +17,6 @@ const WRITE_ROWS: usize = 25_000;
 /// aggregate every row, and only return when they are done.
 const LONG_QUERY: &str =
     "SELECT COUNT(*), AVG(v), STDDEV(v), SPREAD(v) FROM m WHERE v >= 0 INTERVAL(1a)";
-
-/// Loads SUBTABLES x ROWS_PER_SUBTABLE rows into `db.m` through the client library.
-async fn load(c: &Client, db: &str) {
-    c.execute(&format!("CREATE DATABASE {db} VGROUPS 2"), "")
-        .await
-        .unwrap();
-    c.execute("CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)", db)
-        .await
-        .unwrap();
-    let schema: StableSchema = c.stable(db, "m").await.unwrap();
-    assert_eq!(schema.version, SchemaVersion(1));
-    for t in 0..SUBTABLES {
-        for start in (0..ROWS_PER_SUBTABLE).step_by(WRITE_ROWS) {
-            let mut ts = Column::empty(DataType::Timestamp, WRITE_ROWS);
-            let mut v = Column::empty(DataType::Double, WRITE_ROWS);
-            for r in start..start + WRITE_ROWS {
-                ts.push(&Value::Timestamp(1_600_000_000_000 + r as i64));
-                v.push(&Value::Float((r % 1000) as f64 * 0.5));
-            }
-            let w = TableWrite {
-                table: format!("t{t}"),
-                stable: "m".into(),
-                tags: Some(vec![Value::Int(t as i64)]),
-                columns: vec![ts, v],
-            };
-            c.write(db, std::slice::from_ref(&schema), vec![w])
-                .await
-                .unwrap();
-        }
-    }
-}
 
 /// CPU time (user + system) the process has used.
 fn cpu_time(pid: u32) -> Duration {
@@ -76,7 +45,8 @@ fn kill_query_stops_a_running_query() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let c = Client::connect(&cluster.mnode_addr).await.unwrap();
-        load(&c, "kq").await;
+        common::load_scan_data(&c, "kq", SUBTABLES, ROWS_PER_SUBTABLE, WRITE_ROWS).await;
+        assert_eq!(c.stable("kq", "m").await.unwrap().version, SchemaVersion(1));
         let total = c
             .execute("SELECT COUNT(*) FROM m", "kq")
             .await

@@ -9,7 +9,7 @@ use common::{Cluster, BIN};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tidal_client::Client;
-use tidal_common::{Column, DataType, StableSchema, StatusCode, TableWrite, Value};
+use tidal_common::{StatusCode, Value};
 
 const SUBTABLES: usize = 8;
 const ROWS_PER_SUBTABLE: usize = 100_000;
@@ -19,35 +19,6 @@ const LONG_QUERY: &str =
     "SELECT COUNT(*), AVG(v), STDDEV(v), SPREAD(v) FROM m WHERE v >= 0 INTERVAL(1a)";
 /// The server default the cluster runs with.
 const SERVER_TIMEOUT_MS: u64 = 700;
-
-async fn load(c: &Client, db: &str) {
-    c.execute(&format!("CREATE DATABASE {db} VGROUPS 2"), "")
-        .await
-        .unwrap();
-    c.execute("CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)", db)
-        .await
-        .unwrap();
-    let schema: StableSchema = c.stable(db, "m").await.unwrap();
-    for t in 0..SUBTABLES {
-        for start in (0..ROWS_PER_SUBTABLE).step_by(WRITE_ROWS) {
-            let mut ts = Column::empty(DataType::Timestamp, WRITE_ROWS);
-            let mut v = Column::empty(DataType::Double, WRITE_ROWS);
-            for r in start..start + WRITE_ROWS {
-                ts.push(&Value::Timestamp(1_600_000_000_000 + r as i64));
-                v.push(&Value::Float((r % 1000) as f64 * 0.5));
-            }
-            let w = TableWrite {
-                table: format!("t{t}"),
-                stable: "m".into(),
-                tags: Some(vec![Value::Int(t as i64)]),
-                columns: vec![ts, v],
-            };
-            c.write(db, std::slice::from_ref(&schema), vec![w])
-                .await
-                .unwrap();
-        }
-    }
-}
 
 /// Runs LONG_QUERY with `timeout_ms` and returns its error and how long it took.
 async fn timed_out(c: &Client, timeout_ms: Option<u64>) -> (tidal_client::ClientError, Duration) {
@@ -69,7 +40,7 @@ fn queries_time_out() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let c = Client::connect(&cluster.mnode_addr).await.unwrap();
-        load(&c, "qt").await;
+        common::load_scan_data(&c, "qt", SUBTABLES, ROWS_PER_SUBTABLE, WRITE_ROWS).await;
 
         // With no timeout the query runs to its end: it is long enough to time out below.
         let start = Instant::now();

@@ -445,6 +445,32 @@ fn sma_args(f: &Fragment, keys: &[PExpr], aggs: &[AggSpec]) -> Option<Vec<SumArg
         .collect()
 }
 
+/// The fragment's input columns: scanned columns taken from `scanned`, tag and tbname columns
+/// built by `tag(i, type)` and `tbname()`.
+fn layout_with(
+    layout: &[InputCol],
+    schema: &StableSchema,
+    scanned: &mut HashMap<usize, Column>,
+    tag: impl Fn(usize, DataType) -> Column,
+    tbname: impl Fn() -> Column,
+) -> Result<Vec<Column>, SqlError> {
+    layout
+        .iter()
+        .map(|c| match c {
+            InputCol::Col(i) => scanned
+                .remove(i)
+                .ok_or_else(|| SqlError::Execution(format!("column {i} was not scanned"))),
+            InputCol::Tag(i) => {
+                let def = schema.tags.get(*i).ok_or_else(|| {
+                    SqlError::Execution(format!("STABLE {} has no tag {i}", schema.name))
+                })?;
+                Ok(tag(*i, def.data_type))
+            }
+            InputCol::Tbname => Ok(tbname()),
+        })
+        .collect()
+}
+
 /// [`layout_columns`] for one row from each of several subtables of one STABLE: `scanned`
 /// holds one row per entry of `metas`, in order.
 fn multi_table_layout(
@@ -454,49 +480,38 @@ fn multi_table_layout(
     scanned: &mut HashMap<usize, Column>,
 ) -> Result<Vec<Column>, SqlError> {
     let n = metas.len();
-    layout
-        .iter()
-        .map(|c| match c {
-            InputCol::Col(i) => scanned
-                .remove(i)
-                .ok_or_else(|| SqlError::Execution(format!("column {i} was not scanned"))),
-            InputCol::Tag(i) => {
-                let def = schema.tags.get(*i).ok_or_else(|| {
-                    SqlError::Execution(format!("STABLE {} has no tag {i}", schema.name))
-                })?;
-                let t = def.data_type;
-                let mut col = Column::empty(t, n);
-                for m in metas {
-                    let v = m.tags.get(*i).unwrap_or(&Value::Null);
-                    // The common case (the value has the tag's type) pushes directly; anything
-                    // else is converted as for a single subtable.
-                    let direct = matches!(
-                        (t.physical(), v),
-                        (_, Value::Null)
-                            | (PhysicalType::Bool, Value::Bool(_))
-                            | (PhysicalType::Int, Value::Int(_))
-                            | (PhysicalType::UInt, Value::UInt(_))
-                            | (PhysicalType::Float, Value::Float(_))
-                            | (PhysicalType::Str, Value::Str(_))
-                            | (PhysicalType::Timestamp, Value::Timestamp(_))
-                    );
-                    if direct {
-                        col.push(v);
-                    } else {
-                        col.extend(&broadcast(v, t, 1));
-                    }
-                }
-                Ok(col)
+    let tag = |i: usize, t: DataType| {
+        let mut col = Column::empty(t, n);
+        for m in metas {
+            let v = m.tags.get(i).unwrap_or(&Value::Null);
+            // The common case (the value has the tag's type) pushes directly; anything else
+            // is converted as for a single subtable.
+            let direct = matches!(
+                (t.physical(), v),
+                (_, Value::Null)
+                    | (PhysicalType::Bool, Value::Bool(_))
+                    | (PhysicalType::Int, Value::Int(_))
+                    | (PhysicalType::UInt, Value::UInt(_))
+                    | (PhysicalType::Float, Value::Float(_))
+                    | (PhysicalType::Str, Value::Str(_))
+                    | (PhysicalType::Timestamp, Value::Timestamp(_))
+            );
+            if direct {
+                col.push(v);
+            } else {
+                col.extend(&broadcast(v, t, 1));
             }
-            InputCol::Tbname => {
-                let mut col = Column::empty(TBNAME_TYPE, n);
-                for m in metas {
-                    col.push(&Value::Str(m.name.clone()));
-                }
-                Ok(col)
-            }
-        })
-        .collect()
+        }
+        col
+    };
+    let tbname = || {
+        let mut col = Column::empty(TBNAME_TYPE, n);
+        for m in metas {
+            col.push(&Value::Str(m.name.clone()));
+        }
+        col
+    };
+    layout_with(layout, schema, scanned, tag, tbname)
 }
 
 fn layout_columns(
@@ -506,25 +521,13 @@ fn layout_columns(
     scanned: &mut HashMap<usize, Column>,
     n: usize,
 ) -> Result<Vec<Column>, SqlError> {
-    layout
-        .iter()
-        .map(|c| match c {
-            InputCol::Col(i) => scanned
-                .remove(i)
-                .ok_or_else(|| SqlError::Execution(format!("column {i} was not scanned"))),
-            InputCol::Tag(i) => {
-                let def = schema.tags.get(*i).ok_or_else(|| {
-                    SqlError::Execution(format!("STABLE {} has no tag {i}", schema.name))
-                })?;
-                Ok(broadcast(
-                    meta.tags.get(*i).unwrap_or(&Value::Null),
-                    def.data_type,
-                    n,
-                ))
-            }
-            InputCol::Tbname => Ok(broadcast(&Value::Str(meta.name.clone()), TBNAME_TYPE, n)),
-        })
-        .collect()
+    layout_with(
+        layout,
+        schema,
+        scanned,
+        |i, t| broadcast(meta.tags.get(i).unwrap_or(&Value::Null), t, n),
+        || broadcast(&Value::Str(meta.name.clone()), TBNAME_TYPE, n),
+    )
 }
 
 /// The subtables of this vnode that a fragment selects: its target, then its tag filter

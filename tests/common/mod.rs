@@ -467,3 +467,42 @@ pub fn tsbs_files(trucks: usize, epochs: usize) -> (String, String, usize) {
     }
     (influx, td, epochs)
 }
+
+/// Creates database `db` (VGROUPS 2) with STABLE `m (ts, v DOUBLE) TAGS (k INT)` and loads
+/// `subtables` x `rows_per_subtable` rows (1 ms apart) through the client library, in writes of
+/// `write_rows` rows: data for queries that run long enough to be killed or time out.
+pub async fn load_scan_data(
+    c: &tidal_client::Client,
+    db: &str,
+    subtables: usize,
+    rows_per_subtable: usize,
+    write_rows: usize,
+) {
+    use tidal_common::{Column, DataType, StableSchema, TableWrite, Value};
+    c.execute(&format!("CREATE DATABASE {db} VGROUPS 2"), "")
+        .await
+        .unwrap();
+    c.execute("CREATE STABLE m (ts TIMESTAMP, v DOUBLE) TAGS (k INT)", db)
+        .await
+        .unwrap();
+    let schema: StableSchema = c.stable(db, "m").await.unwrap();
+    for t in 0..subtables {
+        for start in (0..rows_per_subtable).step_by(write_rows) {
+            let mut ts = Column::empty(DataType::Timestamp, write_rows);
+            let mut v = Column::empty(DataType::Double, write_rows);
+            for r in start..start + write_rows {
+                ts.push(&Value::Timestamp(1_600_000_000_000 + r as i64));
+                v.push(&Value::Float((r % 1000) as f64 * 0.5));
+            }
+            let w = TableWrite {
+                table: format!("t{t}"),
+                stable: "m".into(),
+                tags: Some(vec![Value::Int(t as i64)]),
+                columns: vec![ts, v],
+            };
+            c.write(db, std::slice::from_ref(&schema), vec![w])
+                .await
+                .unwrap();
+        }
+    }
+}
