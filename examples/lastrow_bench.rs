@@ -5,7 +5,7 @@
 //! last-loc (a whole fleet, a quarter of the trucks), and the cache's bytes per subtable.
 //!
 //! `cargo build --release && cargo run --release --example lastrow_bench -- [--tables 1000,100000]
-//!  [--runs 50] [--out docs/bench/lastrow.md]`
+//!  [--runs 50] [--models none,both] [--only single|last-loc] [--extra SQL]... [--out docs/bench/lastrow-cache.md]`
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -74,6 +74,9 @@ async fn main() -> Result<(), BoxError> {
     let mut sizes = vec![1_000usize, 100_000, 1_000_000];
     let mut runs = 50usize;
     let mut out: Option<String> = None;
+    let mut models = vec!["none".to_string(), "both".to_string()];
+    let mut only: Option<String> = None;
+    let mut extra: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(k) = args.next() {
         let v = args.next().ok_or(format!("{k} needs a value"))?;
@@ -86,6 +89,9 @@ async fn main() -> Result<(), BoxError> {
             }
             "--runs" => runs = v.parse()?,
             "--out" => out = Some(v),
+            "--only" => only = Some(v),
+            "--extra" => extra.push(v),
+            "--models" => models = v.split(',').map(|m| m.trim().to_string()).collect(),
             _ => return Err(format!("unknown option {k}").into()),
         }
     }
@@ -145,13 +151,21 @@ async fn main() -> Result<(), BoxError> {
                 n / 2
             );
             let fleet = "SELECT last_row(ts), name, driver, latitude, longitude FROM readings WHERE fleet = 'East' and name IS NOT NULL PARTITION BY name, driver";
-            for model in ["none", "both"] {
+            for model in &models {
                 c.execute(&format!("ALTER DATABASE lr CACHEMODEL '{model}'"), "").await?;
                 for (label, q, r) in [("single-last-loc", single.as_str(), runs), ("last-loc (fleet)", fleet, runs.min(if n >= 1_000_000 { 10 } else { runs }))] {
+                    if only.as_deref().is_some_and(|o| !label.starts_with(o)) {
+                        continue;
+                    }
                     let (cold, p50, p95, rows) = time_query(&c, db, q, r).await?;
                     eprintln!("{n} {model} {label}: cold {cold:.2} p50 {p50:.2} p95 {p95:.2} ms ({rows} rows)");
                     md.push_str(&format!("| {n} | {model} | {label} | {rows} | {cold:.2} | {p50:.2} | {p95:.2} |\n"));
                 }
+            }
+            // Any other statements to time on the same data (stderr only).
+            for q in &extra {
+                let (cold, p50, p95, rows) = time_query(&c, db, q, runs).await?;
+                eprintln!("{n} extra `{q}`: cold {cold:.2} p50 {p50:.2} p95 {p95:.2} ms ({rows} rows)");
             }
             // Where the fleet query's time goes (stderr only: it varies run to run).
             if let Ok(r) = c.execute(&format!("EXPLAIN ANALYZE {fleet}"), db).await {

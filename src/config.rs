@@ -115,6 +115,12 @@ pub struct CommonConfig {
     /// A session may set its own (`Client::execute_with_timeout`).
     #[arg(long, default_value_t = crate::frontend::queries::DEFAULT_QUERY_TIMEOUT_MS)]
     pub query_timeout_ms: u64,
+    /// Memory one query may hold on this node: as its coordinator (gathered results, group
+    /// state, sort buffers, the collected result of a non-streaming Execute) and, on a data
+    /// node, per query fragment. Past it the query fails with "query memory limit exceeded";
+    /// 0 = no limit.
+    #[arg(long, default_value_t = crate::frontend::queries::DEFAULT_QUERY_MEMORY_MAX_BYTES)]
+    pub query_memory_max_bytes: u64,
 }
 
 /// `tidal mnode`: the catalog, data-node membership and routing map.

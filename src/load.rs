@@ -9,11 +9,13 @@
 //!
 //! Pipeline: one reader thread decompresses (`.gz`, `.zst` or plain, chosen by extension) and
 //! cuts the file into chunks of `--batch-size` rows on line boundaries; `--workers` threads
-//! parse chunks and feed one batching [`Writer`], which groups rows per vgroup and keeps
-//! several batches in flight. DDL lines (`2,` and `3,`) are handled by the reader before the
-//! chunk that follows them is sent, so a row's subtable is always known to the worker that
-//! parses it. Every queue is bounded (chunks: `2 × workers`), so a slow cluster slows the
-//! reader instead of filling memory.
+//! parse chunks into row blocks (one set of columns per STABLE per chunk, no allocation per
+//! row) and feed one batching [`Writer`], which groups rows per vgroup and keeps several
+//! batches in flight. DDL lines (`2,` and `3,`) are handled by the reader before the chunk
+//! that follows them is sent, so a row's subtable is always known to the worker that parses
+//! it; the reader hands each declared subtable's tags to the Writer (in a block without rows)
+//! before that chunk, so the rows themselves carry no tags. Every queue is bounded (chunks:
+//! `2 × workers`), so a slow cluster slows the reader instead of filling memory.
 //!
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
@@ -29,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidal_client::{Client, Writer, WriterConfig};
-use tidal_common::{Column, StableSchema, TableWrite, Value};
+use tidal_common::{RowBlock, StableSchema, Value};
 
 /// Read buffer of the decompressing reader.
 const READ_BUFFER_BYTES: usize = 1 << 20;
@@ -96,7 +98,6 @@ impl Totals {
 /// A subtable declared by a `3,` line.
 struct Subtable {
     schema: Arc<StableSchema>,
-    tags: Vec<Value>,
 }
 
 type Subtables = Arc<RwLock<HashMap<String, Arc<Subtable>>>>;
@@ -149,18 +150,19 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
     let start = Instant::now();
     let (tx, rx) = crossbeam_channel(workers * 2);
     let reader = {
+        let ctx = ReaderCtx {
+            subtables: subtables.clone(),
+            client: client.clone(),
+            writer: writer.clone(),
+            db: args.db.clone(),
+            rt: rt.clone(),
+            totals: totals.clone(),
+            schemas: HashMap::new(),
+            declared: HashMap::new(),
+        };
         let file = args.file.clone();
         let format = args.format;
-        let subtables = subtables.clone();
-        let client = client.clone();
-        let db = args.db.clone();
-        let rt = rt.clone();
-        let totals = totals.clone();
-        std::thread::spawn(move || {
-            read_chunks(
-                &file, format, batch, tx, &subtables, client, &db, &rt, &totals,
-            )
-        })
+        std::thread::spawn(move || read_chunks(&file, format, batch, tx, ctx))
     };
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -250,17 +252,43 @@ fn crossbeam_channel(cap: usize) -> (ChunkTx, ChunkRx) {
 type ChunkTx = std::sync::mpsc::SyncSender<Chunk>;
 type ChunkRx = Arc<parking_lot::Mutex<std::sync::mpsc::Receiver<Chunk>>>;
 
-#[allow(clippy::too_many_arguments)]
+/// What the reader thread needs besides the file.
+struct ReaderCtx {
+    subtables: Subtables,
+    client: Option<Client>,
+    writer: Option<Writer>,
+    db: String,
+    rt: tokio::runtime::Handle,
+    totals: Arc<Totals>,
+    /// STABLEs created by `2,` lines.
+    schemas: HashMap<String, Arc<StableSchema>>,
+    /// Subtables declared since the last chunk, per STABLE, with their tags and no rows.
+    declared: HashMap<String, RowBlock>,
+}
+
+impl ReaderCtx {
+    /// Hands the subtables declared since the last chunk to the writer, ahead of the chunk
+    /// that uses them (the writer keeps their tags for every batch until one is acknowledged).
+    fn hand_over_declared(&mut self) -> Result<(), BoxError> {
+        let Some(w) = &self.writer else {
+            self.declared.clear();
+            return Ok(());
+        };
+        for (_, b) in self.declared.drain() {
+            self.rt
+                .block_on(w.write_block(b))
+                .map_err(|e| format!("writer: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 fn read_chunks(
     path: &Path,
     format: Format,
     batch: usize,
     tx: ChunkTx,
-    subtables: &Subtables,
-    client: Option<Client>,
-    db: &str,
-    rt: &tokio::runtime::Handle,
-    totals: &Totals,
+    mut ctx: ReaderCtx,
 ) -> Result<(), BoxError> {
     let mut r = open(path)?;
     let mut line = Vec::with_capacity(1024);
@@ -268,7 +296,6 @@ fn read_chunks(
     let mut rows_in_chunk = 0;
     let mut line_no = 0usize;
     let mut first_line = 1usize;
-    let mut schemas: HashMap<String, Arc<StableSchema>> = HashMap::new();
     loop {
         line.clear();
         let n = r
@@ -281,10 +308,8 @@ fn read_chunks(
         if format == Format::Tdengine {
             match line.first() {
                 Some(b'2') | Some(b'3') | Some(b'4') => {
-                    if let Err(e) =
-                        ddl_line(&line, subtables, &mut schemas, client.as_ref(), db, rt)
-                    {
-                        totals.reject(|| format!("line {line_no}: {e}"));
+                    if let Err(e) = ddl_line(&line, &mut ctx) {
+                        ctx.totals.reject(|| format!("line {line_no}: {e}"));
                     }
                     continue;
                 }
@@ -300,6 +325,7 @@ fn read_chunks(
         }
         rows_in_chunk += 1;
         if rows_in_chunk >= batch {
+            ctx.hand_over_declared()?;
             let text = std::mem::replace(&mut chunk, Vec::with_capacity(batch * 200));
             if tx.send(Chunk { first_line, text }).is_err() {
                 return Err("all workers stopped".into());
@@ -307,6 +333,7 @@ fn read_chunks(
             rows_in_chunk = 0;
         }
     }
+    ctx.hand_over_declared()?;
     if !chunk.is_empty() {
         let _ = tx.send(Chunk {
             first_line,
@@ -317,14 +344,8 @@ fn read_chunks(
 }
 
 /// Handles a TDengine-format `2,` (create STABLE) or `3,` (declare subtable) line.
-fn ddl_line(
-    line: &[u8],
-    subtables: &Subtables,
-    schemas: &mut HashMap<String, Arc<StableSchema>>,
-    client: Option<&Client>,
-    db: &str,
-    rt: &tokio::runtime::Handle,
-) -> Result<(), String> {
+fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
+    let (client, db, rt) = (ctx.client.as_ref(), ctx.db.as_str(), &ctx.rt);
     let text = std::str::from_utf8(line).map_err(|_| "line is not valid UTF-8".to_string())?;
     let text = text.trim_end();
     let mut parts = text.splitn(4, ',');
@@ -360,7 +381,7 @@ fn ddl_line(
                     .await
                     .map_err(|e| format!("STABLE {stable}: {e}"))
             })?;
-            schemas.insert(stable.to_string(), Arc::new(schema));
+            ctx.schemas.insert(stable.to_string(), Arc::new(schema));
             Ok(())
         }
         "3" => {
@@ -393,7 +414,7 @@ fn ddl_line(
                     values.len()
                 ));
             }
-            let Some(schema) = schemas.get(stable).cloned().or_else(|| {
+            let Some(schema) = ctx.schemas.get(stable).cloned().or_else(|| {
                 client.is_none().then(|| {
                     Arc::new(StableSchema {
                         db: db.to_string(),
@@ -418,9 +439,16 @@ fn ddl_line(
                         .map_err(|e| format!("tag '{n}' of {table}: {e}"))?;
                 }
             }
-            subtables
+            if ctx.writer.is_some() {
+                let types: Vec<_> = schema.columns.iter().map(|c| c.data_type).collect();
+                ctx.declared
+                    .entry(schema.name.clone())
+                    .or_insert_with(|| RowBlock::new(schema.name.clone(), &types))
+                    .add_table(table, Some(tags));
+            }
+            ctx.subtables
                 .write()
-                .insert(table.to_string(), Arc::new(Subtable { schema, tags }));
+                .insert(table.to_string(), Arc::new(Subtable { schema }));
             Ok(())
         }
         other => Err(format!("command type {other} is not supported")),
@@ -430,14 +458,22 @@ fn ddl_line(
 /// Parses `(v1, v2, ...)`: single-quoted strings (`''` is a quote), `null`, integers and
 /// floats.
 fn parse_tuple(s: &str) -> Result<Vec<Value>, String> {
+    let mut out = Vec::new();
+    parse_tuple_into(s, &mut out)?;
+    Ok(out)
+}
+
+/// [`parse_tuple`] into `out` (cleared first), so that a worker reuses one vector for every
+/// row: numbers and NULLs then cost no allocation.
+fn parse_tuple_into(s: &str, out: &mut Vec<Value>) -> Result<(), String> {
+    out.clear();
     let inner = s
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| format!("expected '(...)', got '{s}'"))?;
-    let mut out = Vec::new();
     if inner.trim().is_empty() {
-        return Ok(out);
+        return Ok(());
     }
     let bytes = inner.as_bytes();
     let mut i = 0;
@@ -482,7 +518,7 @@ fn parse_tuple(s: &str) -> Result<Vec<Value>, String> {
             Some(_) => return Err(format!("expected ',' at byte {i} of '{inner}'")),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn scalar(tok: &str) -> Option<Value> {
@@ -549,11 +585,13 @@ impl WorkerCtx {
             return;
         };
         let opts = SchemalessOptions::default();
+        // Subtables the writer knows to exist need no tags (none are even converted).
+        let known = |t: &str| writer.knows(t);
         let res = self.rt.block_on(async {
-            let p = sl.prepare(&self.db, &chunk.text, &opts).await?;
-            let rows: usize = p.tables.iter().map(TableWrite::num_rows).sum();
-            for t in p.tables {
-                writer.write(t).await?;
+            let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;
+            let rows: usize = p.blocks.iter().map(RowBlock::num_rows).sum();
+            for b in p.blocks {
+                writer.write_block(b).await?;
             }
             Ok::<_, crate::frontend::ExecError>((rows, p.outcome))
         });
@@ -576,16 +614,16 @@ impl WorkerCtx {
     }
 
     fn tdengine(&self, chunk: Chunk) {
-        let mut tables: HashMap<String, TableWrite> = HashMap::new();
         let mut rows = 0u64;
         let mut metrics = 0u64;
+        let mut acc = Blocks::default();
         let subtables = self.subtables.read();
         for (i, raw) in chunk.text.split(|b| *b == b'\n').enumerate() {
             if raw.is_empty() {
                 continue;
             }
             let line_no = chunk.first_line + i;
-            match self.tdengine_row(raw, &subtables, &mut tables) {
+            match self.tdengine_row(raw, &subtables, &mut acc) {
                 Ok(n) => {
                     rows += 1;
                     metrics += n;
@@ -596,8 +634,8 @@ impl WorkerCtx {
         drop(subtables);
         if let Some(w) = &self.writer {
             let res = self.rt.block_on(async {
-                for t in tables.into_values() {
-                    w.write(t).await?;
+                for (_, b) in acc.blocks {
+                    w.write_block(b).await?;
                 }
                 Ok::<_, tidal_client::ClientError>(())
             });
@@ -611,12 +649,12 @@ impl WorkerCtx {
         self.totals.metrics.fetch_add(metrics, Ordering::Relaxed);
     }
 
-    /// One `1,<subtable>,<n>,(<ts>,<v1>,...)` line into `tables`; returns `<n>`.
-    fn tdengine_row(
+    /// One `1,<subtable>,<n>,(<ts>,<v1>,...)` line into the chunk's blocks; returns `<n>`.
+    fn tdengine_row<'c>(
         &self,
-        raw: &[u8],
+        raw: &'c [u8],
         subtables: &HashMap<String, Arc<Subtable>>,
-        tables: &mut HashMap<String, TableWrite>,
+        acc: &mut Blocks<'c>,
     ) -> Result<u64, String> {
         let text = std::str::from_utf8(raw).map_err(|_| "line is not valid UTF-8".to_string())?;
         let text = text.trim_end();
@@ -629,47 +667,69 @@ impl WorkerCtx {
         let n: u64 = n
             .parse()
             .map_err(|_| format!("bad field count '{n}' in '{text}'"))?;
-        let values = parse_tuple(values)?;
+        parse_tuple_into(values, &mut acc.values)?;
         if self.dry_run {
             return Ok(n);
         }
-        let sub = subtables.get(table).ok_or_else(|| {
-            format!("table '{table}' was not declared by a '3,' line before its rows")
-        })?;
-        let schema = &sub.schema;
-        if values.len() != schema.columns.len() {
+        let (bi, ti) = match acc.index.get(table) {
+            Some(x) => *x,
+            None => {
+                let sub = subtables.get(table).ok_or_else(|| {
+                    format!("table '{table}' was not declared by a '3,' line before its rows")
+                })?;
+                let bi = match acc
+                    .blocks
+                    .iter()
+                    .position(|(s, _)| Arc::ptr_eq(s, &sub.schema))
+                {
+                    Some(bi) => bi,
+                    None => {
+                        let types: Vec<_> =
+                            sub.schema.columns.iter().map(|c| c.data_type).collect();
+                        acc.blocks.push((
+                            sub.schema.clone(),
+                            RowBlock::new(sub.schema.name.clone(), &types),
+                        ));
+                        acc.blocks.len() - 1
+                    }
+                };
+                // No tags: the reader handed them to the writer when the subtable was declared.
+                let ti = acc.blocks[bi].1.add_table(table, None);
+                acc.index.insert(table, (bi, ti));
+                (bi, ti)
+            }
+        };
+        let (schema, block) = &mut acc.blocks[bi];
+        if acc.values.len() != schema.columns.len() {
             return Err(format!(
                 "STABLE '{}' has {} columns, the row of '{table}' has {} values",
                 schema.name,
                 schema.columns.len(),
-                values.len()
+                acc.values.len()
             ));
         }
-        let mut coerced = Vec::with_capacity(values.len());
-        for (v, def) in values.into_iter().zip(schema.columns.iter()) {
-            coerced.push(
+        acc.coerced.clear();
+        for (v, def) in acc.values.drain(..).zip(schema.columns.iter()) {
+            acc.coerced.push(
                 def.data_type
                     .coerce(v)
                     .map_err(|e| format!("column '{}' of '{table}': {e}", def.name))?,
             );
         }
-        let tw = tables
-            .entry(table.to_string())
-            .or_insert_with(|| TableWrite {
-                table: table.to_string(),
-                stable: schema.name.clone(),
-                tags: Some(sub.tags.clone()),
-                columns: schema
-                    .columns
-                    .iter()
-                    .map(|c| Column::empty(c.data_type, 64))
-                    .collect(),
-            });
-        for (c, v) in tw.columns.iter_mut().zip(coerced.iter()) {
-            c.push(v);
-        }
+        block.push_row(ti, &acc.coerced);
         Ok(n)
     }
+}
+
+/// One chunk's rows being collected: a block per STABLE, the chunk's subtables (names borrowed
+/// from the chunk's text) and two row vectors reused for every line.
+#[derive(Default)]
+struct Blocks<'c> {
+    blocks: Vec<(Arc<StableSchema>, RowBlock)>,
+    /// Subtable -> (index in `blocks`, index in that block).
+    index: HashMap<&'c str, (usize, u32), foldhash::fast::RandomState>,
+    values: Vec<Value>,
+    coerced: Vec<Value>,
 }
 
 #[cfg(test)]

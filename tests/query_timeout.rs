@@ -12,7 +12,7 @@ use tidal_client::Client;
 use tidal_common::{StatusCode, Value};
 
 const SUBTABLES: usize = 8;
-const ROWS_PER_SUBTABLE: usize = 100_000;
+const ROWS_PER_SUBTABLE: usize = 300_000;
 const WRITE_ROWS: usize = 25_000;
 /// Every row is its own window and the filter defeats block statistics: seconds of work.
 const LONG_QUERY: &str =

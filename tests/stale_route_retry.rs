@@ -80,6 +80,7 @@ fn stale_route_is_refreshed_and_retried() {
             vgroup: wrong.id,
             schemas: vec![schema.clone()],
             tables: writes(&["r_truck_0"], 3_000),
+            blocks: Vec::new(),
         };
         let err = client
             .dnode(&wrong.addr)

@@ -13,6 +13,11 @@
 //! let client = tidal_client::Client::connect("127.0.0.1:6030").await?;
 //! let r = client.execute("SELECT COUNT(*) FROM readings", "iot").await?;
 //! println!("{:?}", r.batch.map(|b| b.num_rows()));
+//! // Large results: batch by batch, as the cluster produces them.
+//! let mut rows = client.query_stream("SELECT * FROM readings", "iot").await?;
+//! while let Some(batch) = rows.next_batch().await? {
+//!     println!("{} rows", batch.num_rows());
+//! }
 //! # Ok(()) }
 //! ```
 
@@ -20,21 +25,27 @@ pub mod auth;
 mod error;
 mod route;
 mod session;
+mod stream;
 pub mod writer;
 
 pub use auth::{ConnectOptions, Credentials};
 pub use error::ClientError;
 pub use route::{RouteTable, VgroupRoute};
 pub use session::{AuthChannel, AuthInterceptor};
+pub use stream::ResultStream;
 pub use writer::{BatchOutcome, BlockingWriter, OnBatch, Writer, WriterConfig, WriterStats};
 
 use parking_lot::Mutex;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
-use tidal_common::{Batch, ColumnDef, Precision, StableSchema, StatusCode, TableWrite, WriteBatch};
+use tidal_common::{
+    Batch, ColumnDef, Precision, RowBlock, StableSchema, StatusCode, TableWrite, WriteBatch,
+};
 use tidal_proto::convert::{
-    batch_from_wire, column_defs_to_wire, schema_from_wire, schema_to_wire, write_to_wire,
+    batch_from_wire, column_defs_to_wire, row_block_to_wire, schema_from_wire, schema_to_wire,
+    write_to_wire,
 };
 use tidal_proto::v1::{
     self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient,
@@ -51,6 +62,14 @@ const ATTEMPTS_MAX: u32 = 8;
 pub const SCHEMA_CACHE_TTL_MS: u64 = 1_000;
 /// First back-off after a transient failure; doubled per attempt.
 const BACKOFF_INITIAL_MS: u64 = 50;
+/// HTTP/2 receive window of one call. A coordinator reads the fragment streams of a query one
+/// vgroup after another while the others stay open: each unread stream holds at most this
+/// much of its connection's window, so the stream being read never starves (with the
+/// connection window below, up to a thousand unread streams share one data node's
+/// connection). It also bounds what a stream buffers: about one result batch.
+pub const STREAM_WINDOW_BYTES: u32 = 1 << 20;
+/// HTTP/2 receive window of one connection: credit, not memory (see [`STREAM_WINDOW_BYTES`]).
+pub const CONNECTION_WINDOW_BYTES: u32 = 1 << 30;
 
 /// The result of one SQL statement.
 #[derive(Debug, Clone)]
@@ -180,6 +199,8 @@ impl Client {
         let endpoint = endpoint
             .connect_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
+            .initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
             .timeout(Duration::from_secs(300));
         let channel = endpoint.connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
@@ -202,11 +223,14 @@ impl Client {
     }
 
     pub fn sql(&self) -> Result<SqlClient<AuthChannel>, ClientError> {
-        Ok(
-            SqlClient::new(self.intercepted(self.channel(&self.inner.mnode_addr)?))
-                .max_decoding_message_size(MESSAGE_BYTES_MAX)
-                .max_encoding_message_size(MESSAGE_BYTES_MAX),
-        )
+        self.sql_at(&self.inner.mnode_addr)
+    }
+
+    /// A stub of the SQL frontend of the server at `addr` (every server process has one).
+    pub fn sql_at(&self, addr: &str) -> Result<SqlClient<AuthChannel>, ClientError> {
+        Ok(SqlClient::new(self.intercepted(self.channel(addr)?))
+            .max_decoding_message_size(MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(MESSAGE_BYTES_MAX))
     }
 
     /// The cached routing map of `db`, fetched from the mnode on first use.
@@ -333,7 +357,24 @@ impl Client {
                 name: name.to_string(),
                 add_columns: column_defs_to_wire(add_columns),
                 add_tags: column_defs_to_wire(add_tags),
+                ..Default::default()
             })
+            .await
+            .map_err(ClientError::from)?
+            .into_inner();
+        self.cache_schema(&wire)
+    }
+
+    /// ALTER STABLE with any change the mnode supports (see `v1::AlterStableRequest`); the
+    /// returned schema is cached.
+    pub async fn alter_stable_request(
+        &self,
+        req: v1::AlterStableRequest,
+    ) -> Result<StableSchema, ClientError> {
+        self.authenticate().await?;
+        let wire = self
+            .mnode()?
+            .alter_stable(req)
             .await
             .map_err(ClientError::from)?
             .into_inner();
@@ -355,6 +396,7 @@ impl Client {
                     vgroup: vg.id,
                     schemas: vec![schema.clone()],
                     tables: Vec::new(),
+                    blocks: Vec::new(),
                 };
                 if let Err(e) = self.write_vgroup(&vg.addr, &batch).await {
                     result = Err(e);
@@ -424,6 +466,7 @@ impl Client {
                     vgroup: vg.id,
                     schemas: needed,
                     tables,
+                    blocks: Vec::new(),
                 };
                 // The stub is made here, in the caller's task, so that a forwarding client's
                 // call carries the caller's token.
@@ -484,6 +527,142 @@ impl Client {
         }
     }
 
+    /// Writes row blocks (rows of many subtables per STABLE, the batching Writer's form) to
+    /// `db`: a block whose subtables all belong to one vgroup is sent as is, others are split
+    /// per vgroup; the groups go out in parallel and are retried like [`Client::write`]'s.
+    /// `known(table)` says a subtable is known to exist: its tags stay off the wire. If one
+    /// turns out to be missing (dropped meanwhile), its group is sent again with every tag.
+    ///
+    /// `built_for`: the blocks were split for vgroup `idx` of that routing map; while it is
+    /// still the current map, their subtables are not routed again.
+    pub async fn write_blocks(
+        &self,
+        db: &str,
+        schemas: &[StableSchema],
+        blocks: &[RowBlock],
+        known: &(dyn Fn(&str) -> bool + Sync),
+        built_for: Option<(&Arc<RouteTable>, usize)>,
+    ) -> Result<WriteOutcome, ClientError> {
+        self.authenticate().await?;
+        let mut pending: Vec<Cow<'_, RowBlock>> = blocks.iter().map(Cow::Borrowed).collect();
+        let mut total = WriteOutcome::default();
+        let mut attempt = 0u32;
+        let mut relogged = false;
+        let mut all_tags = false;
+        loop {
+            attempt += 1;
+            let route = self.route(db).await?;
+            let mut groups: HashMap<usize, Vec<Cow<'_, RowBlock>>> = HashMap::new();
+            let as_built = built_for
+                .filter(|(r, _)| attempt == 1 && Arc::ptr_eq(r, &route))
+                .map(|(_, idx)| idx);
+            if let Some(idx) = as_built {
+                groups.insert(idx, std::mem::take(&mut pending));
+            }
+            for b in pending.drain(..) {
+                let first = route.index_of(db, b.table(0));
+                let one_group =
+                    (1..b.num_tables()).all(|i| route.index_of(db, b.table(i)) == first);
+                if one_group {
+                    groups.entry(first).or_default().push(b);
+                } else {
+                    for (idx, part) in b.into_owned().split_by(|t| route.index_of(db, t)) {
+                        groups.entry(idx).or_default().push(Cow::Owned(part));
+                    }
+                }
+            }
+            let mut tasks = Vec::with_capacity(groups.len());
+            for (idx, blocks) in groups {
+                let Some(vg) = route.vgroups.get(idx).cloned() else {
+                    return Err(ClientError::new(
+                        StatusCode::Internal,
+                        "route index out of range",
+                    ));
+                };
+                let mut omitted = false;
+                let wire_blocks: Vec<v1::RowBlock> = blocks
+                    .iter()
+                    .map(|b| {
+                        row_block_to_wire(b, |t| {
+                            let send = all_tags || !known(t);
+                            omitted |= !send;
+                            send
+                        })
+                    })
+                    .collect();
+                let req = v1::WriteRequest {
+                    db: db.to_string(),
+                    vgroup_id: vg.id.0,
+                    schemas: schemas
+                        .iter()
+                        .filter(|s| blocks.iter().any(|b| b.stable() == s.name))
+                        .map(schema_to_wire)
+                        .collect(),
+                    tables: Vec::new(),
+                    blocks: wire_blocks,
+                };
+                // The stub is made here, in the caller's task, so that a forwarding client's
+                // call carries the caller's token.
+                let stub = self.dnode(&vg.addr);
+                let task = tokio::spawn(async move {
+                    match stub {
+                        Ok(mut d) => send_write(&mut d, req).await,
+                        Err(e) => Err(e),
+                    }
+                });
+                tasks.push((task, blocks, omitted));
+            }
+            let mut retry_err: Option<ClientError> = None;
+            let mut stale = false;
+            let mut expired = false;
+            for (t, blocks, omitted) in tasks {
+                let res = t.await.map_err(|e| {
+                    ClientError::new(StatusCode::Internal, format!("write task failed: {e}"))
+                })?;
+                match res {
+                    Ok(o) => {
+                        total.rows += o.rows;
+                        total.tables_created += o.tables_created;
+                    }
+                    Err(e) if e.code.is_retryable() && attempt < ATTEMPTS_MAX => {
+                        stale |= e.code.is_stale_route();
+                        pending.extend(blocks);
+                        retry_err = Some(e);
+                    }
+                    // A subtable sent without tags is gone: send its group again with tags.
+                    Err(e) if e.code == StatusCode::TableNotFound && omitted && !all_tags => {
+                        all_tags = true;
+                        pending.extend(blocks);
+                        retry_err = Some(e);
+                    }
+                    Err(e) if !relogged && self.can_relogin(&e) => {
+                        expired = true;
+                        pending.extend(blocks);
+                        retry_err = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if pending.is_empty() {
+                total.attempts = attempt;
+                return Ok(total);
+            }
+            if expired {
+                self.relogin().await?;
+                relogged = true;
+                continue;
+            }
+            tracing::debug!(?retry_err, attempt, "retrying row blocks");
+            if stale || attempt > 1 {
+                let _ = self.refresh_route(db).await;
+            }
+            if !stale && retry_err.as_ref().is_some_and(|e| e.code.is_retryable()) {
+                tokio::time::sleep(Duration::from_millis(BACKOFF_INITIAL_MS << attempt.min(6)))
+                    .await;
+            }
+        }
+    }
+
     async fn write_vgroup(
         &self,
         addr: &str,
@@ -492,7 +671,8 @@ impl Client {
         write_vgroup(&mut self.dnode(addr)?, batch).await
     }
 
-    /// Runs one SQL statement with `db` as the session's current database ("" for none).
+    /// Runs one SQL statement with `db` as the session's current database ("" for none),
+    /// and returns its whole result at once (see [`Client::query_stream`] for large ones).
     pub async fn execute(&self, sql: &str, db: &str) -> Result<StatementResult, ClientError> {
         self.execute_with_timeout(sql, db, None).await
     }
@@ -544,11 +724,14 @@ async fn write_vgroup(
     d: &mut DnodeClient<AuthChannel>,
     batch: &WriteBatch,
 ) -> Result<WriteOutcome, ClientError> {
-    let resp = d
-        .write(write_to_wire(batch))
-        .await
-        .map_err(ClientError::from)?
-        .into_inner();
+    send_write(d, write_to_wire(batch)).await
+}
+
+async fn send_write(
+    d: &mut DnodeClient<AuthChannel>,
+    req: v1::WriteRequest,
+) -> Result<WriteOutcome, ClientError> {
+    let resp = d.write(req).await.map_err(ClientError::from)?.into_inner();
     Ok(WriteOutcome {
         rows: resp.rows,
         tables_created: resp.tables_created,

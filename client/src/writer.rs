@@ -4,9 +4,23 @@
 //! or a transient failure until it is acknowledged or its retry time runs out. Each batch's
 //! outcome is reported to an optional callback and summed in [`WriterStats`].
 //!
+//! A vgroup's buffer holds one [`RowBlock`] per STABLE: the subtables listed once, the rows
+//! appended column by column. With thousands of subtables and a few rows each per batch, a
+//! row then costs a few appends and a batch one columnar message, instead of a `TableWrite`
+//! per subtable on the client, the wire and the vnode. [`Writer::write_block`] takes rows in
+//! that form directly (the cheapest way in); [`Writer::write`] and [`Writer::write_many`]
+//! take `TableWrite`s.
+//!
+//! Tags: a subtable's tags are needed until it exists. The writer remembers the tags it was
+//! given and adds them to every batch holding the subtable until one such batch is
+//! acknowledged (batches in flight may reach the vnode in any order); after that it leaves
+//! them off the wire, and if the subtable turns out to be gone (dropped meanwhile) it resends
+//! the batch with its tags. Both memories are bounded (`TABLES_REMEMBERED_MAX`).
+//!
 //! Invariants:
 //! - **Bounded memory.** Rows wait in a bounded command queue (`queue_depth` commands), in at
-//!   most one open buffer per vgroup (flushed at `batch_rows`/`batch_bytes`), and in at most
+//!   most one open buffer per vgroup (flushed at `batch_rows`/`batch_bytes`; a `RowBlock` fills
+//!   and sends buffers on its way, so one of any size is fine), and in at most
 //!   `in_flight_per_vgroup` batches per vgroup. When all are full, [`Writer::write`] waits:
 //!   back-pressure reaches the producer instead of memory growing.
 //! - **No duplicates from retries.** A batch is re-sent as is; a row is identified by
@@ -31,15 +45,24 @@
 //! # Ok(()) }
 //! ```
 
-use crate::{Client, ClientError};
+use crate::{Client, ClientError, RouteTable};
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tidal_common::{Column, StableSchema, StatusCode, TableWrite, Value, VgroupId};
+use tidal_common::{
+    Column, ColumnData, RowBlock, StableSchema, StatusCode, TableWrite, Value, VgroupId,
+};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinSet;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Subtables remembered as existing (whose tags then stay off the wire), and tags remembered
+/// for subtables not yet known to exist. Past this many of either, that set is cleared, so
+/// memory stays bounded (forgetting only costs sending tags again).
+const TABLES_REMEMBERED_MAX: usize = 1 << 20;
 
 /// A per-batch outcome callback.
 pub type OnBatch = Arc<dyn Fn(&BatchOutcome) + Send + Sync>;
@@ -57,7 +80,8 @@ pub struct WriterConfig {
     pub linger: Duration,
     /// Batches sent and not yet acknowledged, per vgroup.
     pub in_flight_per_vgroup: usize,
-    /// Commands (rows or tables) waiting for the writer task.
+    /// Commands (a row, a `TableWrite`, a list of them or a `RowBlock`) waiting for the
+    /// writer task.
     pub queue_depth: usize,
     /// How long one batch is retried (stale routes, unavailable nodes) before it fails.
     pub retry_for: Duration,
@@ -112,69 +136,123 @@ struct Counters {
 
 enum Cmd {
     Table(TableWrite),
+    Tables(Vec<TableWrite>),
+    Block(RowBlock),
     Flush(oneshot::Sender<Result<(), ClientError>>),
+}
+
+/// Rows of one STABLE (one column layout) buffered for one vgroup: one [`RowBlock`], so that a
+/// row costs a few column appends however many subtables the batch spans, plus the index of
+/// its subtables.
+struct Part {
+    block: RowBlock,
+    /// Hash of a subtable name -> its index in `block` (the name itself is checked there, so
+    /// no name is copied per subtable and batch); names whose hash is taken by another name
+    /// go to `collided`.
+    index: FastMap<u64, u32>,
+    collided: FastMap<String, u32>,
+}
+
+impl Part {
+    /// The block's index of subtable `table`, listed (with `tags`) if new; a listed subtable
+    /// without tags takes `tags`.
+    fn slot(
+        &mut self,
+        hasher: &foldhash::fast::RandomState,
+        table: &str,
+        tags: Option<Vec<Value>>,
+    ) -> u32 {
+        let h = std::hash::BuildHasher::hash_one(hasher, table);
+        let found = match self.index.get(&h) {
+            Some(i) if self.block.table(*i as usize) == table => Some(*i),
+            Some(_) => self.collided.get(table).copied(),
+            None => None,
+        };
+        if let Some(i) = found {
+            self.block.offer_tags(i, tags);
+            return i;
+        }
+        let i = self.block.add_table(table, tags);
+        match self.index.entry(h) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(table.to_string(), i);
+            }
+        }
+        i
+    }
 }
 
 /// Rows buffered for one vgroup.
 struct Buffer {
-    tables: Vec<TableWrite>,
-    index: HashMap<String, usize>,
+    parts: Vec<Part>,
     rows: usize,
     bytes: usize,
     since: Instant,
+    /// The routing map every row was placed with (`None` once rows were placed with two).
+    route: Option<Arc<RouteTable>>,
 }
 
 impl Buffer {
-    fn new() -> Buffer {
+    fn new(route: &Arc<RouteTable>) -> Buffer {
         Buffer {
-            tables: Vec::new(),
-            index: HashMap::new(),
+            parts: Vec::new(),
             rows: 0,
             bytes: 0,
             since: Instant::now(),
+            route: Some(route.clone()),
         }
     }
 
-    fn push(&mut self, t: TableWrite) {
-        if self.tables.is_empty() {
+    /// Notes that rows were placed with `route`.
+    fn placed_with(&mut self, route: &Arc<RouteTable>) {
+        if self.route.as_ref().is_some_and(|r| !Arc::ptr_eq(r, route)) {
+            self.route = None;
+        }
+    }
+
+    /// The part holding rows of `stable` shaped like `cols` (a write of another schema version
+    /// of the same STABLE gets a part of its own).
+    fn part(&mut self, stable: &str, cols: &[Column]) -> &mut Part {
+        if self.parts.is_empty() {
             self.since = Instant::now();
         }
-        self.rows += t.num_rows();
-        self.bytes += estimate_bytes(&t);
-        match self
-            .index
-            .get(&t.table)
-            .and_then(|i| self.tables.get_mut(*i))
+        let i = match self
+            .parts
+            .iter()
+            .position(|p| p.block.stable() == stable && p.block.accepts(cols))
         {
-            // Same table, same column count: append columns. A different column count means
-            // a schema change between the two writes; keep them as separate entries.
-            Some(e) if e.columns.len() == t.columns.len() && e.stable == t.stable => {
-                for (a, b) in e.columns.iter_mut().zip(t.columns.iter()) {
-                    a.extend(b);
-                }
-                if e.tags.is_none() {
-                    e.tags = t.tags;
-                }
+            Some(i) => i,
+            None => {
+                self.parts.push(Part {
+                    block: RowBlock::like(stable, cols, 0),
+                    index: FastMap::default(),
+                    collided: FastMap::default(),
+                });
+                self.parts.len() - 1
             }
-            _ => {
-                self.index.insert(t.table.clone(), self.tables.len());
-                self.tables.push(t);
-            }
-        }
+        };
+        &mut self.parts[i]
+    }
+
+    fn full(&self, c: &WriterConfig) -> bool {
+        self.rows >= c.batch_rows || self.bytes >= c.batch_bytes
     }
 }
 
-fn estimate_bytes(t: &TableWrite) -> usize {
-    use tidal_common::ColumnData as D;
-    let cols: usize = t
-        .columns
-        .iter()
+/// Estimated bytes of rows `s..e` of `cols`.
+fn estimate_bytes(cols: &[Column], s: usize, e: usize) -> usize {
+    cols.iter()
         .map(|c| match &c.data {
-            D::Str(v) => v.iter().map(|s| s.len() + 8).sum(),
-            d => d.len() * 8,
+            ColumnData::Str(v) => v
+                .get(s..e)
+                .map(|v| v.iter().map(|x| x.len() + 8).sum())
+                .unwrap_or(0),
+            _ => (e - s) * 8,
         })
-        .sum();
-    cols + t.table.len() + 16
+        .sum()
 }
 
 /// A batching, retrying writer for one database. Cheap to clone; all clones feed the same
@@ -186,6 +264,7 @@ pub struct Writer {
     db: String,
     tx: mpsc::Sender<Cmd>,
     counters: Arc<Counters>,
+    tables: Arc<Mutex<Tables>>,
     task: Arc<Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
 
@@ -194,24 +273,65 @@ impl Writer {
     pub fn new(client: Client, config: WriterConfig) -> Writer {
         let (tx, rx) = mpsc::channel(config.queue_depth.max(1));
         let counters = Arc::new(Counters::default());
+        let tables = Arc::new(Mutex::new(Tables::default()));
         let db = config.db.clone();
-        let task = tokio::spawn(run(client.clone(), config, rx, counters.clone()));
+        let task = tokio::spawn(run(
+            client.clone(),
+            config,
+            rx,
+            counters.clone(),
+            tables.clone(),
+        ));
         Writer {
             client,
             db,
             tx,
             counters,
+            tables,
             task: Arc::new(Mutex::new(Some(task))),
         }
+    }
+
+    /// Whether subtable `table` is known to exist: a batch of this writer that carried its
+    /// tags was acknowledged. A producer may then leave its tags out (and skip converting
+    /// them); until then, every row of a new subtable should come with tags or follow rows
+    /// that did.
+    pub fn knows(&self, table: &str) -> bool {
+        self.tables.lock().known.contains(table)
+    }
+
+    async fn send(&self, cmd: Cmd) -> Result<(), ClientError> {
+        self.tx
+            .send(cmd)
+            .await
+            .map_err(|_| ClientError::new(StatusCode::Internal, "the writer is closed"))
     }
 
     /// Queues rows for one subtable (columns in the STABLE's order, `columns[0]` = ts; `tags`
     /// for auto-creation). Waits while the writer is full.
     pub async fn write(&self, table: TableWrite) -> Result<(), ClientError> {
-        self.tx
-            .send(Cmd::Table(table))
-            .await
-            .map_err(|_| ClientError::new(StatusCode::Internal, "the writer is closed"))
+        self.send(Cmd::Table(table)).await
+    }
+
+    /// Queues rows for many subtables as one command (cheaper than one [`Writer::write`] per
+    /// subtable). Waits while the writer is full.
+    pub async fn write_many(&self, tables: Vec<TableWrite>) -> Result<(), ClientError> {
+        if tables.is_empty() {
+            return Ok(());
+        }
+        self.send(Cmd::Tables(tables)).await
+    }
+
+    /// Queues rows of many subtables of one STABLE as one [`RowBlock`] (columns in the STABLE's
+    /// order, column 0 = ts, values coerced to the column types; tags for auto-creation, needed
+    /// only until the subtable exists): the cheapest way to feed the writer, as its rows are
+    /// appended to the per-vgroup buffers column by column. The block is split over the
+    /// vgroups; a buffer that fills up on the way is sent, so a block may be of any size.
+    pub async fn write_block(&self, block: RowBlock) -> Result<(), ClientError> {
+        if block.num_tables() == 0 {
+            return Ok(());
+        }
+        self.send(Cmd::Block(block)).await
     }
 
     /// Queues one row: `values` are the STABLE's columns in order, the first the timestamp
@@ -260,10 +380,7 @@ impl Writer {
     /// the first batch error since the previous flush, if any.
     pub async fn flush(&self) -> Result<(), ClientError> {
         let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(Cmd::Flush(tx))
-            .await
-            .map_err(|_| ClientError::new(StatusCode::Internal, "the writer is closed"))?;
+        self.send(Cmd::Flush(tx)).await?;
         rx.await
             .map_err(|_| ClientError::new(StatusCode::Internal, "the writer task stopped"))?
     }
@@ -298,6 +415,235 @@ struct Shared {
     counters: Arc<Counters>,
     /// The first error since the last flush.
     first_error: Mutex<Option<ClientError>>,
+    tables: Arc<Mutex<Tables>>,
+}
+
+/// What the writer knows of subtables across batches: a caller may give a subtable's tags with
+/// its first rows only, while several batches are in flight and may reach the vnode in any
+/// order, so every batch carries the tags of its subtables until one is acknowledged; after
+/// that they stay off the wire.
+#[derive(Default)]
+struct Tables {
+    /// Acknowledged in a batch that carried their tags (so they exist).
+    known: HashSet<String, foldhash::fast::RandomState>,
+    /// The tags given for subtables not yet known to exist.
+    tags: FastMap<String, Vec<Value>>,
+}
+
+impl Tables {
+    /// Remembers `tags` for `table` unless it is known or already has tags remembered.
+    fn offer(&mut self, table: &str, tags: &[Value]) {
+        if self.known.contains(table) || self.tags.contains_key(table) {
+            return;
+        }
+        if self.tags.len() >= TABLES_REMEMBERED_MAX {
+            self.tags.clear();
+        }
+        self.tags.insert(table.to_string(), tags.to_vec());
+    }
+
+    /// Gives the subtables of `blocks` that have no tags the remembered ones.
+    fn complete(&self, blocks: &mut [RowBlock]) {
+        if self.tags.is_empty() {
+            return;
+        }
+        for b in blocks {
+            for i in 0..b.num_tables() {
+                if b.tags(i).is_none() {
+                    if let Some(t) = self.tags.get(b.table(i)) {
+                        b.offer_tags(i as u32, Some(t.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// After an acknowledged batch: its subtables that carried tags exist.
+    fn acknowledged(&mut self, blocks: &[RowBlock]) {
+        let tagged = blocks
+            .iter()
+            .map(|b| (0..b.num_tables()).filter(|i| b.tags(*i).is_some()).count())
+            .sum::<usize>();
+        if self.known.len() + tagged > TABLES_REMEMBERED_MAX {
+            self.known.clear();
+        }
+        for b in blocks {
+            for i in 0..b.num_tables() {
+                if b.tags(i).is_some() && !self.known.contains(b.table(i)) {
+                    self.tags.remove(b.table(i));
+                    self.known.insert(b.table(i).to_string());
+                }
+            }
+        }
+    }
+}
+
+/// The writer task's state: the open buffers and the batches in flight.
+struct Task {
+    shared: Arc<Shared>,
+    /// The database's routing map, re-read from the client's cache at every tick (a stale
+    /// map only misplaces rows in buffers; sends split them by the current map).
+    route: Option<Arc<RouteTable>>,
+    buffers: FastMap<usize, Buffer>,
+    permits: FastMap<usize, Arc<Semaphore>>,
+    in_flight: JoinSet<()>,
+    /// Hashes subtable names for the parts' indexes.
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Task {
+    async fn route(&mut self) -> Result<Arc<RouteTable>, ClientError> {
+        if let Some(r) = &self.route {
+            return Ok(r.clone());
+        }
+        let r = self.shared.client.route(&self.shared.config.db).await?;
+        self.route = Some(r.clone());
+        Ok(r)
+    }
+
+    async fn push_table(&mut self, t: TableWrite) {
+        let rows = t.num_rows();
+        let route = match self.route().await {
+            Ok(r) => r,
+            Err(e) => return fail(&self.shared, VgroupId(0), rows as u64, 1, 0, e),
+        };
+        if t.columns.iter().any(|c| c.len() != rows) {
+            let e = ClientError::new(
+                StatusCode::SchemaMismatch,
+                format!("table '{}': its columns differ in length", t.table),
+            );
+            return fail(&self.shared, VgroupId(0), rows as u64, 1, 0, e);
+        }
+        if let Some(tags) = &t.tags {
+            self.shared.tables.lock().offer(&t.table, tags);
+        }
+        let idx = route.index_of(&self.shared.config.db, &t.table);
+        let buf = self
+            .buffers
+            .entry(idx)
+            .or_insert_with(|| Buffer::new(&route));
+        buf.placed_with(&route);
+        let part = buf.part(&t.stable, &t.columns);
+        let slot = part.slot(&self.hasher, &t.table, t.tags);
+        part.block.push_rows(slot, &t.columns, 0, rows);
+        buf.rows += rows;
+        buf.bytes += estimate_bytes(&t.columns, 0, rows) + t.table.len() + 16;
+        if buf.full(&self.shared.config) {
+            self.send(idx).await;
+        }
+    }
+
+    async fn push_block(&mut self, b: RowBlock) {
+        let route = match self.route().await {
+            Ok(r) => r,
+            Err(e) => {
+                let (rows, tables) = (b.num_rows() as u64, b.num_tables());
+                return fail(&self.shared, VgroupId(0), rows, tables, 0, e);
+            }
+        };
+        let db = &self.shared.config.db;
+        let groups: Vec<usize> = (0..b.num_tables())
+            .map(|i| route.index_of(db, b.table(i)))
+            .collect();
+        {
+            let mut tables = self.shared.tables.lock();
+            for i in 0..b.num_tables() {
+                if let Some(tags) = b.tags(i) {
+                    tables.offer(b.table(i), tags);
+                }
+            }
+        }
+        // The subtable's index in its group's open block (u32::MAX: not listed there yet).
+        let mut slots = vec![u32::MAX; b.num_tables()];
+        let mut has_rows = vec![false; b.num_tables()];
+        let mut row = 0usize;
+        for (t, n) in b.runs() {
+            let (t, end) = (*t as usize, row + *n as usize);
+            let g = groups[t];
+            has_rows[t] = true;
+            let buf = self.buffers.entry(g).or_insert_with(|| Buffer::new(&route));
+            buf.placed_with(&route);
+            let part = buf.part(b.stable(), b.columns());
+            if slots[t] == u32::MAX {
+                // Copied, not taken: a later buffer of this block may need them too.
+                slots[t] = part.slot(&self.hasher, b.table(t), b.tags(t).map(<[Value]>::to_vec));
+            }
+            part.block.push_rows(slots[t], b.columns(), row, end);
+            buf.rows += end - row;
+            buf.bytes += estimate_bytes(b.columns(), row, end);
+            row = end;
+            if buf.full(&self.shared.config) {
+                self.send(g).await;
+                for (s, grp) in slots.iter_mut().zip(&groups) {
+                    if *grp == g {
+                        *s = u32::MAX;
+                    }
+                }
+            }
+        }
+        // Subtables listed with tags but without rows are still created.
+        for (t, g) in groups.iter().enumerate() {
+            if !has_rows[t] && b.tags(t).is_some() {
+                let buf = self
+                    .buffers
+                    .entry(*g)
+                    .or_insert_with(|| Buffer::new(&route));
+                buf.placed_with(&route);
+                buf.part(b.stable(), b.columns()).slot(
+                    &self.hasher,
+                    b.table(t),
+                    b.tags(t).map(<[Value]>::to_vec),
+                );
+            }
+        }
+    }
+
+    /// Sends vgroup `idx`'s buffer once the vgroup has a free in-flight slot (waiting for one
+    /// is the back-pressure point).
+    async fn send(&mut self, idx: usize) {
+        let Some(buf) = self.buffers.remove(&idx) else {
+            return;
+        };
+        if buf.parts.is_empty() {
+            return;
+        }
+        let shared = self.shared.clone();
+        let sem = self
+            .permits
+            .entry(idx)
+            .or_insert_with(|| Arc::new(Semaphore::new(shared.config.in_flight_per_vgroup.max(1))))
+            .clone();
+        let Ok(permit) = sem.acquire_owned().await else {
+            return;
+        };
+        self.in_flight.spawn(async move {
+            let _permit = permit;
+            send_batch(&shared, idx, buf).await;
+        });
+    }
+
+    async fn send_all(&mut self) {
+        let all: Vec<usize> = self.buffers.keys().copied().collect();
+        for idx in all {
+            self.send(idx).await;
+        }
+    }
+
+    async fn tick(&mut self) {
+        self.route = None;
+        let linger = self.shared.config.linger;
+        let old: Vec<usize> = self
+            .buffers
+            .iter()
+            .filter(|(_, b)| b.since.elapsed() >= linger)
+            .map(|(i, _)| *i)
+            .collect();
+        for idx in old {
+            self.send(idx).await;
+        }
+        // Reap finished sends so the set does not grow.
+        while self.in_flight.try_join_next().is_some() {}
+    }
 }
 
 async fn run(
@@ -305,105 +651,60 @@ async fn run(
     config: WriterConfig,
     mut rx: mpsc::Receiver<Cmd>,
     counters: Arc<Counters>,
+    tables: Arc<Mutex<Tables>>,
 ) {
-    let shared = Arc::new(Shared {
-        client,
-        config,
-        counters,
-        first_error: Mutex::new(None),
-    });
-    let mut buffers: HashMap<usize, Buffer> = HashMap::new();
-    let mut permits: HashMap<usize, Arc<Semaphore>> = HashMap::new();
-    let mut in_flight: JoinSet<()> = JoinSet::new();
-    let tick = (shared.config.linger / 2).max(Duration::from_millis(1));
+    let tick = (config.linger / 2).max(Duration::from_millis(1));
+    let mut task = Task {
+        shared: Arc::new(Shared {
+            client,
+            config,
+            counters,
+            first_error: Mutex::new(None),
+            tables,
+        }),
+        route: None,
+        buffers: FastMap::default(),
+        permits: FastMap::default(),
+        in_flight: JoinSet::new(),
+        hasher: foldhash::fast::RandomState::default(),
+    };
     let mut ticker = tokio::time::interval(tick);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             cmd = rx.recv() => match cmd {
-                Some(Cmd::Table(t)) => {
-                    let idx = match shared.client.route(&shared.config.db).await {
-                        Ok(r) => r.index_of(&shared.config.db, &t.table),
-                        Err(e) => {
-                            fail(&shared, VgroupId(0), t.num_rows() as u64, 1, 0, e);
-                            continue;
-                        }
-                    };
-                    let buf = buffers.entry(idx).or_insert_with(Buffer::new);
-                    buf.push(t);
-                    if buf.rows >= shared.config.batch_rows || buf.bytes >= shared.config.batch_bytes {
-                        if let Some(b) = buffers.remove(&idx) {
-                            send(&shared, &mut permits, &mut in_flight, idx, b).await;
-                        }
+                Some(Cmd::Table(t)) => task.push_table(t).await,
+                Some(Cmd::Tables(ts)) => {
+                    for t in ts {
+                        task.push_table(t).await;
                     }
                 }
+                Some(Cmd::Block(b)) => task.push_block(b).await,
                 Some(Cmd::Flush(reply)) => {
-                    let all: Vec<(usize, Buffer)> = buffers.drain().collect();
-                    for (idx, b) in all {
-                        send(&shared, &mut permits, &mut in_flight, idx, b).await;
-                    }
-                    while in_flight.join_next().await.is_some() {}
-                    let err = shared.first_error.lock().take();
+                    task.send_all().await;
+                    while task.in_flight.join_next().await.is_some() {}
+                    let err = task.shared.first_error.lock().take();
                     let _ = reply.send(err.map_or(Ok(()), Err));
                 }
                 None => {
                     // Every handle is gone: send what is buffered, then stop.
-                    let all: Vec<(usize, Buffer)> = buffers.drain().collect();
-                    for (idx, b) in all {
-                        send(&shared, &mut permits, &mut in_flight, idx, b).await;
-                    }
-                    while in_flight.join_next().await.is_some() {}
+                    task.send_all().await;
+                    while task.in_flight.join_next().await.is_some() {}
                     return;
                 }
             },
-            _ = ticker.tick() => {
-                let old: Vec<usize> = buffers
-                    .iter()
-                    .filter(|(_, b)| b.since.elapsed() >= shared.config.linger)
-                    .map(|(i, _)| *i)
-                    .collect();
-                for idx in old {
-                    if let Some(b) = buffers.remove(&idx) {
-                        send(&shared, &mut permits, &mut in_flight, idx, b).await;
-                    }
-                }
-                // Reap finished sends so the set does not grow.
-                while in_flight.try_join_next().is_some() {}
-            }
+            _ = ticker.tick() => task.tick().await,
         }
     }
-}
-
-/// Starts sending one buffer once its vgroup has a free in-flight slot (waiting for one is
-/// the back-pressure point).
-async fn send(
-    shared: &Arc<Shared>,
-    permits: &mut HashMap<usize, Arc<Semaphore>>,
-    in_flight: &mut JoinSet<()>,
-    idx: usize,
-    buf: Buffer,
-) {
-    if buf.tables.is_empty() {
-        return;
-    }
-    let sem = permits
-        .entry(idx)
-        .or_insert_with(|| Arc::new(Semaphore::new(shared.config.in_flight_per_vgroup.max(1))))
-        .clone();
-    let Ok(permit) = sem.acquire_owned().await else {
-        return;
-    };
-    let shared = shared.clone();
-    in_flight.spawn(async move {
-        let _permit = permit;
-        send_batch(&shared, idx, buf).await;
-    });
 }
 
 async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     let db = &shared.config.db;
     let rows = buf.rows as u64;
-    let tables = buf.tables.len();
+    let built_with = buf.route;
+    let mut blocks: Vec<RowBlock> = buf.parts.into_iter().map(|p| p.block).collect();
+    shared.tables.lock().complete(&mut blocks);
+    let tables = blocks.iter().map(RowBlock::num_tables).sum();
     let vgroup = match shared.client.route(db).await {
         Ok(r) => r.vgroups.get(idx).map(|v| v.id).unwrap_or(VgroupId(0)),
         Err(_) => VgroupId(0),
@@ -411,19 +712,27 @@ async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     let started = Instant::now();
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(100);
+    let known = |t: &str| shared.tables.lock().known.contains(t);
     loop {
         attempts += 1;
-        let result = match schemas_for(shared, &buf.tables).await {
+        let result = match schemas_for(shared, &blocks).await {
             // The client retries internally too; count its extra rounds as this batch's.
             Ok(schemas) => shared
                 .client
-                .write(db, &schemas, buf.tables.clone())
+                .write_blocks(
+                    db,
+                    &schemas,
+                    &blocks,
+                    &known,
+                    built_with.as_ref().map(|r| (r, idx)),
+                )
                 .await
                 .map(|o| attempts += o.attempts.saturating_sub(1)),
             Err(e) => Err(e),
         };
         match result {
             Ok(()) => {
+                shared.tables.lock().acknowledged(&blocks);
                 let c = &shared.counters;
                 c.rows_written.fetch_add(rows, Ordering::Relaxed);
                 c.batches.fetch_add(1, Ordering::Relaxed);
@@ -455,12 +764,12 @@ async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     }
 }
 
-/// The current schema of every STABLE the tables use (cached by the client).
+/// The current schema of every STABLE the blocks use (cached by the client).
 async fn schemas_for(
     shared: &Shared,
-    tables: &[TableWrite],
+    blocks: &[RowBlock],
 ) -> Result<Vec<StableSchema>, ClientError> {
-    let mut names: Vec<&str> = tables.iter().map(|t| t.stable.as_str()).collect();
+    let mut names: Vec<&str> = blocks.iter().map(RowBlock::stable).collect();
     names.sort_unstable();
     names.dedup();
     let mut out = Vec::with_capacity(names.len());
@@ -538,6 +847,14 @@ impl BlockingWriter {
 
     pub fn write(&self, table: TableWrite) -> Result<(), ClientError> {
         self.rt.block_on(self.writer.write(table))
+    }
+
+    pub fn write_many(&self, tables: Vec<TableWrite>) -> Result<(), ClientError> {
+        self.rt.block_on(self.writer.write_many(tables))
+    }
+
+    pub fn write_block(&self, block: RowBlock) -> Result<(), ClientError> {
+        self.rt.block_on(self.writer.write_block(block))
     }
 
     pub fn write_row(

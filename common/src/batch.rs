@@ -194,6 +194,139 @@ impl Column {
         Column { data, nulls }
     }
 
+    /// The physical type this column's data holds.
+    pub fn physical(&self) -> PhysicalType {
+        match &self.data {
+            ColumnData::Bool(_) => PhysicalType::Bool,
+            ColumnData::Int(_) => PhysicalType::Int,
+            ColumnData::UInt(_) => PhysicalType::UInt,
+            ColumnData::Float(_) => PhysicalType::Float,
+            ColumnData::Str(_) => PhysicalType::Str,
+            ColumnData::Timestamp(_) => PhysicalType::Timestamp,
+        }
+    }
+
+    fn mark_null(&mut self, g: usize, null: bool) {
+        if null {
+            if self.nulls.is_empty() {
+                self.nulls = vec![false; self.len()];
+            }
+            if let Some(n) = self.nulls.get_mut(g) {
+                *n = true;
+            }
+        } else if let Some(n) = self.nulls.get_mut(g) {
+            *n = false;
+        }
+    }
+
+    /// Appends row `i` of `other` without going through [`Value`] when both hold the same
+    /// physical type (otherwise the value is coerced as [`Column::push`] does).
+    pub fn push_row(&mut self, other: &Column, i: usize) {
+        if other.is_null(i) || i >= other.len() {
+            self.push(&Value::Null);
+            return;
+        }
+        let len = self.len();
+        match (&mut self.data, &other.data) {
+            (ColumnData::Bool(a), ColumnData::Bool(b)) => a.push(b[i]),
+            (ColumnData::Int(a), ColumnData::Int(b)) => a.push(b[i]),
+            (ColumnData::UInt(a), ColumnData::UInt(b)) => a.push(b[i]),
+            (ColumnData::Float(a), ColumnData::Float(b)) => a.push(b[i]),
+            (ColumnData::Str(a), ColumnData::Str(b)) => a.push(b[i].clone()),
+            (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a.push(b[i]),
+            _ => {
+                self.push(&other.get(i));
+                return;
+            }
+        }
+        if !self.nulls.is_empty() {
+            self.nulls.push(false);
+        }
+        debug_assert_eq!(self.len(), len + 1);
+    }
+
+    /// Overwrites row `g` with `v` (coerced as [`Column::push`] does; a value of another
+    /// physical type becomes NULL). Does nothing when `g` is out of range.
+    pub fn set(&mut self, g: usize, v: &Value) {
+        if g >= self.len() {
+            return;
+        }
+        let ok = match (&mut self.data, v) {
+            (_, Value::Null) => false,
+            (ColumnData::Bool(d), Value::Bool(b)) => {
+                d[g] = *b;
+                true
+            }
+            (ColumnData::Int(d), Value::Int(x) | Value::Timestamp(x))
+            | (ColumnData::Timestamp(d), Value::Int(x) | Value::Timestamp(x)) => {
+                d[g] = *x;
+                true
+            }
+            (ColumnData::UInt(d), Value::UInt(x)) => {
+                d[g] = *x;
+                true
+            }
+            (ColumnData::Float(d), Value::Float(x)) => {
+                d[g] = *x;
+                true
+            }
+            (ColumnData::Float(d), Value::Int(x)) => {
+                d[g] = *x as f64;
+                true
+            }
+            (ColumnData::Str(d), Value::Str(x)) => {
+                d[g].clone_from(x);
+                true
+            }
+            _ => false,
+        };
+        self.mark_null(g, !ok);
+    }
+
+    /// Overwrites row `g` with row `i` of `other` (see [`Column::push_row`]).
+    pub fn set_row(&mut self, g: usize, other: &Column, i: usize) {
+        if g >= self.len() {
+            return;
+        }
+        if other.is_null(i) || i >= other.len() {
+            self.mark_null(g, true);
+            return;
+        }
+        match (&mut self.data, &other.data) {
+            (ColumnData::Bool(a), ColumnData::Bool(b)) => a[g] = b[i],
+            (ColumnData::Int(a), ColumnData::Int(b)) => a[g] = b[i],
+            (ColumnData::UInt(a), ColumnData::UInt(b)) => a[g] = b[i],
+            (ColumnData::Float(a), ColumnData::Float(b)) => a[g] = b[i],
+            (ColumnData::Str(a), ColumnData::Str(b)) => a[g].clone_from(&b[i]),
+            (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a[g] = b[i],
+            _ => {
+                self.set(g, &other.get(i));
+                return;
+            }
+        }
+        self.mark_null(g, false);
+    }
+
+    /// This column with the physical type of `t`: itself when it already has it, otherwise
+    /// its values converted one by one as [`Column::push`] coerces them (timestamps and
+    /// integers into each other, integers into floats; anything else becomes NULL).
+    pub fn conformed(self, t: DataType) -> Column {
+        if self.physical() == t.physical() {
+            return self;
+        }
+        let mut out = Column::empty(t, self.len());
+        for i in 0..self.len() {
+            let v = match (t.physical(), self.get(i)) {
+                (PhysicalType::Timestamp, Value::Int(x)) => Value::Timestamp(x),
+                (PhysicalType::Int, Value::Timestamp(x)) => Value::Int(x),
+                (PhysicalType::Float, Value::Int(x)) => Value::Float(x as f64),
+                (_, v) => v,
+            };
+            out.push(&v);
+        }
+        out
+    }
+
     /// Appends all rows of `other` (same physical type; otherwise its rows become NULL).
     pub fn extend(&mut self, other: &Column) {
         let same = std::mem::discriminant(&self.data) == std::mem::discriminant(&other.data);
@@ -309,6 +442,39 @@ impl Batch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_row_push_row_and_conformed_keep_values_and_nulls() {
+        let mut src = Column::empty(DataType::VarChar(8), 3);
+        for v in [Value::Str("a".into()), Value::Null, Value::Str("c".into())] {
+            src.push(&v);
+        }
+        let mut dst = Column::empty(DataType::VarChar(8), 0);
+        dst.push_row(&src, 2);
+        dst.push_row(&src, 1);
+        assert_eq!(dst.get(0), Value::Str("c".into()));
+        assert_eq!(dst.get(1), Value::Null);
+        dst.set_row(1, &src, 0);
+        dst.set_row(0, &src, 1);
+        assert_eq!(
+            (dst.get(0), dst.get(1)),
+            (Value::Null, Value::Str("a".into()))
+        );
+        dst.set(0, &Value::Str("z".into()));
+        assert_eq!(dst.get(0), Value::Str("z".into()));
+        // out of range: nothing happens, nothing panics
+        dst.set_row(9, &src, 0);
+        dst.set_row(0, &src, 9);
+        assert_eq!(dst.get(0), Value::Null);
+        // another physical type is coerced as push does
+        let mut f = Column::empty(DataType::Double, 0);
+        f.push_row(&Column::new(ColumnData::Int(vec![3])), 0);
+        assert_eq!(f.get(0), Value::Float(3.0));
+        let ts = Column::new(ColumnData::Int(vec![5, 6])).conformed(DataType::Timestamp);
+        assert_eq!(ts.data, ColumnData::Timestamp(vec![5, 6]));
+        let same = Column::new(ColumnData::Float(vec![1.5])).conformed(DataType::Double);
+        assert_eq!(same.get(0), Value::Float(1.5));
+    }
 
     #[test]
     fn push_null_creates_mask_lazily() {

@@ -27,4 +27,4 @@ pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, TableMeta}
 pub use status::StatusCode;
 pub use time::{parse_duration, Precision};
 pub use types::{DataType, Value};
-pub use write::{TableWrite, WriteBatch};
+pub use write::{RowBlock, RowBlockParts, TableWrite, WriteBatch};

@@ -19,7 +19,18 @@ impl HashRange {
 /// MurmurHash3 (x86, 32-bit) of `db.table`, seed 0x12345678. Table names are case-sensitive
 /// as stored; the SQL layer lower-cases unquoted identifiers before they get here.
 pub fn hash_table_name(db: &str, table: &str) -> u32 {
-    let mut key = Vec::with_capacity(db.len() + 1 + table.len());
+    // Every written row of a batch is routed by this hash: short keys (all real names) are
+    // assembled on the stack instead of in a heap allocation.
+    const STACK_KEY_BYTES: usize = 256;
+    let n = db.len() + 1 + table.len();
+    if n <= STACK_KEY_BYTES {
+        let mut key = [0u8; STACK_KEY_BYTES];
+        key[..db.len()].copy_from_slice(db.as_bytes());
+        key[db.len()] = b'.';
+        key[db.len() + 1..n].copy_from_slice(table.as_bytes());
+        return murmur3_32(&key[..n], 0x1234_5678);
+    }
+    let mut key = Vec::with_capacity(n);
     key.extend_from_slice(db.as_bytes());
     key.push(b'.');
     key.extend_from_slice(table.as_bytes());
@@ -93,6 +104,18 @@ mod tests {
         assert_eq!(
             murmur3_32(b"The quick brown fox jumps over the lazy dog", 0x9747_b28c),
             0x2fa8_26cd
+        );
+    }
+
+    #[test]
+    fn long_and_short_names_hash_the_same_way() {
+        let long = "t".repeat(300);
+        let mut key = b"db.".to_vec();
+        key.extend_from_slice(long.as_bytes());
+        assert_eq!(hash_table_name("db", &long), murmur3_32(&key, 0x1234_5678));
+        assert_eq!(
+            hash_table_name("db", "t_1"),
+            murmur3_32(b"db.t_1", 0x1234_5678)
         );
     }
 

@@ -1,9 +1,10 @@
-//! Write batches: rows for many subtables of one vgroup, columnar per subtable.
+//! Write batches: rows for many subtables of one vgroup, columnar per subtable
+//! ([`TableWrite`]) or per STABLE ([`RowBlock`]).
 
-use crate::batch::Column;
+use crate::batch::{Column, ColumnData};
 use crate::ids::VgroupId;
 use crate::schema::StableSchema;
-use crate::types::Value;
+use crate::types::{DataType, Value};
 use serde::{Deserialize, Serialize};
 
 /// Rows for one subtable. `columns` follows the STABLE's column template exactly
@@ -33,10 +34,462 @@ pub struct WriteBatch {
     pub vgroup: VgroupId,
     pub schemas: Vec<StableSchema>,
     pub tables: Vec<TableWrite>,
+    /// Rows of many subtables per STABLE (the Writer's form); applied after `tables`.
+    #[serde(default)]
+    pub blocks: Vec<RowBlock>,
 }
 
 impl WriteBatch {
     pub fn num_rows(&self) -> usize {
-        self.tables.iter().map(TableWrite::num_rows).sum()
+        self.tables.iter().map(TableWrite::num_rows).sum::<usize>()
+            + self.blocks.iter().map(RowBlock::num_rows).sum::<usize>()
+    }
+}
+
+/// Rows of many subtables of one STABLE as ONE set of columns: the batching Writer's unit and
+/// its wire form. A batch that holds a few rows of each of thousands of subtables then costs
+/// per row (a few column appends) rather than per subtable (a `TableWrite` with its own
+/// vectors), on the client, on the wire and in the vnode.
+///
+/// The subtables are listed once each (names concatenated in one string); the rows come in
+/// runs, each run the consecutive rows of one subtable, in write order (a later run's row
+/// replaces an earlier one with the same ts, as for repeated `TableWrite`s).
+///
+/// Invariants (kept by the methods, checked by [`RowBlock::from_parts`]): `ends` is
+/// non-decreasing and ends at `names.len()` on char boundaries, every name is non-empty;
+/// `tags` has one slot per subtable; every run names a subtable of the block and holds at
+/// least one row; the runs' rows sum to the length of every column.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RowBlock {
+    stable: String,
+    names: String,
+    ends: Vec<u32>,
+    tags: Vec<Option<Vec<Value>>>,
+    runs: Vec<(u32, u32)>,
+    columns: Vec<Column>,
+}
+
+/// The parts of a [`RowBlock`], for encoders and decoders.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RowBlockParts {
+    pub stable: String,
+    /// Subtable names, concatenated; name i is `names[ends[i-1]..ends[i]]` (`ends[-1]` = 0).
+    pub names: String,
+    pub ends: Vec<u32>,
+    /// Tags for auto-creation, one slot per subtable.
+    pub tags: Vec<Option<Vec<Value>>>,
+    /// (subtable index, rows).
+    pub runs: Vec<(u32, u32)>,
+    pub columns: Vec<Column>,
+}
+
+/// Appends rows `start..end` of `src` (same physical type) to `dst`.
+fn extend_range(dst: &mut Column, src: &Column, start: usize, end: usize) {
+    let len = dst.len();
+    match (&mut dst.data, &src.data) {
+        (ColumnData::Bool(a), ColumnData::Bool(b)) => a.extend_from_slice(&b[start..end]),
+        (ColumnData::Int(a), ColumnData::Int(b)) => a.extend_from_slice(&b[start..end]),
+        (ColumnData::UInt(a), ColumnData::UInt(b)) => a.extend_from_slice(&b[start..end]),
+        (ColumnData::Float(a), ColumnData::Float(b)) => a.extend_from_slice(&b[start..end]),
+        (ColumnData::Str(a), ColumnData::Str(b)) => a.extend_from_slice(&b[start..end]),
+        (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a.extend_from_slice(&b[start..end]),
+        // Callers check the kinds first ([`RowBlock::accepts`]); rows of another kind are
+        // NULL rather than a panic.
+        (_, _) => {
+            for _ in start..end {
+                dst.push(&Value::Null);
+            }
+            return;
+        }
+    }
+    if !src.nulls.is_empty() || !dst.nulls.is_empty() {
+        if dst.nulls.is_empty() {
+            dst.nulls = vec![false; len];
+        }
+        match src.nulls.get(start..end) {
+            Some(n) => dst.nulls.extend_from_slice(n),
+            None => dst.nulls.resize(len + (end - start), false),
+        }
+    }
+}
+
+/// An empty column of the same physical type as `c`.
+fn empty_like(c: &Column, capacity: usize) -> Column {
+    Column::new(match &c.data {
+        ColumnData::Bool(_) => ColumnData::Bool(Vec::with_capacity(capacity)),
+        ColumnData::Int(_) => ColumnData::Int(Vec::with_capacity(capacity)),
+        ColumnData::UInt(_) => ColumnData::UInt(Vec::with_capacity(capacity)),
+        ColumnData::Float(_) => ColumnData::Float(Vec::with_capacity(capacity)),
+        ColumnData::Str(_) => ColumnData::Str(Vec::with_capacity(capacity)),
+        ColumnData::Timestamp(_) => ColumnData::Timestamp(Vec::with_capacity(capacity)),
+    })
+}
+
+/// Cuts every column back to `len` rows (undoing a partly appended row).
+fn truncate_column(c: &mut Column, len: usize) {
+    match &mut c.data {
+        ColumnData::Bool(v) => v.truncate(len),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(len),
+        ColumnData::UInt(v) => v.truncate(len),
+        ColumnData::Float(v) => v.truncate(len),
+        ColumnData::Str(v) => v.truncate(len),
+    }
+    c.nulls.truncate(len);
+}
+
+impl RowBlock {
+    /// An empty block for `stable` whose columns have the types `types` (the STABLE's
+    /// columns in order, `types[0]` = TIMESTAMP).
+    pub fn new(stable: impl Into<String>, types: &[DataType]) -> RowBlock {
+        RowBlock {
+            stable: stable.into(),
+            columns: types.iter().map(|t| Column::empty(*t, 0)).collect(),
+            ..RowBlock::default()
+        }
+    }
+
+    /// An empty block for `stable` whose columns have the physical types of `template`.
+    pub fn like(stable: impl Into<String>, template: &[Column], capacity: usize) -> RowBlock {
+        RowBlock {
+            stable: stable.into(),
+            columns: template.iter().map(|c| empty_like(c, capacity)).collect(),
+            ..RowBlock::default()
+        }
+    }
+
+    /// Checks the invariants of `p` and builds the block; the error says what is wrong.
+    pub fn from_parts(p: RowBlockParts) -> Result<RowBlock, String> {
+        let mut at = 0u32;
+        for (i, e) in p.ends.iter().enumerate() {
+            if *e <= at || *e as usize > p.names.len() || !p.names.is_char_boundary(*e as usize) {
+                return Err(format!(
+                    "subtable name {i} ends at byte {e}, after {at}, of {} name bytes",
+                    p.names.len()
+                ));
+            }
+            at = *e;
+        }
+        if at as usize != p.names.len() {
+            return Err(format!(
+                "the subtable names use {at} of {} name bytes",
+                p.names.len()
+            ));
+        }
+        if p.tags.len() != p.ends.len() {
+            return Err(format!(
+                "{} tag slots for {} subtables",
+                p.tags.len(),
+                p.ends.len()
+            ));
+        }
+        let mut rows = 0usize;
+        for (t, n) in &p.runs {
+            if *t as usize >= p.ends.len() || *n == 0 {
+                return Err(format!(
+                    "a run of {n} rows of subtable {t}, but the block has {} subtables",
+                    p.ends.len()
+                ));
+            }
+            rows += *n as usize;
+        }
+        for (i, c) in p.columns.iter().enumerate() {
+            if c.len() != rows {
+                return Err(format!(
+                    "column {i} has {} values but the runs hold {rows} rows",
+                    c.len()
+                ));
+            }
+            if !c.nulls.is_empty() && c.nulls.len() != c.len() {
+                return Err(format!(
+                    "column {i} has {} values and a null mask of {}",
+                    c.len(),
+                    c.nulls.len()
+                ));
+            }
+        }
+        if p.columns.is_empty() && rows > 0 {
+            return Err(format!("{rows} rows but no columns"));
+        }
+        Ok(RowBlock {
+            stable: p.stable,
+            names: p.names,
+            ends: p.ends,
+            tags: p.tags,
+            runs: p.runs,
+            columns: p.columns,
+        })
+    }
+
+    pub fn into_parts(self) -> RowBlockParts {
+        RowBlockParts {
+            stable: self.stable,
+            names: self.names,
+            ends: self.ends,
+            tags: self.tags,
+            runs: self.runs,
+            columns: self.columns,
+        }
+    }
+
+    pub fn stable(&self) -> &str {
+        &self.stable
+    }
+
+    pub fn num_tables(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn num_rows(&self) -> usize {
+        self.columns.first().map(Column::len).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    /// The name of subtable `i` ("" if out of range).
+    pub fn table(&self, i: usize) -> &str {
+        let start = match i {
+            0 => 0,
+            _ => self.ends.get(i - 1).copied().unwrap_or(0) as usize,
+        };
+        let end = self.ends.get(i).copied().unwrap_or(0) as usize;
+        self.names.get(start..end).unwrap_or("")
+    }
+
+    /// The subtable names, concatenated (see [`RowBlockParts::names`]).
+    pub fn names(&self) -> (&str, &[u32]) {
+        (&self.names, &self.ends)
+    }
+
+    pub fn tags(&self, i: usize) -> Option<&[Value]> {
+        self.tags.get(i).and_then(|t| t.as_deref())
+    }
+
+    pub fn runs(&self) -> &[(u32, u32)] {
+        &self.runs
+    }
+
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Lists a new subtable (the caller keeps names unique) and returns its index.
+    pub fn add_table(&mut self, name: &str, tags: Option<Vec<Value>>) -> u32 {
+        self.names.push_str(name);
+        self.ends.push(self.names.len() as u32);
+        self.tags.push(tags);
+        (self.ends.len() - 1) as u32
+    }
+
+    /// Takes subtable `i`'s tags out of the block (a writer moving them elsewhere).
+    pub fn take_tags(&mut self, i: usize) -> Option<Vec<Value>> {
+        self.tags.get_mut(i).and_then(Option::take)
+    }
+
+    /// Gives subtable `i` tags if it has none yet.
+    pub fn offer_tags(&mut self, i: u32, tags: Option<Vec<Value>>) {
+        if let (Some(slot @ None), Some(t)) = (self.tags.get_mut(i as usize), tags) {
+            *slot = Some(t);
+        }
+    }
+
+    /// Whether rows shaped like `cols` can be appended: same column count and physical types.
+    pub fn accepts(&self, cols: &[Column]) -> bool {
+        cols.len() == self.columns.len()
+            && cols
+                .iter()
+                .zip(&self.columns)
+                .all(|(a, b)| std::mem::discriminant(&a.data) == std::mem::discriminant(&b.data))
+    }
+
+    fn note_run(&mut self, table: u32, rows: u32) {
+        match self.runs.last_mut() {
+            Some((t, n)) if *t == table => *n += rows,
+            _ => self.runs.push((table, rows)),
+        }
+    }
+
+    /// Appends rows `start..end` of `cols` (which [`RowBlock::accepts`]) as rows of subtable
+    /// `table`. Returns false, appending nothing, when the shapes differ or the range is bad.
+    pub fn push_rows(&mut self, table: u32, cols: &[Column], start: usize, end: usize) -> bool {
+        let len = cols.first().map(Column::len).unwrap_or(0);
+        if (table as usize) >= self.ends.len()
+            || start > end
+            || end > len
+            || !self.accepts(cols)
+            || cols.iter().any(|c| c.len() != len)
+        {
+            return false;
+        }
+        if start == end {
+            return true;
+        }
+        for (d, s) in self.columns.iter_mut().zip(cols) {
+            extend_range(d, s, start, end);
+        }
+        self.note_run(table, (end - start) as u32);
+        true
+    }
+
+    /// Appends one row of subtable `table`: `values` are the STABLE's columns in order, already
+    /// coerced to the column types (a value of another physical type is stored as NULL, as
+    /// [`Column::push`] does). Returns false, appending nothing, on a wrong value count.
+    pub fn push_row(&mut self, table: u32, values: &[Value]) -> bool {
+        if values.len() != self.columns.len() || (table as usize) >= self.ends.len() {
+            return false;
+        }
+        let len = self.num_rows();
+        for (c, v) in self.columns.iter_mut().zip(values) {
+            c.push(v);
+        }
+        if self.columns.iter().any(|c| c.len() != len + 1) {
+            for c in &mut self.columns {
+                truncate_column(c, len);
+            }
+            return false;
+        }
+        self.note_run(table, 1);
+        true
+    }
+
+    /// Splits the block by a group of each subtable (a vgroup): one block per group, in order
+    /// of first appearance, rows kept in order. A block wholly in one group is returned as is.
+    pub fn split_by(self, mut group: impl FnMut(&str) -> usize) -> Vec<(usize, RowBlock)> {
+        let groups: Vec<usize> = (0..self.num_tables())
+            .map(|i| group(self.table(i)))
+            .collect();
+        match groups.first() {
+            None => return vec![(0, self)],
+            Some(g) if groups.iter().all(|x| x == g) => return vec![(*g, self)],
+            _ => {}
+        }
+        let mut out: Vec<(usize, RowBlock, Vec<u32>)> = Vec::new();
+        let mut row = 0usize;
+        for (t, n) in &self.runs {
+            let g = groups[*t as usize];
+            let k = match out.iter().position(|(x, _, _)| *x == g) {
+                Some(k) => k,
+                None => {
+                    let b = RowBlock::like(self.stable.clone(), &self.columns, 0);
+                    out.push((g, b, vec![u32::MAX; self.num_tables()]));
+                    out.len() - 1
+                }
+            };
+            let (_, b, map) = &mut out[k];
+            let local = match map[*t as usize] {
+                u32::MAX => {
+                    let i = b.add_table(self.table(*t as usize), self.tags[*t as usize].clone());
+                    map[*t as usize] = i;
+                    i
+                }
+                i => i,
+            };
+            let end = row + *n as usize;
+            b.push_rows(local, &self.columns, row, end);
+            row = end;
+        }
+        out.into_iter().map(|(g, b, _)| (g, b)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols(ts: &[i64], v: &[Option<f64>]) -> Vec<Column> {
+        let mut c = Column::empty(DataType::Double, v.len());
+        for x in v {
+            c.push(&x.map(Value::Float).unwrap_or(Value::Null));
+        }
+        vec![Column::new(ColumnData::Timestamp(ts.to_vec())), c]
+    }
+
+    #[test]
+    fn runs_merge_and_split_keeps_rows_tags_and_order() {
+        let mut b = RowBlock::new("st", &[DataType::Timestamp, DataType::Double]);
+        let a = b.add_table("a", Some(vec![Value::Int(1)]));
+        let c = b.add_table("c", None);
+        let src = cols(&[1, 2, 3], &[Some(1.0), None, Some(3.0)]);
+        assert!(b.push_rows(a, &src, 0, 2));
+        assert!(b.push_rows(a, &src, 2, 3)); // same subtable: one run
+        assert!(b.push_row(c, &[Value::Timestamp(9), Value::Float(9.0)]));
+        assert!(!b.push_row(c, &[Value::Timestamp(9)]));
+        assert!(!b.push_rows(c, &src[..1], 0, 1));
+        assert!(!b.push_rows(7, &src, 0, 1));
+        assert_eq!(b.runs(), &[(0, 3), (1, 1)]);
+        assert_eq!(b.num_rows(), 4);
+        assert_eq!(b.columns()[1].nulls, vec![false, true, false, false]);
+        assert_eq!(b.table(1), "c");
+        let parts = b.clone().into_parts();
+        assert_eq!(RowBlock::from_parts(parts).unwrap(), b);
+
+        let one = b.clone().split_by(|_| 3);
+        assert_eq!(one, vec![(3, b.clone())]);
+        let two = b.split_by(|n| if n == "a" { 0 } else { 1 });
+        assert_eq!(two.len(), 2);
+        assert_eq!(
+            (two[0].0, two[0].1.table(0), two[0].1.num_rows()),
+            (0, "a", 3)
+        );
+        assert_eq!(two[0].1.tags(0), Some(&[Value::Int(1)][..]));
+        assert_eq!(
+            (two[1].0, two[1].1.table(0), two[1].1.num_rows()),
+            (1, "c", 1)
+        );
+        assert_eq!(two[1].1.columns()[1].get(0), Value::Float(9.0));
+    }
+
+    #[test]
+    fn malformed_parts_are_errors() {
+        let ok = RowBlockParts {
+            stable: "st".into(),
+            names: "ab".into(),
+            ends: vec![1, 2],
+            tags: vec![None, None],
+            runs: vec![(0, 1), (1, 1)],
+            columns: cols(&[1, 2], &[Some(1.0), Some(2.0)]),
+        };
+        assert!(RowBlock::from_parts(ok.clone()).is_ok());
+        let bad = [
+            RowBlockParts {
+                ends: vec![1, 3],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                ends: vec![1, 1, 2],
+                tags: vec![None; 3],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                ends: vec![1],
+                tags: vec![None],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                tags: vec![None],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                runs: vec![(0, 1), (2, 1)],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                runs: vec![(0, 2), (1, 1)],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                runs: vec![(0, 0), (1, 2)],
+                ..ok.clone()
+            },
+            RowBlockParts {
+                names: "aé".into(),
+                ends: vec![2, 3],
+                ..ok.clone()
+            },
+        ];
+        for p in bad {
+            assert!(RowBlock::from_parts(p.clone()).is_err(), "{p:?}");
+        }
     }
 }

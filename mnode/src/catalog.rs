@@ -236,10 +236,7 @@ impl CatalogState {
                 else {
                     return Err(format!("STABLE '{}.{}' not found", schema.db, schema.name));
                 };
-                let extends = schema.version.0 == old.version.0 + 1
-                    && schema.columns.starts_with(&old.columns)
-                    && schema.tags.starts_with(&old.tags);
-                if !extends {
+                if !extends(old, schema) {
                     return Err(format!(
                         "schema version {} of STABLE '{}.{}' does not extend version {}",
                         schema.version, schema.db, schema.name, old.version
@@ -419,4 +416,29 @@ impl CatalogState {
             .filter(|v| v.dnode == id)
             .count() as u32
     }
+}
+
+/// Whether schema `new` may follow `old` (ALTER STABLE): the next version, whose columns and
+/// tags start with the old ones at the same positions and of the same physical type: a column
+/// keeps its name, type and codec except that a VARCHAR or NCHAR may widen; a tag may also be
+/// renamed. New columns and tags are appended. (Vnodes and readers mix versions by position.)
+pub fn extends(old: &StableSchema, new: &StableSchema) -> bool {
+    use tidal_common::DataType as T;
+    fn follows(a: T, b: T) -> bool {
+        match (a, b) {
+            (T::VarChar(x), T::VarChar(y)) | (T::NChar(x), T::NChar(y)) => y >= x,
+            (a, b) => a == b,
+        }
+    }
+    new.version.0 == old.version.0 + 1
+        && new.columns.len() >= old.columns.len()
+        && new.tags.len() >= old.tags.len()
+        && old.columns.iter().zip(&new.columns).all(|(o, n)| {
+            o.name == n.name && o.codec == n.codec && follows(o.data_type, n.data_type)
+        })
+        && old
+            .tags
+            .iter()
+            .zip(&new.tags)
+            .all(|(o, n)| o.codec == n.codec && follows(o.data_type, n.data_type))
 }

@@ -22,7 +22,7 @@ pub mod types;
 pub mod users;
 
 pub use error::MnodeError;
-pub use mnode::Mnode;
+pub use mnode::{Mnode, StableAlteration};
 pub use types::{
     AuthTable, DatabaseInfo, DnodeInfo, MnodeConfig, Privilege, UserAuth, UserInfo,
     VgroupAssignment, VgroupInfo,

@@ -514,6 +514,28 @@ impl Mnode {
         add_columns: Vec<ColumnDef>,
         add_tags: Vec<ColumnDef>,
     ) -> Result<StableSchema, MnodeError> {
+        self.alter_stable_with(
+            db,
+            name,
+            StableAlteration {
+                add_columns,
+                add_tags,
+                ..StableAlteration::default()
+            },
+        )
+    }
+
+    /// ALTER STABLE with every change it supports: ADD COLUMN/TAG (appended, as
+    /// [`Mnode::alter_stable`]), MODIFY COLUMN/TAG (a VARCHAR or NCHAR gets a larger width)
+    /// and RENAME TAG. None of them moves or retypes a stored column or tag, so every earlier
+    /// version stays a prefix of the new one by position and physical type (what vnodes and
+    /// readers rely on); DROP COLUMN/TAG would not, and is refused by the SQL layer.
+    pub fn alter_stable_with(
+        &self,
+        db: &str,
+        name: &str,
+        change: StableAlteration,
+    ) -> Result<StableSchema, MnodeError> {
         let db_key = lookup_name(db, MAX_DB_NAME)
             .ok_or_else(|| MnodeError::DatabaseNotFound(db.to_ascii_lowercase()))?;
         let name_key =
@@ -521,7 +543,7 @@ impl Mnode {
                 db: db_key.clone(),
                 name: name.to_ascii_lowercase(),
             })?;
-        if add_columns.is_empty() && add_tags.is_empty() {
+        if change.is_empty() {
             return Err(MnodeError::InvalidArgument(format!(
                 "ALTER STABLE '{db_key}.{name_key}' adds nothing"
             )));
@@ -538,30 +560,77 @@ impl Mnode {
                     name: name_key,
                 });
             };
+            let what = format!("STABLE '{db_key}.{name_key}'");
             let mut schema = old.clone();
-            for c in add_columns.iter().chain(add_tags.iter()) {
-                if c.name.is_empty()
-                    || c.name.len() > MAX_COLUMN_NAME
-                    || c.name.chars().any(|ch| ch.is_control())
+            let new_names = change
+                .add_columns
+                .iter()
+                .chain(change.add_tags.iter())
+                .map(|c| c.name.as_str())
+                .chain(change.rename_tags.iter().map(|(_, to)| to.as_str()));
+            for n in new_names {
+                if n.is_empty() || n.len() > MAX_COLUMN_NAME || n.chars().any(|ch| ch.is_control())
                 {
                     return Err(MnodeError::InvalidArgument(format!(
-                        "invalid column or tag name '{}' in STABLE '{db_key}.{name_key}'",
-                        c.name
+                        "invalid column or tag name '{n}' in {what}"
                     )));
                 }
+            }
+            for c in change.add_columns.iter().chain(change.add_tags.iter()) {
                 if c.data_type == tidal_common::DataType::Timestamp {
                     return Err(MnodeError::InvalidArgument(format!(
-                        "cannot add TIMESTAMP column or tag '{}' to STABLE '{db_key}.{name_key}': only the first column is a timestamp",
+                        "cannot add TIMESTAMP column or tag '{}' to {what}: only the first column is a timestamp",
                         c.name
                     )));
                 }
             }
-            schema.columns.extend(add_columns);
-            schema.tags.extend(add_tags);
+            for (defs, new, kind) in [
+                (&mut schema.columns, &change.modify_columns, "column"),
+                (&mut schema.tags, &change.modify_tags, "tag"),
+            ] {
+                for m in new {
+                    let Some(cur) = defs
+                        .iter_mut()
+                        .find(|c| c.name.eq_ignore_ascii_case(&m.name))
+                    else {
+                        return Err(MnodeError::InvalidArgument(format!(
+                            "{what} has no {kind} '{}' to modify",
+                            m.name
+                        )));
+                    };
+                    widen(cur, m.data_type).map_err(|why| {
+                        MnodeError::InvalidArgument(format!(
+                            "cannot modify {kind} '{}' of {what} from {} to {}: {why}",
+                            cur.name, cur.data_type, m.data_type
+                        ))
+                    })?;
+                }
+            }
+            for (from, to) in &change.rename_tags {
+                let Some(t) = schema
+                    .tags
+                    .iter_mut()
+                    .find(|c| c.name.eq_ignore_ascii_case(from))
+                else {
+                    return Err(MnodeError::InvalidArgument(format!(
+                        "{what} has no tag '{from}' to rename"
+                    )));
+                };
+                t.name = to.clone();
+            }
+            schema.columns.extend(change.add_columns);
+            schema.tags.extend(change.add_tags);
             schema.version = SchemaVersion(old.version.0.saturating_add(1));
             // `validate` reports duplicate names (case-insensitive), including a name already
-            // used by an existing column or tag.
+            // used by an existing column or tag (an added one or a tag's new name).
             schema.validate().map_err(MnodeError::InvalidArgument)?;
+            // The rule the catalog applies to the logged op: checked here so that a change it
+            // would refuse is an error for this caller, never a log record that cannot apply.
+            if !crate::catalog::extends(old, &schema) {
+                return Err(MnodeError::InvalidArgument(format!(
+                    "the change would not keep {what}'s columns and tags in place"
+                )));
+            }
             schema
         };
         self.commit(
@@ -625,5 +694,43 @@ impl Mnode {
             .map_err(|e| MnodeError::InvalidArgument(format!("cannot encode snapshot: {e}")))?;
         sdb.write_snapshot(&bytes)?;
         Ok(records)
+    }
+}
+
+/// The changes of one ALTER STABLE (see [`Mnode::alter_stable_with`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StableAlteration {
+    pub add_columns: Vec<ColumnDef>,
+    pub add_tags: Vec<ColumnDef>,
+    /// Columns by name with their new (wider) type.
+    pub modify_columns: Vec<ColumnDef>,
+    pub modify_tags: Vec<ColumnDef>,
+    /// (tag, new name).
+    pub rename_tags: Vec<(String, String)>,
+}
+
+impl StableAlteration {
+    pub fn is_empty(&self) -> bool {
+        self.add_columns.is_empty()
+            && self.add_tags.is_empty()
+            && self.modify_columns.is_empty()
+            && self.modify_tags.is_empty()
+            && self.rename_tags.is_empty()
+    }
+}
+
+/// Gives `def` the type `to` when that only widens a VARCHAR or NCHAR (stored values keep
+/// their bytes; a narrower width could make stored values invalid).
+fn widen(def: &mut ColumnDef, to: tidal_common::DataType) -> Result<(), &'static str> {
+    use tidal_common::DataType as T;
+    match (def.data_type, to) {
+        (T::VarChar(a), T::VarChar(b)) | (T::NChar(a), T::NChar(b)) if b > a => {
+            def.data_type = to;
+            Ok(())
+        }
+        (T::VarChar(_), T::VarChar(_)) | (T::NChar(_), T::NChar(_)) => {
+            Err("the width can only grow")
+        }
+        _ => Err("only the width of a VARCHAR or NCHAR can change"),
     }
 }

@@ -796,3 +796,92 @@ fn alter_stable_adds_columns_and_tags_and_survives_reopen() {
     let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
     assert_eq!(m.stable("iot", "readings").unwrap().columns.len(), 3);
 }
+
+#[test]
+fn alter_stable_widens_and_renames_and_survives_reopen() {
+    use crate::StableAlteration;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+        populate(&m);
+        m.alter_stable(
+            "iot",
+            "readings",
+            vec![ColumnDef::new("note", DataType::VarChar(4))],
+            vec![],
+        )
+        .unwrap();
+        let change = |f: fn(&mut StableAlteration)| {
+            let mut c = StableAlteration::default();
+            f(&mut c);
+            c
+        };
+        let s = m
+            .alter_stable_with(
+                "iot",
+                "readings",
+                change(|c| c.modify_columns = vec![ColumnDef::new("NOTE", DataType::VarChar(16))]),
+            )
+            .unwrap();
+        assert_eq!(s.columns[2].data_type, DataType::VarChar(16));
+        assert_eq!(s.columns[2].name, "note");
+        let s = m
+            .alter_stable_with(
+                "iot",
+                "readings",
+                change(|c| {
+                    c.modify_tags = vec![ColumnDef::new("name", DataType::VarChar(64))];
+                    c.rename_tags = vec![("name".into(), "truck".into())];
+                }),
+            )
+            .unwrap();
+        assert_eq!(s.tags[0].name, "truck");
+        assert_eq!(s.tags[0].data_type, DataType::VarChar(64));
+        // Refused, and nothing logged: narrowing, another type, unknown names, a clash.
+        for (c, why) in [
+            (
+                change(|c| c.modify_columns = vec![ColumnDef::new("note", DataType::VarChar(8))]),
+                "only grow",
+            ),
+            (
+                change(|c| c.modify_columns = vec![ColumnDef::new("v", DataType::Float)]),
+                "only the width",
+            ),
+            (
+                change(|c| c.modify_tags = vec![ColumnDef::new("x", DataType::VarChar(8))]),
+                "no tag 'x'",
+            ),
+            (
+                change(|c| c.rename_tags = vec![("x".into(), "y".into())]),
+                "no tag 'x' to rename",
+            ),
+            (
+                change(|c| c.rename_tags = vec![("truck".into(), "V".into())]),
+                "duplicate",
+            ),
+        ] {
+            let e = m.alter_stable_with("iot", "readings", c).unwrap_err();
+            assert_eq!(e.status_code(), StatusCode::InvalidArgument);
+            assert!(e.to_string().contains(why), "{e}");
+        }
+        // The mnode still works after the refusals.
+        m.alter_stable(
+            "iot",
+            "readings",
+            vec![],
+            vec![ColumnDef::new("fleet", DataType::NChar(8))],
+        )
+        .unwrap();
+    }
+    let m = Mnode::open_with(dir.path(), no_snapshots()).unwrap();
+    let s = m.stable("iot", "readings").unwrap();
+    assert_eq!(s.version, SchemaVersion(5));
+    assert_eq!(
+        (
+            s.tags[0].name.as_str(),
+            s.columns[2].data_type,
+            s.tags.len()
+        ),
+        ("truck", DataType::VarChar(16), 2)
+    );
+}

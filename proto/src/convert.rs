@@ -6,8 +6,8 @@ use crate::v1;
 use crate::STATUS_CODE_KEY;
 use tidal_common::{
     Batch, Column, ColumnData, ColumnDef, DataType, DbOptions, Field, HashRange, Precision,
-    SchemaVersion, StableSchema, StatusCode, TableMeta, TableUid, TableWrite, Value, VgroupId,
-    WriteBatch,
+    RowBlock, RowBlockParts, SchemaVersion, StableSchema, StatusCode, TableMeta, TableUid,
+    TableWrite, Value, VgroupId, WriteBatch,
 };
 
 /// A message that does not decode into a valid internal value.
@@ -414,7 +414,92 @@ pub fn write_to_wire(b: &WriteBatch) -> v1::WriteRequest {
                 columns: t.columns.iter().map(column_to_wire).collect(),
             })
             .collect(),
+        blocks: b
+            .blocks
+            .iter()
+            .map(|x| row_block_to_wire(x, |_| true))
+            .collect(),
     }
+}
+
+/// A [`RowBlock`] on the wire; subtable i's tags are sent only when `send_tags(name)` (a
+/// sender that knows a subtable exists leaves its tags out).
+pub fn row_block_to_wire(b: &RowBlock, mut send_tags: impl FnMut(&str) -> bool) -> v1::RowBlock {
+    let (names, ends) = b.names();
+    let mut tagged = Vec::new();
+    let mut tags = Vec::new();
+    for i in 0..b.num_tables() {
+        if let Some(t) = b.tags(i) {
+            if send_tags(b.table(i)) {
+                tagged.push(i as u32);
+                tags.push(v1::TagValues {
+                    values: t.iter().map(value_to_wire).collect(),
+                });
+            }
+        }
+    }
+    v1::RowBlock {
+        stable: b.stable().to_string(),
+        names: names.as_bytes().to_vec(),
+        name_ends: ends.to_vec(),
+        tagged,
+        tags,
+        run_tables: b.runs().iter().map(|r| r.0).collect(),
+        run_rows: b.runs().iter().map(|r| r.1).collect(),
+        columns: b.columns().iter().map(column_to_wire).collect(),
+    }
+}
+
+pub fn row_block_from_wire(w: v1::RowBlock) -> R<RowBlock> {
+    let stable = w.stable;
+    let fail = |what: String| WireError(format!("rows of STABLE {stable}: {what}"));
+    let names =
+        String::from_utf8(w.names).map_err(|_| fail("the subtable names are not UTF-8".into()))?;
+    if w.tagged.len() != w.tags.len() {
+        return Err(fail(format!(
+            "{} tagged subtables but {} tag lists",
+            w.tagged.len(),
+            w.tags.len()
+        )));
+    }
+    if w.run_tables.len() != w.run_rows.len() {
+        return Err(fail(format!(
+            "{} run subtables but {} run lengths",
+            w.run_tables.len(),
+            w.run_rows.len()
+        )));
+    }
+    let mut tags: Vec<Option<Vec<Value>>> = vec![None; w.name_ends.len()];
+    let mut prev: Option<u32> = None;
+    for (i, t) in w.tagged.iter().zip(w.tags) {
+        if prev.is_some_and(|p| p >= *i) {
+            return Err(fail(format!("tagged subtable {i} is out of order")));
+        }
+        prev = Some(*i);
+        let Some(slot) = tags.get_mut(*i as usize) else {
+            return Err(fail(format!(
+                "tags for subtable {i} of {}",
+                w.name_ends.len()
+            )));
+        };
+        *slot = Some(t.values.iter().map(value_from_wire).collect());
+    }
+    let columns = w
+        .columns
+        .into_iter()
+        .map(column_from_wire)
+        .collect::<R<Vec<_>>>()
+        .map_err(|e| fail(e.0))?;
+    let runs = w.run_tables.into_iter().zip(w.run_rows).collect();
+    RowBlock::from_parts(RowBlockParts {
+        stable: stable.clone(),
+        names,
+        ends: w.name_ends,
+        tags,
+        runs,
+        columns,
+    })
+    .map_err(fail)
 }
 
 pub fn write_from_wire(r: v1::WriteRequest) -> R<WriteBatch> {
@@ -443,11 +528,17 @@ pub fn write_from_wire(r: v1::WriteRequest) -> R<WriteBatch> {
             })
         })
         .collect::<R<Vec<_>>>()?;
+    let blocks = r
+        .blocks
+        .into_iter()
+        .map(row_block_from_wire)
+        .collect::<R<Vec<_>>>()?;
     Ok(WriteBatch {
         db: r.db,
         vgroup: VgroupId(r.vgroup_id),
         schemas,
         tables,
+        blocks,
     })
 }
 
@@ -483,6 +574,62 @@ mod tests {
             ..Default::default()
         };
         assert!(column_from_wire(w).is_err());
+    }
+
+    #[test]
+    fn row_block_round_trip_and_tag_omission() {
+        let mut b = RowBlock::new("st", &[DataType::Timestamp, DataType::Double]);
+        let t0 = b.add_table("t0", Some(vec![Value::Str("x".into())]));
+        let t1 = b.add_table("t1", Some(vec![Value::Null]));
+        b.push_row(t0, &[Value::Timestamp(1), Value::Null]);
+        b.push_row(t1, &[Value::Timestamp(2), Value::Float(2.0)]);
+        b.push_row(t0, &[Value::Timestamp(3), Value::Float(3.0)]);
+        let back = row_block_from_wire(row_block_to_wire(&b, |_| true)).expect("decodes");
+        assert_eq!(back, b);
+        let w = row_block_to_wire(&b, |n| n != "t0");
+        assert_eq!(w.tagged, vec![1]);
+        let back = row_block_from_wire(w).expect("decodes");
+        assert_eq!(back.tags(0), None);
+        assert_eq!(back.tags(1), Some(&[Value::Null][..]));
+    }
+
+    #[test]
+    fn malformed_row_blocks_are_errors() {
+        let mut b = RowBlock::new("st", &[DataType::Timestamp]);
+        let t = b.add_table("t", None);
+        b.push_row(t, &[Value::Timestamp(1)]);
+        let good = row_block_to_wire(&b, |_| true);
+        let cases = [
+            v1::RowBlock {
+                names: vec![0xff],
+                ..good.clone()
+            },
+            v1::RowBlock {
+                run_rows: vec![2],
+                ..good.clone()
+            },
+            v1::RowBlock {
+                run_rows: vec![],
+                ..good.clone()
+            },
+            v1::RowBlock {
+                run_tables: vec![1],
+                ..good.clone()
+            },
+            v1::RowBlock {
+                name_ends: vec![5],
+                ..good.clone()
+            },
+            v1::RowBlock {
+                tagged: vec![3],
+                tags: vec![v1::TagValues::default()],
+                ..good.clone()
+            },
+        ];
+        for c in cases {
+            let e = row_block_from_wire(c.clone()).expect_err("malformed");
+            assert!(e.0.contains("STABLE st"), "{e}");
+        }
     }
 
     #[test]

@@ -6,10 +6,10 @@
 //! coordinator.
 
 use crate::error::SqlError;
-use crate::expr::{eval, f64s, PExpr};
+use crate::expr::{eval, eval_cow, f64s, PExpr};
+use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::HashMap;
 use tidal_common::types::PhysicalType;
 use tidal_common::{Batch, Column, ColumnData, DataType, Field, Value};
 
@@ -161,32 +161,76 @@ pub struct Summary {
     pub ts: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum HKey {
-    Null,
-    B(bool),
-    I(i64),
-    U(u64),
-    F(u64),
-    S(String),
+/// The selected row of a selector aggregate (FIRST, LAST, LAST_ROW, MIN, MAX, ...) per
+/// group, kept as columns so that partials are built and merged without per-row values.
+/// A group without a selection (`has[g] == false`) holds NULLs.
+struct SelState {
+    has: Vec<bool>,
+    ts: Vec<i64>,
+    value: Column,
+    carry: Vec<Column>,
 }
 
-fn hkey(v: Value) -> HKey {
-    match v {
-        Value::Null => HKey::Null,
-        Value::Bool(b) => HKey::B(b),
-        Value::Int(i) | Value::Timestamp(i) => HKey::I(i),
-        Value::UInt(u) => HKey::U(u),
-        Value::Float(f) => HKey::F(if f == 0.0 { 0 } else { f.to_bits() }),
-        Value::Str(s) => HKey::S(s),
+impl SelState {
+    fn new(value: DataType, carry: Vec<DataType>) -> SelState {
+        SelState {
+            has: Vec::new(),
+            ts: Vec::new(),
+            value: Column::empty(value, 0),
+            carry: carry.into_iter().map(|t| Column::empty(t, 0)).collect(),
+        }
     }
-}
 
-#[derive(Clone, Debug)]
-struct Sel {
-    ts: i64,
-    value: Value,
-    carry: Vec<Value>,
+    fn push_empty(&mut self) {
+        self.has.push(false);
+        self.ts.push(0);
+        self.value.push(&Value::Null);
+        for c in &mut self.carry {
+            c.push(&Value::Null);
+        }
+    }
+
+    /// Selects row `i` of the candidate columns for group `g`.
+    fn set(&mut self, g: usize, ts: i64, value: &Column, i: usize, carry: &[&Column]) {
+        self.has[g] = true;
+        self.ts[g] = ts;
+        self.value.set_row(g, value, i);
+        for (c, k) in self.carry.iter_mut().zip(carry) {
+            c.set_row(g, k, i);
+        }
+    }
+
+    /// Whether row `i` (time `cts`) of the candidate columns should replace group `g`'s
+    /// selection: the selector's order, ties broken by value then carried values so that
+    /// the answer does not depend on the order in which rows or partials arrive.
+    fn better(
+        &self,
+        func: AggFunc,
+        g: usize,
+        cts: i64,
+        value: &Column,
+        i: usize,
+        carry: &[&Column],
+    ) -> bool {
+        if !self.has[g] {
+            return true;
+        }
+        better_sel(
+            func,
+            cts,
+            self.ts[g],
+            || cmp_cells(value, i, &self.value, g),
+            || {
+                for (a, b) in carry.iter().zip(self.carry.iter()) {
+                    let o = cmp_cells(a, i, b, g);
+                    if o != Ordering::Equal {
+                        return o;
+                    }
+                }
+                Ordering::Equal
+            },
+        )
+    }
 }
 
 enum State {
@@ -194,7 +238,7 @@ enum State {
     SumI(Vec<i64>, Vec<bool>),
     SumF(Vec<f64>, Vec<bool>),
     Avg(Vec<f64>, Vec<i64>),
-    Sel(Vec<Option<Sel>>),
+    Sel(SelState),
     /// Spread: min and max (NaN-free; None = no value yet).
     MinMax(Vec<Option<(f64, f64)>>),
     /// Stddev: count, sum, sum of squares.
@@ -206,44 +250,181 @@ enum State {
     None,
 }
 
+/// Groups are found through a hash table of (hash, group id) over the key columns; the
+/// keys themselves are stored as columns, one row per group, so that finding an existing
+/// group allocates nothing and a partial's key columns are copies of them.
 pub struct Aggregator {
     specs: Vec<AggSpec>,
     key_types: Vec<DataType>,
-    map: HashMap<Vec<HKey>, usize>,
-    keys: Vec<Vec<Value>>,
+    table: HashTable<(u64, usize)>,
+    keys: Vec<Column>,
+    ngroups: usize,
     states: Vec<State>,
     seq: i64,
+    /// Per group: the slot of the group in the batch being processed (`u32::MAX` = none);
+    /// reset after each batch for the groups it touched only.
+    scratch: Vec<u32>,
 }
 
-/// Whether candidate (ts, value, carry) should replace the current selection.
-fn better(func: AggFunc, cts: i64, cv: &Value, ccarry: &[Value], cur: &Sel) -> bool {
-    let tie = || {
-        cv.total_cmp(&cur.value).then_with(|| {
-            for (a, b) in ccarry.iter().zip(cur.carry.iter()) {
-                let o = a.total_cmp(b);
-                if o != Ordering::Equal {
-                    return o;
-                }
-            }
-            Ordering::Equal
-        })
-    };
+/// Whether a candidate (time `cts`) should replace the current selection (time `cur_ts`).
+/// `cmp_v` compares the candidate's value with the current one, `cmp_carry` the carried
+/// values (ties only).
+fn better_sel(
+    func: AggFunc,
+    cts: i64,
+    cur_ts: i64,
+    cmp_v: impl Fn() -> Ordering,
+    cmp_carry: impl Fn() -> Ordering,
+) -> bool {
+    let tie = || cmp_v().then_with(&cmp_carry);
     match func {
-        AggFunc::First => cts < cur.ts || (cts == cur.ts && tie() == Ordering::Less),
+        AggFunc::First => cts < cur_ts || (cts == cur_ts && tie() == Ordering::Less),
         AggFunc::Last | AggFunc::LastRow => {
-            cts > cur.ts || (cts == cur.ts && tie() == Ordering::Greater)
+            cts > cur_ts || (cts == cur_ts && tie() == Ordering::Greater)
         }
-        AggFunc::Min => match cv.total_cmp(&cur.value) {
+        AggFunc::Min => match cmp_v() {
             Ordering::Less => true,
-            Ordering::Equal => cts < cur.ts,
+            Ordering::Equal => cts < cur_ts,
             Ordering::Greater => false,
         },
-        AggFunc::Max => match cv.total_cmp(&cur.value) {
+        AggFunc::Max => match cmp_v() {
             Ordering::Greater => true,
-            Ordering::Equal => cts < cur.ts,
+            Ordering::Equal => cts < cur_ts,
             Ordering::Less => false,
         },
         _ => false,
+    }
+}
+
+/// `a[i]` against `b[j]` as [`Value::total_cmp`] orders them, without building values for
+/// the common same-type cases.
+fn cmp_cells(a: &Column, i: usize, b: &Column, j: usize) -> Ordering {
+    let (na, nb) = (a.is_null(i), b.is_null(j));
+    if na || nb {
+        return nb.cmp(&na);
+    }
+    match (&a.data, &b.data) {
+        (
+            ColumnData::Int(x) | ColumnData::Timestamp(x),
+            ColumnData::Int(y) | ColumnData::Timestamp(y),
+        ) => x.get(i).cmp(&y.get(j)),
+        (ColumnData::UInt(x), ColumnData::UInt(y)) => x.get(i).cmp(&y.get(j)),
+        (ColumnData::Float(x), ColumnData::Float(y)) => match (x.get(i), y.get(j)) {
+            (Some(p), Some(q)) => p.total_cmp(q),
+            (p, q) => p.is_some().cmp(&q.is_some()),
+        },
+        (ColumnData::Str(x), ColumnData::Str(y)) => x.get(i).cmp(&y.get(j)),
+        _ => a.get(i).total_cmp(&b.get(j)),
+    }
+}
+
+const HASH_SEED: u64 = 0x243f_6a88_85a3_08d3;
+/// What a NULL key contributes to a row's hash, whatever its column's type.
+const NULL_KEY: u64 = 0x9e37_79b9_7f4a_7c15;
+
+fn fmix(mut h: u64) -> u64 {
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+fn float_key(x: f64) -> u64 {
+    // -0.0 and 0.0 are one group; NaNs group by their bits
+    if x == 0.0 {
+        0
+    } else {
+        x.to_bits()
+    }
+}
+
+/// One hash per row over the key columns, consistent with [`key_eq`]: equal keys hash
+/// equally (an integer and a timestamp with the same value are equal; NULLs equal NULLs).
+fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
+    use std::hash::BuildHasher;
+    let strings = foldhash::fast::FixedState::with_seed(HASH_SEED);
+    let mut h = vec![HASH_SEED; n];
+    let mut xs: Vec<u64> = vec![0; n];
+    for c in cols {
+        match &c.data {
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => {
+                for (x, y) in xs.iter_mut().zip(v) {
+                    *x = *y as u64;
+                }
+            }
+            ColumnData::UInt(v) => xs.iter_mut().zip(v).for_each(|(x, y)| *x = *y),
+            ColumnData::Float(v) => xs.iter_mut().zip(v).for_each(|(x, y)| *x = float_key(*y)),
+            ColumnData::Bool(v) => xs.iter_mut().zip(v).for_each(|(x, y)| *x = *y as u64 + 1),
+            ColumnData::Str(v) => xs
+                .iter_mut()
+                .zip(v)
+                .for_each(|(x, y)| *x = strings.hash_one(y.as_str())),
+        }
+        for (x, null) in xs.iter_mut().zip(&c.nulls) {
+            if *null {
+                *x = NULL_KEY;
+            }
+        }
+        for (hi, x) in h.iter_mut().zip(&xs) {
+            *hi = fmix(hi.rotate_left(23) ^ *x);
+        }
+    }
+    h
+}
+
+/// Whether key `a[i]` equals key `b[j]` (NULLs equal NULLs; integers and timestamps compare
+/// by value; values of other different types are different keys).
+fn key_eq(a: &Column, i: usize, b: &Column, j: usize) -> bool {
+    let (na, nb) = (a.is_null(i), b.is_null(j));
+    if na || nb {
+        return na && nb;
+    }
+    match (&a.data, &b.data) {
+        (
+            ColumnData::Int(x) | ColumnData::Timestamp(x),
+            ColumnData::Int(y) | ColumnData::Timestamp(y),
+        ) => x.get(i) == y.get(j),
+        (ColumnData::UInt(x), ColumnData::UInt(y)) => x.get(i) == y.get(j),
+        (ColumnData::Float(x), ColumnData::Float(y)) => {
+            x.get(i).map(|v| float_key(*v)) == y.get(j).map(|v| float_key(*v))
+        }
+        (ColumnData::Bool(x), ColumnData::Bool(y)) => x.get(i) == y.get(j),
+        (ColumnData::Str(x), ColumnData::Str(y)) => x.get(i) == y.get(j),
+        _ => false,
+    }
+}
+
+/// An empty column holding the same physical type as `c`.
+fn empty_like(c: &Column) -> Column {
+    Column::new(match &c.data {
+        ColumnData::Bool(_) => ColumnData::Bool(Vec::new()),
+        ColumnData::Int(_) => ColumnData::Int(Vec::new()),
+        ColumnData::UInt(_) => ColumnData::UInt(Vec::new()),
+        ColumnData::Float(_) => ColumnData::Float(Vec::new()),
+        ColumnData::Str(_) => ColumnData::Str(Vec::new()),
+        ColumnData::Timestamp(_) => ColumnData::Timestamp(Vec::new()),
+    })
+}
+
+/// A column of `values` with NULL where `has` is false.
+fn masked<T>(values: Vec<T>, has: &[bool], wrap: impl Fn(Vec<T>) -> ColumnData) -> Column {
+    let nulls = if has.iter().all(|h| *h) {
+        Vec::new()
+    } else {
+        has.iter().map(|h| !h).collect()
+    };
+    Column {
+        data: wrap(values),
+        nulls,
+    }
+}
+
+/// The timestamp in row `i` of a selector's time column (`i64::MIN` when absent).
+fn ts_at(c: &Column, i: usize) -> i64 {
+    match &c.data {
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.get(i).copied().unwrap_or(i64::MIN),
+        _ => c.get(i).as_i64().unwrap_or(i64::MIN),
     }
 }
 
@@ -289,22 +470,32 @@ impl Aggregator {
                 AggFunc::Stddev => State::Moments(Vec::new()),
                 AggFunc::Elapsed | AggFunc::TsMin | AggFunc::TsMax => State::Span(Vec::new()),
                 f if !f.is_mergeable() => State::Collect(Vec::new()),
-                _ => State::Sel(Vec::new()),
+                _ => State::Sel(SelState::new(
+                    s.arg_type(),
+                    s.carry.iter().map(PExpr::data_type).collect(),
+                )),
             })
             .collect();
         Aggregator {
             specs,
+            keys: key_types.iter().map(|t| Column::empty(*t, 0)).collect(),
             key_types,
-            map: HashMap::new(),
-            keys: Vec::new(),
+            table: HashTable::new(),
+            ngroups: 0,
             states,
             seq: 0,
+            scratch: Vec::new(),
         }
     }
 
-    fn add_group(&mut self, key: Vec<Value>) -> usize {
-        let g = self.keys.len();
-        self.keys.push(key);
+    /// The number of groups so far.
+    pub fn groups(&self) -> usize {
+        self.ngroups
+    }
+
+    fn push_states(&mut self) -> usize {
+        let g = self.ngroups;
+        self.ngroups += 1;
         for s in &mut self.states {
             match s {
                 State::Count(v) => v.push(0),
@@ -320,7 +511,7 @@ impl Aggregator {
                     v.push(0.0);
                     c.push(0)
                 }
-                State::Sel(v) => v.push(None),
+                State::Sel(v) => v.push_empty(),
                 State::MinMax(v) => v.push(None),
                 State::Moments(v) => v.push((0, 0.0, 0.0)),
                 State::Span(v) => v.push(None),
@@ -331,27 +522,50 @@ impl Aggregator {
         g
     }
 
-    fn group_ids(&mut self, key_cols: &[Column], n: usize) -> Vec<usize> {
+    /// A new group whose key is row `i` of `key_cols`.
+    fn add_group(&mut self, key_cols: &[&Column], i: usize) -> usize {
+        if self.ngroups == 0 {
+            // Keys are stored as they arrive (the declared types are applied on output),
+            // so that the equality test compares like with like.
+            for (k, c) in self.keys.iter_mut().zip(key_cols) {
+                if k.physical() != c.physical() {
+                    *k = empty_like(c);
+                }
+            }
+        }
+        for (k, c) in self.keys.iter_mut().zip(key_cols) {
+            k.push_row(c, i);
+        }
+        self.push_states()
+    }
+
+    fn group_ids(&mut self, key_cols: &[&Column], n: usize) -> Vec<usize> {
         if key_cols.is_empty() {
-            if self.keys.is_empty() && n > 0 {
-                self.add_group(Vec::new());
+            if self.ngroups == 0 && n > 0 {
+                self.push_states();
             }
             return vec![0; n];
         }
+        let hashes = hash_keys(key_cols, n);
         let mut out: Vec<usize> = Vec::with_capacity(n);
-        for i in 0..n {
+        for (i, &h) in hashes.iter().enumerate() {
             // rows of one subtable / one window come in runs: reuse the previous group
-            if i > 0 && key_cols.iter().all(|c| eq_rows(c, i, i - 1)) {
+            if i > 0 && h == hashes[i - 1] && key_cols.iter().all(|c| eq_rows(c, i, i - 1)) {
                 out.push(out[i - 1]);
                 continue;
             }
-            let vals: Vec<Value> = key_cols.iter().map(|c| c.get(i)).collect();
-            let hk: Vec<HKey> = vals.iter().cloned().map(hkey).collect();
-            let g = match self.map.get(&hk) {
-                Some(g) => *g,
+            let keys = &self.keys;
+            let found = self
+                .table
+                .find(h, |&(eh, g)| {
+                    eh == h && key_cols.iter().zip(keys).all(|(c, k)| key_eq(c, i, k, g))
+                })
+                .map(|e| e.1);
+            let g = match found {
+                Some(g) => g,
                 None => {
-                    let g = self.add_group(vals);
-                    self.map.insert(hk, g);
+                    let g = self.add_group(key_cols, i);
+                    self.table.insert_unique(h, (h, g), |e| e.0);
                     g
                 }
             };
@@ -367,13 +581,14 @@ impl Aggregator {
         }
         let key_cols = keys
             .iter()
-            .map(|k| eval(k, cols, n))
+            .map(|k| eval_cow(k, cols, n))
             .collect::<Result<Vec<_>, _>>()?;
-        let gids = self.group_ids(&key_cols, n);
+        let key_refs: Vec<&Column> = key_cols.iter().map(|c| &**c).collect();
+        let gids = self.group_ids(&key_refs, n);
         let specs = self.specs.clone();
         for (si, spec) in specs.iter().enumerate() {
             let arg = match &spec.arg {
-                Some(a) => Some(eval(a, cols, n)?),
+                Some(a) => Some(eval_cow(a, cols, n)?),
                 None => None,
             };
             match &mut self.states[si] {
@@ -486,67 +701,61 @@ impl Aggregator {
                     let Some(c) = &arg else { continue };
                     let ts: Vec<i64> = match &spec.ts {
                         Some(t) => {
-                            let tc = eval(t, cols, n)?;
-                            (0..n)
-                                .map(|i| tc.get(i).as_i64().unwrap_or(i64::MIN))
-                                .collect()
+                            let tc = eval_cow(t, cols, n)?;
+                            (0..n).map(|i| ts_at(&tc, i)).collect()
                         }
                         None => (0..n as i64).map(|i| self.seq + i).collect(),
                     };
                     let carry_cols = spec
                         .carry
                         .iter()
-                        .map(|e| eval(e, cols, n))
+                        .map(|e| eval_cow(e, cols, n))
                         .collect::<Result<Vec<_>, _>>()?;
+                    let carry_refs: Vec<&Column> = carry_cols.iter().map(|c| &**c).collect();
                     let skip_null = !matches!(spec.func, AggFunc::LastRow | AggFunc::Any);
-                    // Best row per group within this batch. Only the groups this batch
-                    // touches are visited: a per-group array would cost O(all groups) per
-                    // batch, quadratic when every subtable is its own group.
-                    let mut slot: HashMap<usize, usize> = HashMap::new();
-                    let mut best: Vec<(usize, Option<usize>)> = Vec::new();
-                    for (i, g) in gids.iter().enumerate() {
+                    // Best row per group within this batch, then one comparison per group
+                    // with its selection so far. Only the groups this batch touches are
+                    // visited (the scratch slots are reset for them only): a pass over all
+                    // groups per batch would be quadratic when every subtable is a group.
+                    if self.scratch.len() < self.ngroups {
+                        self.scratch.resize(self.ngroups, u32::MAX);
+                    }
+                    let mut best: Vec<(usize, usize)> = Vec::new();
+                    for (i, &g) in gids.iter().enumerate() {
                         if skip_null && c.is_null(i) {
                             continue;
                         }
-                        let k = *slot.entry(*g).or_insert_with(|| {
-                            best.push((*g, None));
-                            best.len() - 1
-                        });
-                        let replace = match best[k].1 {
-                            None => true,
-                            Some(j) => match spec.func {
-                                AggFunc::First => ts[i] < ts[j],
-                                AggFunc::Last | AggFunc::LastRow => {
-                                    ts[i] > ts[j]
-                                        || (ts[i] == ts[j]
-                                            && (c.get(i).total_cmp(&c.get(j)) == Ordering::Greater))
-                                }
-                                AggFunc::Min => cmp_in(c, i, j) == Ordering::Less,
-                                AggFunc::Max => cmp_in(c, i, j) == Ordering::Greater,
-                                _ => false,
-                            },
+                        let slot = self.scratch[g];
+                        if slot == u32::MAX {
+                            self.scratch[g] = best.len() as u32;
+                            best.push((g, i));
+                            continue;
+                        }
+                        let j = best[slot as usize].1;
+                        let replace = match spec.func {
+                            AggFunc::First => ts[i] < ts[j],
+                            AggFunc::Last | AggFunc::LastRow => {
+                                ts[i] > ts[j]
+                                    || (ts[i] == ts[j]
+                                        && cmp_cells(c, i, c, j) == Ordering::Greater)
+                            }
+                            AggFunc::Min => cmp_in(c, i, j) == Ordering::Less,
+                            AggFunc::Max => cmp_in(c, i, j) == Ordering::Greater,
+                            _ => false,
                         };
                         if replace {
-                            best[k].1 = Some(i);
+                            best[slot as usize].1 = i;
                         }
+                    }
+                    for &(g, _) in &best {
+                        self.scratch[g] = u32::MAX;
                     }
                     let State::Sel(st) = &mut self.states[si] else {
                         continue;
                     };
-                    for &(g, b) in &best {
-                        let Some(i) = b else { continue };
-                        let cv = c.get(i);
-                        let cc: Vec<Value> = carry_cols.iter().map(|k| k.get(i)).collect();
-                        let take = match &st[g] {
-                            None => true,
-                            Some(cur) => better(spec.func, ts[i], &cv, &cc, cur),
-                        };
-                        if take {
-                            st[g] = Some(Sel {
-                                ts: ts[i],
-                                value: cv,
-                                carry: cc,
-                            });
+                    for &(g, i) in &best {
+                        if st.better(spec.func, g, ts[i], c, i, &carry_refs) {
+                            st.set(g, ts[i], c, i, &carry_refs);
                         }
                     }
                 }
@@ -598,6 +807,7 @@ impl Aggregator {
             return Ok(true);
         }
         let first: Vec<Column> = key_cols.iter().map(|c| c.slice(0, 1)).collect();
+        let first: Vec<&Column> = first.iter().collect();
         let g = self.group_ids(&first, 1).first().copied().unwrap_or(0);
         let specs = self.specs.clone();
         for (si, spec) in specs.iter().enumerate() {
@@ -631,16 +841,17 @@ impl Aggregator {
                     if value.is_null() && spec.func != AggFunc::Any {
                         continue;
                     }
-                    let take = match &st[g] {
-                        None => true,
-                        Some(cur) => better(spec.func, s.ts, &value, &[], cur),
-                    };
-                    if take {
-                        st[g] = Some(Sel {
-                            ts: s.ts,
-                            value,
-                            carry: Vec::new(),
-                        });
+                    let mut vc = empty_like(&st.value);
+                    vc.push(&value);
+                    if st.better(spec.func, g, s.ts, &vc, 0, &[]) {
+                        // A summary carries no other columns: its selection's carried
+                        // values are NULL, as they were before any row.
+                        st.has[g] = true;
+                        st.ts[g] = s.ts;
+                        st.value.set_row(g, &vc, 0);
+                        for c in &mut st.carry {
+                            c.set(g, &Value::Null);
+                        }
                     }
                 }
                 State::MinMax(_) | State::Moments(_) | State::Span(_) | State::Collect(_) => {}
@@ -662,7 +873,8 @@ impl Aggregator {
                 "partial batch has too few columns".into(),
             ));
         }
-        let gids = self.group_ids(&b.columns[..nk], n);
+        let key_refs: Vec<&Column> = b.columns[..nk].iter().collect();
+        let gids = self.group_ids(&key_refs, n);
         let mut at = nk;
         let specs = self.specs.clone();
         let col = |k: usize| -> Result<&Column, SqlError> {
@@ -746,26 +958,16 @@ impl Aggregator {
                 State::Sel(st) => {
                     let tsc = col(at)?;
                     let vc = col(at + 1)?;
-                    for (i, g) in gids.iter().enumerate() {
+                    let carry = (0..spec.carry.len())
+                        .map(|k| col(at + 2 + k))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for (i, &g) in gids.iter().enumerate() {
                         if tsc.is_null(i) {
                             continue; // the group had no selected row on that vnode
                         }
-                        let ts = tsc.get(i).as_i64().unwrap_or(i64::MIN);
-                        let cv = vc.get(i);
-                        let mut cc = Vec::with_capacity(spec.carry.len());
-                        for k in 0..spec.carry.len() {
-                            cc.push(col(at + 2 + k)?.get(i));
-                        }
-                        let take = match &st[*g] {
-                            None => true,
-                            Some(cur) => better(spec.func, ts, &cv, &cc, cur),
-                        };
-                        if take {
-                            st[*g] = Some(Sel {
-                                ts,
-                                value: cv,
-                                carry: cc,
-                            });
+                        let ts = ts_at(tsc, i);
+                        if st.better(spec.func, g, ts, vc, i, &carry) {
+                            st.set(g, ts, vc, i, &carry);
                         }
                     }
                 }
@@ -784,73 +986,75 @@ impl Aggregator {
             .collect()
     }
 
+    /// The key columns in their declared types.
+    fn key_columns(&self) -> Vec<Column> {
+        self.keys
+            .iter()
+            .zip(&self.key_types)
+            .map(|(c, t)| c.clone().conformed(*t))
+            .collect()
+    }
+
     /// The partial states: key columns then each spec's partial columns.
     pub fn partial(&self) -> Batch {
         let mut fields = self.key_fields();
-        for (i, s) in self.specs.iter().enumerate() {
-            fields.extend(s.partial_fields(i));
-        }
-        let rows: Vec<Vec<Value>> = (0..self.keys.len())
-            .map(|g| {
-                let mut r = self.keys[g].clone();
-                for (st, spec) in self.states.iter().zip(self.specs.iter()) {
-                    match st {
-                        State::Count(v) => r.push(Value::Int(v[g])),
-                        State::SumI(v, h) => {
-                            r.push(if h[g] { Value::Int(v[g]) } else { Value::Null })
-                        }
-                        State::SumF(v, h) => r.push(if h[g] {
-                            Value::Float(v[g])
-                        } else {
-                            Value::Null
-                        }),
-                        State::Avg(v, c) => {
-                            r.push(Value::Float(v[g]));
-                            r.push(Value::Int(c[g]));
-                        }
-                        State::MinMax(v) => match v[g] {
-                            Some((a, b)) => {
-                                r.push(Value::Float(a));
-                                r.push(Value::Float(b));
-                            }
-                            None => r.extend([Value::Null, Value::Null]),
-                        },
-                        State::Moments(v) => {
-                            r.push(Value::Int(v[g].0));
-                            r.push(Value::Float(v[g].1));
-                            r.push(Value::Float(v[g].2));
-                        }
-                        State::Span(v) => match v[g] {
-                            Some((a, b)) => {
-                                r.push(Value::Timestamp(a));
-                                r.push(Value::Timestamp(b));
-                            }
-                            None => r.extend([Value::Null, Value::Null]),
-                        },
-                        State::Collect(_) => {}
-                        State::Sel(v) => match &v[g] {
-                            Some(s) => {
-                                r.push(Value::Timestamp(s.ts));
-                                r.push(s.value.clone());
-                                r.extend(s.carry.iter().cloned());
-                            }
-                            None => {
-                                let width = 2 + spec.carry.len();
-                                r.extend(std::iter::repeat_n(Value::Null, width));
-                            }
-                        },
-                        State::None => {}
-                    }
+        let mut columns = self.key_columns();
+        let n = self.ngroups;
+        let all = vec![true; n];
+        for (i, (st, spec)) in self.states.iter().zip(self.specs.iter()).enumerate() {
+            let pf = spec.partial_fields(i);
+            let cols: Vec<Column> = match st {
+                State::Count(v) => vec![Column::new(ColumnData::Int(v.clone()))],
+                State::SumI(v, h) => vec![masked(v.clone(), h, ColumnData::Int)],
+                State::SumF(v, h) => vec![masked(v.clone(), h, ColumnData::Float)],
+                State::Avg(v, c) => vec![
+                    masked(v.clone(), &all, ColumnData::Float),
+                    masked(c.clone(), &all, ColumnData::Int),
+                ],
+                State::MinMax(v) => {
+                    let has: Vec<bool> = v.iter().map(Option::is_some).collect();
+                    let lo = v.iter().map(|x| x.map(|p| p.0).unwrap_or(0.0)).collect();
+                    let hi = v.iter().map(|x| x.map(|p| p.1).unwrap_or(0.0)).collect();
+                    vec![
+                        masked(lo, &has, ColumnData::Float),
+                        masked(hi, &has, ColumnData::Float),
+                    ]
                 }
-                r
-            })
-            .collect();
-        Batch::from_rows(fields, &rows)
+                State::Moments(v) => vec![
+                    Column::new(ColumnData::Int(v.iter().map(|m| m.0).collect())),
+                    Column::new(ColumnData::Float(v.iter().map(|m| m.1).collect())),
+                    Column::new(ColumnData::Float(v.iter().map(|m| m.2).collect())),
+                ],
+                State::Span(v) => {
+                    let has: Vec<bool> = v.iter().map(Option::is_some).collect();
+                    let lo = v.iter().map(|x| x.map(|p| p.0).unwrap_or(0)).collect();
+                    let hi = v.iter().map(|x| x.map(|p| p.1).unwrap_or(0)).collect();
+                    vec![
+                        masked(lo, &has, ColumnData::Timestamp),
+                        masked(hi, &has, ColumnData::Timestamp),
+                    ]
+                }
+                State::Collect(_) | State::None => Vec::new(),
+                State::Sel(s) => {
+                    let mut v = vec![
+                        masked(s.ts.clone(), &s.has, ColumnData::Timestamp),
+                        s.value.clone(),
+                    ];
+                    v.extend(s.carry.iter().cloned());
+                    v
+                }
+            };
+            for (c, f) in cols.into_iter().zip(pf) {
+                columns.push(c.conformed(f.data_type));
+                fields.push(f);
+            }
+        }
+        Batch::new(fields, columns)
     }
 
     /// Final results: key columns then one column per spec.
     pub fn finish(mut self, global_default_row: bool) -> Batch {
-        if self.keys.is_empty()
+        if self.ngroups == 0
             && self.key_types.is_empty()
             && global_default_row
             // As TDengine 3: COUNT of nothing is 0 and MIN/MAX/SUM/AVG... are NULL, in one
@@ -862,88 +1066,77 @@ impl Aggregator {
                 )
             })
         {
-            self.add_group(Vec::new());
+            self.push_states();
         }
         let mut fields = self.key_fields();
-        for (i, s) in self.specs.iter().enumerate() {
-            fields.push(Field::new(format!("_a{i}"), s.out_type));
-        }
-        let rows: Vec<Vec<Value>> = (0..self.keys.len())
-            .map(|g| {
-                let mut r = self.keys[g].clone();
-                for (si, spec) in self.specs.iter().enumerate() {
-                    let v = match &self.states[si] {
-                        State::Count(v) => Value::Int(v[g]),
-                        State::SumI(v, h) => {
-                            if h[g] {
-                                Value::Int(v[g])
-                            } else {
-                                Value::Null
-                            }
-                        }
-                        State::SumF(v, h) => {
-                            if h[g] {
-                                Value::Float(v[g])
-                            } else {
-                                Value::Null
-                            }
-                        }
-                        State::Avg(v, c) => {
-                            if c[g] > 0 {
-                                Value::Float(v[g] / c[g] as f64)
-                            } else {
-                                Value::Null
-                            }
-                        }
-                        State::Sel(v) => v[g]
-                            .as_ref()
-                            .map(|s| s.value.clone())
-                            .unwrap_or(Value::Null),
-                        State::MinMax(v) => match v[g] {
-                            Some((a, b)) => Value::Float(b - a),
-                            None => Value::Null,
-                        },
-                        State::Moments(v) => {
-                            let (c, s1, s2) = v[g];
-                            if c == 0 {
-                                Value::Null
-                            } else {
-                                let mean = s1 / c as f64;
-                                Value::Float((s2 / c as f64 - mean * mean).max(0.0).sqrt())
-                            }
-                        }
-                        State::Span(v) => match (v[g], spec.func) {
-                            (None, _) => Value::Null,
-                            (Some((a, _)), AggFunc::TsMin) => Value::Timestamp(a),
-                            (Some((_, b)), AggFunc::TsMax) => Value::Timestamp(b),
-                            (Some((a, b)), _) => {
-                                let unit = spec
-                                    .params
-                                    .first()
-                                    .and_then(Value::as_f64)
-                                    .filter(|u| *u > 0.0)
-                                    .unwrap_or(1.0);
-                                Value::Float((b - a) as f64 / unit)
-                            }
-                        },
-                        State::Collect(v) => finish_collected(spec, &v[g]),
-                        State::None => match spec.carry_of {
-                            Some((sel, k)) => match self.states.get(sel) {
-                                Some(State::Sel(v)) => v[g]
-                                    .as_ref()
-                                    .and_then(|s| s.carry.get(k).cloned())
-                                    .unwrap_or(Value::Null),
-                                _ => Value::Null,
-                            },
-                            None => Value::Null,
-                        },
-                    };
-                    r.push(normalize(v, spec.out_type));
+        let mut columns = self.key_columns();
+        let n = self.ngroups;
+        for (si, spec) in self.specs.iter().enumerate() {
+            fields.push(Field::new(format!("_a{si}"), spec.out_type));
+            let per_group = |f: &dyn Fn(usize) -> Value| -> Column {
+                let mut c = Column::empty(spec.out_type, n);
+                for g in 0..n {
+                    c.push(&normalize(f(g), spec.out_type));
                 }
-                r
-            })
-            .collect();
-        Batch::from_rows(fields, &rows)
+                c
+            };
+            let col = match &self.states[si] {
+                State::Count(v) => Column::new(ColumnData::Int(v.clone())),
+                State::SumI(v, h) => masked(v.clone(), h, ColumnData::Int),
+                State::SumF(v, h) => masked(v.clone(), h, ColumnData::Float),
+                State::Avg(v, c) => {
+                    let has: Vec<bool> = c.iter().map(|k| *k > 0).collect();
+                    let avg = v
+                        .iter()
+                        .zip(c)
+                        .map(|(s, k)| if *k > 0 { s / *k as f64 } else { 0.0 })
+                        .collect();
+                    masked(avg, &has, ColumnData::Float)
+                }
+                State::Sel(s) => s.value.clone(),
+                State::MinMax(v) => per_group(&|g| match v[g] {
+                    Some((a, b)) => Value::Float(b - a),
+                    None => Value::Null,
+                }),
+                State::Moments(v) => per_group(&|g| {
+                    let (c, s1, s2) = v[g];
+                    if c == 0 {
+                        Value::Null
+                    } else {
+                        let mean = s1 / c as f64;
+                        Value::Float((s2 / c as f64 - mean * mean).max(0.0).sqrt())
+                    }
+                }),
+                State::Span(v) => per_group(&|g| match (v[g], spec.func) {
+                    (None, _) => Value::Null,
+                    (Some((a, _)), AggFunc::TsMin) => Value::Timestamp(a),
+                    (Some((_, b)), AggFunc::TsMax) => Value::Timestamp(b),
+                    (Some((a, b)), _) => {
+                        let unit = spec
+                            .params
+                            .first()
+                            .and_then(Value::as_f64)
+                            .filter(|u| *u > 0.0)
+                            .unwrap_or(1.0);
+                        Value::Float((b - a) as f64 / unit)
+                    }
+                }),
+                State::Collect(v) => per_group(&|g| finish_collected(spec, &v[g])),
+                State::None => match spec.carry_of {
+                    Some((sel, k)) => match self.states.get(sel) {
+                        Some(State::Sel(s)) => s
+                            .carry
+                            .get(k)
+                            .cloned()
+                            .unwrap_or_else(|| Column::all_null(spec.out_type, n)),
+                        _ => Column::all_null(spec.out_type, n),
+                    },
+                    None => Column::all_null(spec.out_type, n),
+                },
+            };
+            columns.push(col.conformed(spec.out_type));
+        }
+        Batch::new(fields, columns)
     }
 }
 
@@ -1052,5 +1245,166 @@ pub fn normalize(v: Value, t: DataType) -> Value {
         (PhysicalType::Int, Value::Timestamp(x)) => Value::Int(x),
         (PhysicalType::Float, Value::Int(x)) => Value::Float(x as f64),
         (_, v) => v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::PExpr;
+
+    fn col_ref(i: usize, t: DataType) -> PExpr {
+        PExpr::Input(i, t)
+    }
+
+    fn keys_of(b: &Batch, nkeys: usize) -> Vec<Vec<Value>> {
+        let mut rows: Vec<Vec<Value>> = (0..b.num_rows())
+            .map(|i| b.row(i).into_iter().take(nkeys).collect())
+            .collect();
+        rows.sort_by(|a, b| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| *o != Ordering::Equal)
+                .unwrap_or(Ordering::Equal)
+        });
+        rows
+    }
+
+    #[test]
+    fn group_keys_follow_sql_equality_of_nulls_zeros_and_strings() {
+        // key: (string, double); NULL equals NULL, -0.0 equals 0.0, NaN equals itself
+        let mut a = Aggregator::new(
+            vec![DataType::VarChar(8), DataType::Double],
+            vec![AggSpec {
+                func: AggFunc::CountStar,
+                arg: None,
+                ts: None,
+                carry: vec![],
+                carry_of: None,
+                out_type: DataType::BigInt,
+                params: vec![],
+            }],
+        );
+        let s = Column::new(ColumnData::Str(
+            ["a", "a", "b", "", "a", "a"].map(String::from).to_vec(),
+        ));
+        let mut s = s;
+        s.nulls = vec![false, false, false, true, false, false];
+        let mut f = Column::new(ColumnData::Float(vec![
+            0.0,
+            -0.0,
+            0.0,
+            0.0,
+            f64::NAN,
+            f64::NAN,
+        ]));
+        f.nulls = vec![false; 6];
+        a.update(
+            &[
+                col_ref(0, DataType::VarChar(8)),
+                col_ref(1, DataType::Double),
+            ],
+            &[s.clone(), f.clone()],
+            6,
+        )
+        .unwrap();
+        // a second batch in another order lands in the same groups
+        let idx = [5, 3, 2, 1];
+        a.update(
+            &[
+                col_ref(0, DataType::VarChar(8)),
+                col_ref(1, DataType::Double),
+            ],
+            &[s.take(&idx), f.take(&idx)],
+            4,
+        )
+        .unwrap();
+        assert_eq!(a.groups(), 4);
+        let out = a.finish(true);
+        let mut counts: Vec<(String, i64)> = (0..out.num_rows())
+            .map(|i| {
+                let r = out.row(i);
+                (format!("{}/{}", r[0], r[1]), r[2].as_i64().unwrap())
+            })
+            .collect();
+        counts.sort();
+        assert_eq!(
+            counts,
+            vec![
+                ("NULL/0".to_string(), 2),
+                ("a/0".to_string(), 3),
+                ("a/NaN".to_string(), 3),
+                ("b/0".to_string(), 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn last_row_partials_merge_to_the_newest_row_with_its_carried_values() {
+        let spec = AggSpec {
+            func: AggFunc::LastRow,
+            arg: Some(col_ref(1, DataType::Double)),
+            ts: Some(col_ref(0, DataType::Timestamp)),
+            carry: vec![col_ref(2, DataType::VarChar(8))],
+            carry_of: None,
+            out_type: DataType::Double,
+            params: vec![],
+        };
+        let carry = AggSpec {
+            func: AggFunc::Carry,
+            arg: None,
+            ts: None,
+            carry: vec![],
+            carry_of: Some((0, 0)),
+            out_type: DataType::VarChar(8),
+            params: vec![],
+        };
+        let key = [col_ref(3, DataType::BigInt)];
+        let part = |ts: Vec<i64>, v: Vec<Option<f64>>, c: Vec<&str>, k: Vec<i64>| {
+            let n = ts.len();
+            let mut a = Aggregator::new(vec![DataType::BigInt], vec![spec.clone(), carry.clone()]);
+            let mut vc = Column::empty(DataType::Double, n);
+            for x in &v {
+                vc.push(&x.map(Value::Float).unwrap_or(Value::Null));
+            }
+            let cols = vec![
+                Column::new(ColumnData::Timestamp(ts)),
+                vc,
+                Column::new(ColumnData::Str(c.into_iter().map(String::from).collect())),
+                Column::new(ColumnData::Int(k)),
+            ];
+            a.update(&key, &cols, n).unwrap();
+            a.partial()
+        };
+        // vnode 1: group 1 newest at 30 (NULL value: LAST_ROW keeps it), group 2 at 10
+        let p1 = part(
+            vec![10, 30, 20, 10],
+            vec![Some(1.0), None, Some(2.0), Some(5.0)],
+            vec!["x", "y", "z", "w"],
+            vec![1, 1, 1, 2],
+        );
+        // vnode 2: group 2 newer at 40, group 3 only here
+        let p2 = part(
+            vec![40, 5],
+            vec![Some(7.0), Some(9.0)],
+            vec!["v", "u"],
+            vec![2, 3],
+        );
+        let mut m = Aggregator::new(vec![DataType::BigInt], vec![spec.clone(), carry.clone()]);
+        m.merge(&p2).unwrap();
+        m.merge(&p1).unwrap();
+        let out = m.finish(false);
+        let mut rows: Vec<Vec<Value>> = (0..out.num_rows()).map(|i| out.row(i)).collect();
+        rows.sort_by_key(|r| r[0].as_i64());
+        assert_eq!(
+            rows,
+            vec![
+                vec![Value::Int(1), Value::Null, Value::Str("y".into())],
+                vec![Value::Int(2), Value::Float(7.0), Value::Str("v".into())],
+                vec![Value::Int(3), Value::Float(9.0), Value::Str("u".into())],
+            ]
+        );
+        assert_eq!(keys_of(&p1, 1).len(), 2);
     }
 }

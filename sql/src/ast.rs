@@ -30,6 +30,22 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// The change an ALTER STABLE makes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AlterStable {
+    AddColumn(ColumnDef),
+    AddTag(ColumnDef),
+    /// A VARCHAR/NCHAR column or tag gets a larger width (the definition's new type).
+    ModifyColumn(ColumnDef),
+    ModifyTag(ColumnDef),
+    DropColumn(String),
+    DropTag(String),
+    RenameTag {
+        from: String,
+        to: String,
+    },
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
     CreateDatabase {
@@ -56,6 +72,12 @@ pub enum Statement {
         if_not_exists: bool,
         columns: Vec<ColumnDef>,
         tags: Vec<ColumnDef>,
+    },
+    /// ALTER STABLE: one change.
+    AlterStable {
+        db: Option<String>,
+        name: String,
+        change: AlterStable,
     },
     CreateTables {
         if_not_exists: bool,

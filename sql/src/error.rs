@@ -27,6 +27,9 @@ pub enum SqlError {
     InvalidArgument(String),
     #[error("{0}")]
     Unsupported(String),
+    /// A query needs more memory than its limit allows (see `memory`).
+    #[error("{0}")]
+    ResourceExhausted(String),
 }
 
 impl SqlError {
@@ -43,6 +46,7 @@ impl SqlError {
             SqlError::TypeMismatch(_) => StatusCode::TypeMismatch,
             SqlError::InvalidArgument(_) => StatusCode::InvalidArgument,
             SqlError::Unsupported(_) => StatusCode::Unimplemented,
+            SqlError::ResourceExhausted(_) => StatusCode::ResourceExhausted,
         }
     }
 }

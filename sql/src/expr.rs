@@ -4,6 +4,8 @@ use crate::ast::BinOp;
 use crate::error::SqlError;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 use tidal_common::types::PhysicalType;
 use tidal_common::{Column, ColumnData, DataType, Value};
 
@@ -52,6 +54,100 @@ pub enum CallFunc {
     ToUnixTimestamp,
 }
 
+/// IN lists up to this long are searched element by element; longer ones (generated lists
+/// of thousands of names) through an index built on first use.
+const IN_LIST_SCAN_MAX: usize = 16;
+
+/// The constants of an IN list. A long list is indexed on first use and the index stays with
+/// the expression (and its clones): a fragment evaluates its filters once per subtable, and
+/// indexing the list each time would make a long list over many subtables quadratic.
+/// Serialized as the plain list.
+#[derive(Clone, Default, Serialize, Deserialize)]
+#[serde(from = "Vec<Value>", into = "Vec<Value>")]
+pub struct ValueList {
+    values: Vec<Value>,
+    strs: Arc<OnceLock<HashSet<String>>>,
+    /// The numeric values, sorted, -0.0 as 0.0, without NaN (which equals nothing).
+    nums: Arc<OnceLock<Vec<f64>>>,
+}
+
+impl ValueList {
+    pub fn values(&self) -> &[Value] {
+        &self.values
+    }
+
+    /// Whether the list holds the string `s` (non-string elements never match a string).
+    pub fn contains_str(&self, s: &str) -> bool {
+        if self.values.len() <= IN_LIST_SCAN_MAX {
+            return self
+                .values
+                .iter()
+                .any(|v| matches!(v, Value::Str(x) if x == s));
+        }
+        self.strs
+            .get_or_init(|| {
+                self.values
+                    .iter()
+                    .filter_map(|v| match v {
+                        Value::Str(x) => Some(x.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .contains(s)
+    }
+
+    /// Whether the list holds a number equal (`==`) to `x`.
+    pub fn contains_f64(&self, x: f64) -> bool {
+        if self.values.len() <= IN_LIST_SCAN_MAX {
+            return self.values.iter().any(|v| v.as_f64() == Some(x));
+        }
+        if x.is_nan() {
+            return false;
+        }
+        let sorted = self.nums.get_or_init(|| {
+            let mut v: Vec<f64> = self
+                .values
+                .iter()
+                .filter_map(Value::as_f64)
+                .filter(|f| !f.is_nan())
+                .map(|f| f + 0.0)
+                .collect();
+            v.sort_unstable_by(f64::total_cmp);
+            v
+        });
+        let x = x + 0.0;
+        sorted.binary_search_by(|y| y.total_cmp(&x)).is_ok()
+    }
+}
+
+impl From<Vec<Value>> for ValueList {
+    fn from(values: Vec<Value>) -> ValueList {
+        ValueList {
+            values,
+            ..Default::default()
+        }
+    }
+}
+
+impl From<ValueList> for Vec<Value> {
+    fn from(l: ValueList) -> Vec<Value> {
+        l.values
+    }
+}
+
+impl PartialEq for ValueList {
+    fn eq(&self, other: &ValueList) -> bool {
+        self.values == other.values
+    }
+}
+
+impl std::fmt::Debug for ValueList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.values.fmt(f)
+    }
+}
+
 /// An expression compiled against an input layout: `Input(i)` is the i-th input column.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum PExpr {
@@ -61,7 +157,7 @@ pub enum PExpr {
     Not(Box<PExpr>),
     Neg(Box<PExpr>, DataType),
     IsNull(Box<PExpr>, bool),
-    InList(Box<PExpr>, Vec<Value>, bool),
+    InList(Box<PExpr>, ValueList, bool),
     Like(Box<PExpr>, String, bool),
     Func(ScalarFunc, Box<PExpr>, DataType),
     Cast(Box<PExpr>, DataType),
@@ -219,6 +315,21 @@ fn i64s(c: &Column) -> Option<&[i64]> {
     }
 }
 
+/// [`eval`] that borrows an input column instead of copying it.
+pub fn eval_cow<'a>(
+    e: &PExpr,
+    cols: &'a [Column],
+    n: usize,
+) -> Result<std::borrow::Cow<'a, Column>, SqlError> {
+    match e {
+        PExpr::Input(i, _) => cols
+            .get(*i)
+            .map(std::borrow::Cow::Borrowed)
+            .ok_or_else(|| SqlError::Execution(format!("input column {i} missing"))),
+        _ => eval(e, cols, n).map(std::borrow::Cow::Owned),
+    }
+}
+
 /// Evaluates `e` over `n` rows of `cols`.
 pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
     match e {
@@ -268,21 +379,13 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
             let mut out = Vec::with_capacity(n);
             let mut nulls = Vec::new();
             if let ColumnData::Str(v) = &c.data {
-                let set: Vec<&str> = list
-                    .iter()
-                    .filter_map(|x| match x {
-                        Value::Str(s) => Some(s.as_str()),
-                        _ => None,
-                    })
-                    .collect();
                 for s in v {
-                    out.push(set.contains(&s.as_str()) != *negated);
+                    out.push(list.contains_str(s) != *negated);
                 }
             } else {
-                let set: Vec<f64> = list.iter().filter_map(Value::as_f64).collect();
                 let f = f64s(&c).unwrap_or(Cow::Owned(vec![f64::NAN; n]));
                 for x in f.iter() {
-                    out.push(set.contains(x) != *negated);
+                    out.push(list.contains_f64(*x) != *negated);
                 }
             }
             if !c.nulls.is_empty() {

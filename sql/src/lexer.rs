@@ -54,9 +54,20 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SqlError> {
     let mut i = 0usize;
     let mut line = 1u32;
     let mut line_start = 0usize;
-    let pos_of = |i: usize, line: u32, line_start: usize| Pos {
-        line,
-        col: (src[line_start..i].chars().count() + 1) as u32,
+    // Columns count characters from the line start. Counting from there for every token is
+    // quadratic in a long line (a 1 MiB IN list is one line), so the count resumes from the
+    // previous token of the same line: positions are asked for in increasing order.
+    let mut col_cursor = (0usize, 0usize); // (byte offset, characters from its line start)
+    let mut pos_of = |i: usize, line: u32, line_start: usize| {
+        if col_cursor.0 < line_start || col_cursor.0 > i {
+            col_cursor = (line_start, 0);
+        }
+        let chars = col_cursor.1 + src[col_cursor.0..i].chars().count();
+        col_cursor = (i, chars);
+        Pos {
+            line,
+            col: (chars + 1) as u32,
+        }
     };
     while i < bytes.len() {
         let c = bytes[i];
@@ -250,4 +261,52 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SqlError> {
         end: bytes.len(),
     });
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn positions(src: &str) -> Vec<(u32, u32)> {
+        tokenize(src)
+            .unwrap()
+            .iter()
+            .map(|t| (t.pos.line, t.pos.col))
+            .collect()
+    }
+
+    #[test]
+    fn positions_count_characters_from_the_line_start() {
+        // Multi-byte characters count once; a new line (also inside a string or a comment)
+        // starts over at column 1.
+        assert_eq!(
+            positions("SELECT 'é', x\n  FROM /* a\nb */ t -- c\n;"),
+            vec![
+                (1, 1),
+                (1, 8),
+                (1, 11),
+                (1, 13),
+                (2, 3),
+                (3, 6),
+                (4, 1),
+                (4, 2)
+            ]
+        );
+        assert_eq!(
+            positions("a 'x\ny' b\n\nc"),
+            vec![(1, 1), (1, 3), (2, 4), (4, 1), (4, 2)]
+        );
+    }
+
+    #[test]
+    fn positions_on_a_long_line_are_exact() {
+        let n = 50_000;
+        let src: String = (0..n).map(|i| format!("'é{i}',")).collect();
+        let toks = tokenize(&src).unwrap();
+        // The last string starts after n - 1 elements of `'é<i>',` (é is one character).
+        let expect: usize = (0..n - 1).map(|i| format!("'é{i}',").chars().count()).sum();
+        let last = &toks[toks.len() - 3];
+        assert_eq!(last.tok, Tok::Str(format!("é{}", n - 1)));
+        assert_eq!((last.pos.line, last.pos.col), (1, expect as u32 + 1));
+    }
 }

@@ -24,6 +24,8 @@
 //! - `coord`: coordinator-only operators (row-defined and sliding windows, FILL, row
 //!   functions, TOP/BOTTOM/SAMPLE, DISTINCT, SLIMIT).
 //! - `explain`: EXPLAIN [ANALYZE] text.
+//! - `memory`: per-query memory accounting ([`MemoryBudget`]).
+//! - `stream`: the coordinator part of plans that stream batch by batch ([`RowPipeline`]).
 
 pub mod agg;
 pub mod ast;
@@ -34,24 +36,29 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod lexer;
+pub mod memory;
 pub mod parser;
 pub mod plan;
+pub mod stream;
 
 pub use agg::{AggFunc, AggSpec};
 pub use ast::*;
 pub use bind::{bind_create_subtable, bind_insert};
 pub use error::{Pos, SqlError};
 pub use exec::{
-    execute_fragment, execute_fragment_until, finish, fragment_tables, ColSummary, ScanPiece,
-    ScanSource,
+    batch_rows, execute_fragment, execute_fragment_stream, execute_fragment_until,
+    execute_fragment_with, finish, finish_with, fragment_tables, slice_batch, ColSummary,
+    ScanPiece, ScanSource, STREAM_BATCH_BYTES, STREAM_BATCH_ROWS,
 };
 pub use explain::{explain, finish_analyze, FragmentStats};
 pub use expr::PExpr;
+pub use memory::{MemoryBudget, Reservation};
 pub use parser::{parse, SQL_BYTES_MAX};
 pub use plan::{
     plan_query, referenced_tables, Catalog, FillMode, Fragment, FragmentOp, FragmentSpec,
     FragmentTarget, InputCol, Node, QueryPlan, RowFn, ScanTarget, SelectMode, WindowKind,
 };
+pub use stream::{pipeline, RowPipeline};
 
 #[cfg(test)]
 mod tests;

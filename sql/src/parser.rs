@@ -464,47 +464,100 @@ impl Parser {
         self.expect_op("(")?;
         let mut out = Vec::new();
         loop {
-            let name = self.ident("a column name")?;
-            let data_type = self.data_type()?;
-            let mut d = ColumnDef::new(name, data_type);
-            // TDengine 3.3: ENCODE '..' COMPRESS '..' LEVEL '..', each optional, any order.
-            let pos = self.pos();
-            let mut spec = tidal_common::ColumnCodecSpec::default();
-            loop {
-                let slot = if self.eat_kw("ENCODE") {
-                    &mut spec.encode
-                } else if self.eat_kw("COMPRESS") {
-                    &mut spec.compress
-                } else if self.eat_kw("LEVEL") {
-                    &mut spec.level
-                } else {
-                    break;
-                };
-                let v = match &self.peek().tok {
-                    Tok::Str(s) => s.clone(),
-                    _ => return Err(self.unexpected("a quoted string")),
-                };
-                self.advance();
-                *slot = Some(v);
-            }
-            if spec != tidal_common::ColumnCodecSpec::default() {
-                tidal_codec::ColumnCodec::parse(
-                    data_type,
-                    spec.encode.as_deref(),
-                    spec.compress.as_deref(),
-                    spec.level.as_deref(),
-                    2,
-                )
-                .map_err(|e| syntax(pos, format!("column '{}': {e}", d.name)))?;
-                d.codec = Some(spec);
-            }
-            out.push(d);
+            out.push(self.column_def()?);
             if !self.eat_op(",") {
                 break;
             }
         }
         self.expect_op(")")?;
         Ok(out)
+    }
+
+    /// `name type [ENCODE '..'] [COMPRESS '..'] [LEVEL '..']`.
+    fn column_def(&mut self) -> Result<ColumnDef, SqlError> {
+        let name = self.ident("a column name")?;
+        let data_type = self.data_type()?;
+        let mut d = ColumnDef::new(name, data_type);
+        // TDengine 3.3: ENCODE '..' COMPRESS '..' LEVEL '..', each optional, any order.
+        let pos = self.pos();
+        let mut spec = tidal_common::ColumnCodecSpec::default();
+        loop {
+            let slot = if self.eat_kw("ENCODE") {
+                &mut spec.encode
+            } else if self.eat_kw("COMPRESS") {
+                &mut spec.compress
+            } else if self.eat_kw("LEVEL") {
+                &mut spec.level
+            } else {
+                break;
+            };
+            let v = match &self.peek().tok {
+                Tok::Str(s) => s.clone(),
+                _ => return Err(self.unexpected("a quoted string")),
+            };
+            self.advance();
+            *slot = Some(v);
+        }
+        if spec != tidal_common::ColumnCodecSpec::default() {
+            tidal_codec::ColumnCodec::parse(
+                data_type,
+                spec.encode.as_deref(),
+                spec.compress.as_deref(),
+                spec.level.as_deref(),
+                2,
+            )
+            .map_err(|e| syntax(pos, format!("column '{}': {e}", d.name)))?;
+            d.codec = Some(spec);
+        }
+        Ok(d)
+    }
+
+    /// ALTER STABLE [db.]name ADD COLUMN c type | DROP COLUMN c | MODIFY COLUMN c type |
+    /// ADD TAG t type | DROP TAG t | MODIFY TAG t type | RENAME TAG old new (one change per
+    /// statement, as TDengine).
+    fn alter_stable(&mut self) -> Result<Statement, SqlError> {
+        let r = self.object_ref("a STABLE name")?;
+        let pos = self.pos();
+        let verb = if self.eat_kw("add") {
+            "add"
+        } else if self.eat_kw("drop") {
+            "drop"
+        } else if self.eat_kw("modify") {
+            "modify"
+        } else if self.eat_kw("rename") {
+            "rename"
+        } else {
+            return Err(self.unexpected("ADD, DROP, MODIFY or RENAME"));
+        };
+        let tag = if self.eat_kw("tag") {
+            true
+        } else if self.eat_kw("column") {
+            false
+        } else {
+            return Err(self.unexpected("COLUMN or TAG"));
+        };
+        let change =
+            match (verb, tag) {
+                ("add", false) => AlterStable::AddColumn(self.column_def()?),
+                ("add", true) => AlterStable::AddTag(self.column_def()?),
+                ("modify", false) => AlterStable::ModifyColumn(self.column_def()?),
+                ("modify", true) => AlterStable::ModifyTag(self.column_def()?),
+                ("drop", false) => AlterStable::DropColumn(self.ident("a column name")?),
+                ("drop", true) => AlterStable::DropTag(self.ident("a tag name")?),
+                ("rename", true) => AlterStable::RenameTag {
+                    from: self.ident("a tag name")?,
+                    to: self.ident("the new tag name")?,
+                },
+                _ => return Err(syntax(
+                    pos,
+                    "RENAME COLUMN is not supported (TDengine renames tags only); use RENAME TAG",
+                )),
+            };
+        Ok(Statement::AlterStable {
+            db: r.db,
+            name: r.name,
+            change,
+        })
     }
 
     fn data_type(&mut self) -> Result<DataType, SqlError> {
@@ -640,10 +693,14 @@ impl Parser {
         Ok(())
     }
 
-    /// ALTER DATABASE name option value ... (the options a running database can change).
+    /// ALTER DATABASE name option value ... (the options a running database can change),
+    /// ALTER STABLE, ALTER USER.
     fn alter(&mut self) -> Result<Statement, SqlError> {
         if self.eat_kw("user") {
             return self.alter_user();
+        }
+        if self.eat_kw("stable") {
+            return self.alter_stable();
         }
         self.expect_kw("database")?;
         let name = self.ident("a database name")?;

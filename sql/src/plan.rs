@@ -776,7 +776,7 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     }
                 }
             }
-            PExpr::InList(Box::new(p), vals, *negated)
+            PExpr::InList(Box::new(p), vals.into(), *negated)
         }
         Expr::Between {
             expr,

@@ -2826,3 +2826,190 @@ fn aggregates_over_no_rows_give_one_row() {
     let b = run("select fleet, count(*) from readings where ts < 0 group by fleet");
     assert!(rows(&b).is_empty());
 }
+
+/// Runs `sql` through the streaming path: each vnode's fragment result in batches (as the
+/// data nodes send them), fed in vnode order through the plan's [`RowPipeline`].
+fn run_streaming(sql: &str, vnodes: &[Vnode]) -> Option<Batch> {
+    use std::sync::atomic::AtomicBool;
+    let q = query(sql);
+    let plan = plan_query(&q, Some("iot"), &Cat).unwrap();
+    let budget = MemoryBudget::unlimited();
+    let mut p = crate::stream::pipeline(&plan, &budget).unwrap()?;
+    let frag = &plan.fragments[0].fragment;
+    let mut out = Batch::empty(p.fields().to_vec());
+    'vnodes: for v in vnodes {
+        if let FragmentTarget::Table(t) = &plan.fragments[0].target {
+            if v.table(t).is_none() {
+                continue;
+            }
+        }
+        let mut batches = Vec::new();
+        crate::exec::execute_fragment_stream(frag, v, &AtomicBool::new(false), &budget, &mut |b| {
+            assert!(b.num_rows() <= crate::STREAM_BATCH_ROWS);
+            batches.push(b);
+            Ok(())
+        })
+        .unwrap();
+        for b in batches {
+            if let Some(o) = p.push(b).unwrap() {
+                out.append(&o);
+            }
+            if p.done() {
+                break 'vnodes;
+            }
+        }
+    }
+    for o in p.finish().unwrap() {
+        out.append(&o);
+    }
+    Some(out)
+}
+
+#[test]
+fn streamed_results_equal_collected_ones() {
+    for sql in [
+        "select * from readings",
+        "select ts, velocity * 2 as v2, name from readings where velocity > 5",
+        "select * from readings limit 7 offset 3",
+        "select ts, velocity from readings where status = 1 limit 4",
+        "select ts, velocity from readings order by velocity desc, ts limit 5 offset 2",
+        "select ts, latitude from r_truck_1 order by ts desc limit 3",
+        "select * from (select ts, velocity from readings where velocity > 1) where velocity < 10",
+    ] {
+        for k in [1, 3] {
+            let vnodes = cluster(k);
+            let want = run_on(sql, &vnodes).unwrap();
+            let got = run_streaming(sql, &vnodes).unwrap_or_else(|| panic!("{sql}: not streamed"));
+            assert_eq!(got.fields, want.fields, "{sql}");
+            assert_eq!(rows(&got), rows(&want), "{sql} on {k} vnodes");
+        }
+    }
+    // Plans that need the whole result do not stream.
+    for sql in [
+        "select count(*) from readings",
+        "select * from readings order by velocity",
+        "select distinct fleet from readings",
+        "select diff(velocity) from r_truck_1",
+    ] {
+        assert!(run_streaming(sql, &cluster(2)).is_none(), "{sql}");
+    }
+}
+
+#[test]
+fn a_large_projection_streams_in_bounded_batches_and_stops_at_its_limit() {
+    use std::sync::atomic::AtomicBool;
+    const ROWS: i64 = 50_000;
+    let v = big_vnode(ROWS);
+    let plan = plan_query(
+        &query("select ts, velocity from readings"),
+        Some("iot"),
+        &Cat,
+    )
+    .unwrap();
+    let budget = MemoryBudget::new(4 << 20, "query_memory_max_bytes");
+    let (mut batches, mut total) = (0, 0);
+    crate::exec::execute_fragment_stream(
+        &plan.fragments[0].fragment,
+        &v,
+        &AtomicBool::new(false),
+        &budget,
+        &mut |b| {
+            assert!(b.num_rows() <= crate::STREAM_BATCH_ROWS);
+            batches += 1;
+            total += b.num_rows();
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(total as i64, ROWS);
+    assert!(
+        batches >= ROWS as usize / crate::STREAM_BATCH_ROWS,
+        "{batches}"
+    );
+    // Collecting the same result holds it all: past a small budget, a clear error.
+    let small = MemoryBudget::new(100_000, "query_memory_max_bytes");
+    let e = crate::exec::execute_fragment_with(
+        &plan.fragments[0].fragment,
+        &v,
+        &AtomicBool::new(false),
+        &small,
+    )
+    .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::ResourceExhausted);
+    assert!(
+        e.to_string().starts_with("query memory limit exceeded: "),
+        "{e}"
+    );
+    // A sink that fails (its receiver went away) stops the scan.
+    let mut calls = 0;
+    let e = crate::exec::execute_fragment_stream(
+        &plan.fragments[0].fragment,
+        &v,
+        &AtomicBool::new(false),
+        &budget,
+        &mut |_| {
+            calls += 1;
+            Err(SqlError::Execution("receiver gone".into()))
+        },
+    )
+    .unwrap_err();
+    assert_eq!(calls, 1);
+    assert_eq!(e.to_string(), "receiver gone");
+}
+
+#[test]
+fn group_state_and_sorts_past_the_memory_limit_fail_clearly() {
+    use std::sync::atomic::AtomicBool;
+    let v = big_vnode(50_000);
+    // Every row is its own group on the vnode.
+    let plan = plan_query(
+        &query("select ts, count(*) from readings group by ts"),
+        Some("iot"),
+        &Cat,
+    )
+    .unwrap();
+    // (The scan of the subtable, 800 KB, fits; its 50,000 groups do not.)
+    let budget = MemoryBudget::new(1_500_000, "query_memory_max_bytes");
+    let e = crate::exec::execute_fragment_with(
+        &plan.fragments[0].fragment,
+        &v,
+        &AtomicBool::new(false),
+        &budget,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "query memory limit exceeded: GROUP BY state needs more than 1500000 bytes \
+         (query_memory_max_bytes); add a filter or raise the limit"
+    );
+    assert_eq!(budget.used_bytes(), 0, "everything is given back");
+    // The same fragment within a large budget; then the coordinator's sort is refused.
+    let plan = plan_query(
+        &query("select ts, velocity from readings order by velocity desc"),
+        Some("iot"),
+        &Cat,
+    )
+    .unwrap();
+    let partial = crate::exec::execute_fragment_until(
+        &plan.fragments[0].fragment,
+        &v,
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    let e = crate::finish_with(
+        &plan,
+        vec![(plan.fragments[0].id, vec![partial.clone()])],
+        &MemoryBudget::new(1_000_000, "query_memory_max_bytes"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("query memory limit exceeded: the sort buffer needs more"),
+        "{e}"
+    );
+    let big = MemoryBudget::new(64 << 20, "query_memory_max_bytes");
+    let out = crate::finish_with(&plan, vec![(plan.fragments[0].id, vec![partial])], &big).unwrap();
+    assert_eq!(out.num_rows(), 50_000);
+    assert!(big.peak_bytes() > 1_000_000, "{}", big.peak_bytes());
+    assert_eq!(big.used_bytes(), 0);
+}

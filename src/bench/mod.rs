@@ -7,6 +7,8 @@
 //!   ([`run`], with the engines in [`tidal`] and [`peers`], the figures in [`report`] and
 //!   the PNG charts in [`chart`]).
 //! - `tidal bench report` re-renders the report and charts from a run's results.json.
+//! - `tidal bench lastrow` measures the last-point queries with the last-row cache off and on
+//!   against the peers at 1,000 to 1,000,000 trucks ([`lastrow`]).
 //!
 //! This module owns the subcommand's arguments and the data-set options shared by all three.
 
@@ -15,6 +17,7 @@ pub mod chart;
 pub mod differential;
 pub mod generate;
 pub mod http;
+pub mod lastrow;
 pub mod peers;
 pub mod procfs;
 pub mod queries;
@@ -48,6 +51,9 @@ enum BenchCommand {
     /// query types and random aggregate/window queries on both, and report disagreements
     /// (exit status 1 if any).
     Differential(differential::DiffArgs),
+    /// The last-point queries at 1,000 / 100,000 / 1,000,000 trucks: Tidal with the last-row
+    /// cache off and on, and the peers on the same data; writes docs/bench/lastrow.md.
+    Lastrow(lastrow::LastRowArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
@@ -57,6 +63,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         BenchCommand::Run(a) => run::run(a).await,
         BenchCommand::Report(a) => run::rerender(a),
         BenchCommand::Differential(a) => differential::run(a).await,
+        BenchCommand::Lastrow(a) => lastrow::run(a).await,
     }
 }
 

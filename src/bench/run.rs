@@ -63,7 +63,7 @@ pub struct RunArgs {
     work: Option<PathBuf>,
 }
 
-fn now_iso() -> String {
+pub(super) fn now_iso() -> String {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -75,7 +75,7 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
-fn loadavg() -> String {
+pub(super) fn loadavg() -> String {
     read("/proc/loadavg")
         .split_whitespace()
         .take(3)
@@ -451,7 +451,7 @@ async fn run_tidal(
     // The columnar batches are built before the clock starts, as the peers' files are.
     let batches: Vec<_> = tokio::task::block_in_place(|| {
         Generator::new(cfg.clone())
-            .map(|g| TableWriteBatches::new(g, tidal_engine::BATCH_ROWS).collect::<Vec<_>>())
+            .map(|g| tidal_engine::row_blocks(TableWriteBatches::new(g, tidal_engine::BATCH_ROWS)))
     })?;
     let engine = TidalEngine::start(&work.join("tidal")).await?;
     let warm = (!args.ingest_only).then_some(args.queries);
@@ -464,7 +464,7 @@ async fn run_tidal(
 async fn tidal_phases(
     engine: &TidalEngine,
     r: &mut EngineResult,
-    batches: Vec<Vec<tidal_common::TableWrite>>,
+    batches: Vec<tidal_common::RowBlock>,
     warm: Option<u64>,
     params: &QueryParams,
     first: &mut FirstAnswers,
@@ -474,14 +474,14 @@ async fn tidal_phases(
     let sampler = PeakSampler::start(pids.clone());
     let cpu0 = procfs::cpu_seconds(&pids);
     let t = Instant::now();
-    let rows = engine.load(batches).await?;
+    let rows = engine.load_blocks(batches).await?;
     let secs = t.elapsed().as_secs_f64();
     let cpu = procfs::cpu_seconds(&pids) - cpu0;
     r.ingest = Some(ingest(
         rows,
         secs,
         cpu,
-        "client library Writer (columnar TableWrites over gRPC)",
+        "client library Writer (row blocks: columns per STABLE over gRPC)",
     ));
     eprintln!("   loaded {rows} rows in {secs:.1} s");
     let (bytes, detail) = engine.settle().await?;

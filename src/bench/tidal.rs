@@ -1,15 +1,18 @@
 //! Tidal as a benchmarked engine: a local cluster (mnode + 2 data nodes as child processes,
 //! data in the run's folder), the `bench` database with WAL_LEVEL 2 and VGROUPS 4, the load
 //! through the client library's batching [`Writer`] with several batches in flight per vgroup,
-//! the settle step (FLUSH + COMPACT DATABASE) and SQL queries.
+//! the settle step (FLUSH + COMPACT DATABASE) and SQL queries. The generated points are
+//! turned into the Writer's columnar form ([`row_blocks`]) before the clock starts, as the
+//! peers' input files are written before theirs.
 
 use super::answers::Answer;
 use crate::local::Cluster;
 use crate::server::BoxError;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tidal_client::{Client, Writer, WriterConfig};
-use tidal_common::TableWrite;
+use tidal_common::{RowBlock, TableWrite};
 use tidal_tsbs::format::tidal::{DIAGNOSTICS_DDL, READINGS_DDL};
 
 pub const DB: &str = "bench";
@@ -22,7 +25,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub fn settings() -> String {
     format!(
-        "mnode + {DNODES} data nodes on loopback; `CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' WAL_LEVEL 2`; client library `Writer`, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup"
+        "mnode + {DNODES} data nodes on loopback; `CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' WAL_LEVEL 2 CACHEMODEL 'both'` (the last-row cache on, as a fleet dashboard would run it); client library `Writer` fed row blocks of {BATCH_ROWS} points, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup"
     )
 }
 
@@ -60,7 +63,7 @@ impl TidalEngine {
 
     pub async fn create(&self) -> Result<(), BoxError> {
         let db = format!(
-            "CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' KEEP 36500d DURATION 10d WAL_LEVEL 2"
+            "CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' KEEP 36500d DURATION 10d WAL_LEVEL 2 CACHEMODEL 'both'"
         );
         for (sql, in_db) in [(db.as_str(), ""), (READINGS_DDL, DB), (DIAGNOSTICS_DDL, DB)] {
             self.client
@@ -71,20 +74,38 @@ impl TidalEngine {
         Ok(())
     }
 
-    /// Writes every batch through one [`Writer`]; returns the rows acknowledged.
-    pub async fn load(&self, batches: Vec<Vec<TableWrite>>) -> Result<u64, BoxError> {
+    fn writer(&self) -> Writer {
         let mut cfg = WriterConfig::new(DB);
         cfg.batch_rows = BATCH_ROWS;
         cfg.in_flight_per_vgroup = IN_FLIGHT_PER_VGROUP;
-        let writer = Writer::new(self.client.clone(), cfg);
+        Writer::new(self.client.clone(), cfg)
+    }
+
+    /// Writes every batch through one [`Writer`]; returns the rows acknowledged.
+    pub async fn load(&self, batches: Vec<Vec<TableWrite>>) -> Result<u64, BoxError> {
+        let writer = self.writer();
         for batch in batches {
-            for t in batch {
-                writer
-                    .write(t)
-                    .await
-                    .map_err(|e| format!("Tidal write: {e}"))?;
-            }
+            writer
+                .write_many(batch)
+                .await
+                .map_err(|e| format!("Tidal write: {e}"))?;
         }
+        Self::close(writer).await
+    }
+
+    /// Writes every row block through one [`Writer`]; returns the rows acknowledged.
+    pub async fn load_blocks(&self, blocks: Vec<RowBlock>) -> Result<u64, BoxError> {
+        let writer = self.writer();
+        for b in blocks {
+            writer
+                .write_block(b)
+                .await
+                .map_err(|e| format!("Tidal write: {e}"))?;
+        }
+        Self::close(writer).await
+    }
+
+    async fn close(writer: Writer) -> Result<u64, BoxError> {
         // A clone keeps the shared counters readable after `close` consumes the writer.
         let counters = writer.clone();
         writer
@@ -128,7 +149,72 @@ impl TidalEngine {
         }
     }
 
+    /// The last-row cache's entries and bytes, summed over the database's vnodes.
+    pub async fn cache_stats(&self) -> Result<(u64, u64), BoxError> {
+        let route = self.client.route(DB).await?;
+        let (mut entries, mut bytes) = (0, 0);
+        for vg in &route.vgroups {
+            let st = self
+                .client
+                .dnode(&vg.addr)?
+                .vnode_stats(tidal_proto::v1::VnodeRef {
+                    db: DB.into(),
+                    vgroup_id: vg.id.0,
+                })
+                .await?
+                .into_inner();
+            entries += st.cache_entries;
+            bytes += st.cache_bytes;
+        }
+        Ok((entries, bytes))
+    }
+
     pub async fn stop(self) {
         self.cluster.stop().await;
     }
+}
+
+/// The generated batches as row blocks, one per STABLE per batch (the form the [`Writer`]
+/// buffers). A subtable's tags travel with its first rows only, as a loader that knows which
+/// subtables it has written sends them; the Writer resends them if the subtable is missing.
+pub fn row_blocks(batches: impl IntoIterator<Item = Vec<TableWrite>>) -> Vec<RowBlock> {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out = Vec::new();
+    for batch in batches {
+        let mut blocks: Vec<(RowBlock, HashMap<String, u32>)> = Vec::new();
+        for t in batch {
+            let rows = t.num_rows();
+            let k = match blocks
+                .iter()
+                .position(|(b, _)| b.stable() == t.stable && b.accepts(&t.columns))
+            {
+                Some(k) => k,
+                None => {
+                    blocks.push((
+                        RowBlock::like(&t.stable, &t.columns, BATCH_ROWS),
+                        HashMap::new(),
+                    ));
+                    blocks.len() - 1
+                }
+            };
+            let (b, index) = &mut blocks[k];
+            let tags = if seen.contains(&t.table) {
+                None
+            } else {
+                seen.insert(t.table.clone());
+                t.tags
+            };
+            let i = match index.get(&t.table) {
+                Some(i) => *i,
+                None => {
+                    let i = b.add_table(&t.table, tags);
+                    index.insert(t.table, i);
+                    i
+                }
+            };
+            b.push_rows(i, &t.columns, 0, rows);
+        }
+        out.extend(blocks.into_iter().map(|(b, _)| b));
+    }
+    out
 }

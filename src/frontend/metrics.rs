@@ -74,7 +74,7 @@ impl StatementKind {
             Statement::DropDatabase { .. }
             | Statement::DropTable { .. }
             | Statement::DropStable { .. } => StatementKind::Drop,
-            Statement::AlterDatabase { .. } => StatementKind::Alter,
+            Statement::AlterDatabase { .. } | Statement::AlterStable { .. } => StatementKind::Alter,
             Statement::ShowDatabases
             | Statement::ShowStables { .. }
             | Statement::ShowTables { .. }

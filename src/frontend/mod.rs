@@ -4,6 +4,7 @@
 //! the client library, and runs queries by sending plan fragments to every vgroup in parallel
 //! and merging the partial results (`tidal_sql::finish`).
 
+mod alter;
 mod catalog;
 mod explain;
 mod insert_select;
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod queries;
 pub mod schemaless;
 mod show;
+pub mod stream;
 mod users;
 
 use catalog::Snapshot;
@@ -35,6 +37,8 @@ pub struct SqlService {
     queries: std::sync::Arc<queries::Registry>,
     /// Query timeout of sessions that do not set one; 0 = none.
     default_timeout_ms: u64,
+    /// Memory one statement may hold here (`query_memory_max_bytes`); 0 = no limit.
+    memory_max_bytes: u64,
 }
 
 /// An error of one statement: a status code and a message for the user.
@@ -133,19 +137,15 @@ impl Sql for SqlService {
         &self,
         req: Request<v1::ExecuteRequest>,
     ) -> Result<Response<v1::ExecuteResponse>, Status> {
-        let addr = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
-        // The authenticated caller; a server without authentication acts as root.
-        let principal = req.extensions().get::<crate::server::auth::Principal>();
-        let mut session = queries::Session {
-            client: addr(req.remote_addr()),
-            endpoint: addr(req.local_addr()),
-            user: principal.map(|p| p.name().to_string()).unwrap_or_default(),
-            superuser: principal.is_none_or(|p| p.is_superuser()),
-            ..Default::default()
-        };
+        let mut session = session_of(&req);
         let r = req.into_inner();
         session.timeout_ms = r.timeout_ms;
-        match self.execute_session(&r.sql, &r.db, &session).await {
+        // A streamed result is collected here (against the statement's memory budget).
+        let outcome = match self.execute_session(&r.sql, &r.db, &session).await {
+            Ok(reply) => reply.collect().await,
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(o) => Ok(Response::new(v1::ExecuteResponse {
                 has_rows: o.batch.is_some(),
                 batch: o.batch.as_ref().map(tidal_proto::convert::batch_to_wire),
@@ -156,27 +156,116 @@ impl Sql for SqlService {
             Err(e) => Err(status_error(e.code, e.message)),
         }
     }
+
+    async fn list_queries(
+        &self,
+        req: Request<v1::Empty>,
+    ) -> Result<Response<v1::ListQueriesResponse>, Status> {
+        let s = session_of(&req);
+        let caller_super = s.superuser || s.user.is_empty();
+        Ok(Response::new(v1::ListQueriesResponse {
+            node: self.queries.node().to_string(),
+            queries: self
+                .queries
+                .visible_to_user(&caller_name(&s), caller_super)
+                .iter()
+                .map(|r| r.to_wire())
+                .collect(),
+        }))
+    }
+
+    async fn kill_query(
+        &self,
+        req: Request<v1::KillQueryRequest>,
+    ) -> Result<Response<v1::KillQueryResponse>, Status> {
+        let s = session_of(&req);
+        let caller_super = s.superuser || s.user.is_empty();
+        let id = req.into_inner().id;
+        if !self.queries.owns(&id) {
+            return Ok(Response::new(v1::KillQueryResponse { found: false }));
+        }
+        self.queries
+            .kill_as(&id, Some((&caller_name(&s), caller_super)))
+            .map_err(|e| status_error(e.code, e.message))?;
+        Ok(Response::new(v1::KillQueryResponse { found: true }))
+    }
+
+    type ExecuteStreamStream = stream::ResultMessages;
+
+    async fn execute_stream(
+        &self,
+        req: Request<v1::ExecuteRequest>,
+    ) -> Result<Response<stream::ResultMessages>, Status> {
+        let session = session_of(&req);
+        let r = req.into_inner();
+        let session = queries::Session {
+            timeout_ms: r.timeout_ms,
+            ..session
+        };
+        match self.execute_session(&r.sql, &r.db, &session).await {
+            Ok(reply) => Ok(Response::new(stream::messages(reply))),
+            Err(e) => Err(status_error(e.code, e.message)),
+        }
+    }
+}
+
+/// The user name statements of `s` are registered under.
+fn caller_name(s: &queries::Session) -> String {
+    if s.user.is_empty() {
+        "root".to_string()
+    } else {
+        s.user.clone()
+    }
+}
+
+/// Who sent an Execute request (the authenticated caller; without authentication, root).
+fn session_of<T>(req: &Request<T>) -> queries::Session {
+    let addr = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+    let principal = req.extensions().get::<crate::server::auth::Principal>();
+    queries::Session {
+        client: addr(req.remote_addr()),
+        endpoint: addr(req.local_addr()),
+        user: principal.map(|p| p.name().to_string()).unwrap_or_default(),
+        superuser: principal.is_none_or(|p| p.is_superuser()),
+        ..Default::default()
+    }
+}
+
+/// Partial rows up to which a gathered query's merge runs on the async worker.
+const INLINE_MERGE_ROWS_MAX: usize = 4096;
+
+/// One vgroup's share of an `ExecFragments` call being gathered.
+struct Part {
+    /// (fragment position in the plan, vgroup position in its targets): the output order.
+    key: (usize, usize),
+    batch: Batch,
+    /// When its last part arrived, counted from the call's start.
+    took: Option<std::time::Duration>,
+    _in_flight: Option<queries::FragmentGuard>,
 }
 
 impl SqlService {
-    /// A frontend whose sessions default to `default_timeout_ms` (0 = none).
-    pub fn with_timeout(client: Client, default_timeout_ms: u64) -> SqlService {
+    /// A frontend whose sessions default to `default_timeout_ms` (0 = none) and whose
+    /// statements may hold `memory_max_bytes` (0 = no limit).
+    pub fn new(client: Client, default_timeout_ms: u64, memory_max_bytes: u64) -> SqlService {
         SqlService {
             client,
             queries: queries::Registry::global(),
             default_timeout_ms,
+            memory_max_bytes,
         }
     }
 
     /// Runs every statement of `sql` in order for `session` and returns the last one's
-    /// outcome. The request is listed by SHOW QUERIES while it runs and, when it holds only
-    /// queries, can be killed and times out.
+    /// outcome, a query's rows as a stream when they can come batch by batch. The request is
+    /// listed by SHOW QUERIES while it runs (a stream: until it is read or dropped) and, when
+    /// it holds only queries, can be killed and times out.
     pub async fn execute_session(
         &self,
         sql: &str,
         db: &str,
         session: &queries::Session,
-    ) -> ExecResult<Outcome> {
+    ) -> ExecResult<stream::Reply> {
         let start = std::time::Instant::now();
         let stmts = tidal_sql::parse(sql).inspect_err(|_| {
             metrics::record(metrics::StatementKind::Invalid, false, start.elapsed())
@@ -187,20 +276,35 @@ impl SqlService {
             (true, Some(ms)) => ms,
             (true, None) => self.default_timeout_ms,
         };
-        let reg = self.queries.register(sql, session, killable, timeout_ms)?;
-        reg.run(self.execute_statements(stmts, db)).await
+        let reg =
+            self.queries
+                .register(sql, session, killable, timeout_ms, self.memory_max_bytes)?;
+        let reply = reg.run(self.execute_statements(stmts, db)).await?;
+        Ok(reply.held_by(reg))
     }
 
-    async fn execute_statements(&self, stmts: Vec<Statement>, db: &str) -> ExecResult<Outcome> {
+    async fn execute_statements(
+        &self,
+        stmts: Vec<Statement>,
+        db: &str,
+    ) -> ExecResult<stream::Reply> {
         let mut db = db.to_string();
-        let mut last = Outcome::none(&db);
-        for s in stmts {
+        let mut last = stream::Reply::Done(Outcome::none(&db));
+        let n = stmts.len();
+        for (i, s) in stmts.into_iter().enumerate() {
             let kind = metrics::StatementKind::of(&s);
             let start = std::time::Instant::now();
-            let r = self.execute_statement(s, &db).await;
+            // Only the last statement's rows reach the caller: a query there may stream.
+            let r = match s {
+                Statement::Select(q) if i + 1 == n => self.select_stream(&db, &q).await,
+                s => self
+                    .execute_statement(s, &db)
+                    .await
+                    .map(stream::Reply::Done),
+            };
             metrics::record(kind, r.is_ok(), start.elapsed());
             last = r?;
-            db = last.db.clone();
+            db = last.db().to_string();
         }
         Ok(last)
     }
@@ -277,6 +381,14 @@ impl SqlService {
                     .await?;
                 Ok(Outcome::none(db))
             }
+            Statement::AlterStable {
+                db: sdb,
+                name,
+                change,
+            } => {
+                let sdb = self.db_of(&sdb, db)?.to_string();
+                alter::alter_stable(self, db, &sdb, &name, change).await
+            }
             Statement::CreateTables {
                 if_not_exists,
                 tables,
@@ -316,10 +428,11 @@ impl SqlService {
             }
             Statement::ShowQueries => {
                 let by = queries::current();
-                show::queries(db, &self.queries.visible_to(by.as_deref()))
+                show::queries(db, &self.cluster_queries(by.as_deref()).await?)
             }
             Statement::KillQuery { id } => {
-                self.queries.kill(&id, queries::current().as_deref())?;
+                self.kill_cluster_query(&id, queries::current().as_deref())
+                    .await?;
                 Ok(Outcome::none(db))
             }
             Statement::Describe { table } => show::describe(self, db, &table).await,
@@ -424,6 +537,7 @@ impl SqlService {
                     vgroup_id: vg.id.0,
                 }),
                 fragment: bytes.clone(),
+                ..Default::default()
             };
             calls.push(async move { d.delete(req).await });
         }
@@ -723,70 +837,177 @@ impl SqlService {
         &self,
         plan: &tidal_sql::QueryPlan,
     ) -> ExecResult<Vec<(u32, Batch, std::time::Duration)>> {
-        // Dropping this future (the statement was killed, timed out or failed on another
-        // vgroup) aborts the calls still in flight, which stops their work on the data nodes.
-        let mut tasks = queries::AbortOnDrop(Vec::new());
+        Ok(self
+            .gather_fragments(plan)
+            .await?
+            .into_iter()
+            .map(|(id, b, took, _)| (id, b, took))
+            .collect())
+    }
+
+    /// [`SqlService::run_fragments`] with the reservation that holds each batch against the
+    /// statement's memory budget ("gathering the vnode results"), in the plan's fragment
+    /// order and each fragment's vgroups in route order.
+    ///
+    /// Every result is gathered before the merge, so the vgroups of one data node share one
+    /// `ExecFragments` call (their parts interleave on it): a data node answers one call per
+    /// fragment, not one per vgroup.
+    async fn gather_fragments(
+        &self,
+        plan: &tidal_sql::QueryPlan,
+    ) -> ExecResult<Vec<(u32, Batch, std::time::Duration, tidal_sql::Reservation)>> {
+        const WHAT: &str = "gathering the vnode results";
+        let budget = self.budget();
         let running = queries::current();
         let timeout = queries::fragment_timeout();
-        for spec in &plan.fragments {
+        // Dropping this future (the statement was killed, timed out or failed on another
+        // vgroup) drops the calls, which stops the data nodes. The calls are polled together
+        // on this task: decoding a few batches does not need a thread hop per data node.
+        let mut calls = Vec::new();
+        for (si, spec) in plan.fragments.iter().enumerate() {
             let route = self.client.route(&spec.db).await?;
             let targets: Vec<_> = match &spec.target {
                 FragmentTarget::AllVgroups => route.vgroups.clone(),
                 FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
             };
+            // (data node, [(position in targets, vgroup)]) in the order first seen
+            let mut by_node: Vec<(String, Vec<(usize, VgroupId)>)> = Vec::new();
+            for (k, vg) in targets.iter().enumerate() {
+                match by_node.iter_mut().find(|(a, _)| *a == vg.addr) {
+                    Some((_, v)) => v.push((k, vg.id)),
+                    None => by_node.push((vg.addr.clone(), vec![(k, vg.id)])),
+                }
+            }
             let bytes = spec.fragment.to_bytes();
-            for vg in targets {
-                let mut d = self.client.dnode(&vg.addr)?;
-                let mut req = Request::new(v1::FragmentRequest {
-                    vnode: Some(v1::VnodeRef {
-                        db: spec.db.clone(),
-                        vgroup_id: vg.id.0,
-                    }),
+            let fields = spec.fragment.output_fields();
+            for (addr, vgs) in by_node {
+                let mut d = self.client.dnode(&addr)?;
+                let mut req = Request::new(v1::FragmentsRequest {
+                    vnodes: vgs
+                        .iter()
+                        .map(|(_, id)| v1::VnodeRef {
+                            db: spec.db.clone(),
+                            vgroup_id: id.0,
+                        })
+                        .collect(),
                     fragment: bytes.clone(),
+                    memory_max_bytes: budget.limit_bytes(),
                 });
                 if let Some(t) = timeout {
                     // The data node's own deadline, in case this node vanishes mid-query.
                     req.set_timeout(t);
                 }
-                let id = spec.id;
-                let in_flight = running.as_ref().map(|r| r.fragment_started());
-                tasks.0.push(tokio::spawn(async move {
-                    let _in_flight = in_flight;
+                // One in-flight fragment per vgroup, until its last part arrives.
+                let mut parts: Vec<Part> = vgs
+                    .iter()
+                    .map(|(k, _)| Part {
+                        key: (si, *k),
+                        batch: Batch::empty(fields.clone()),
+                        took: None,
+                        _in_flight: running.as_ref().map(|r| r.fragment_started()),
+                    })
+                    .collect();
+                let (id, budget) = (spec.id, budget.clone());
+                calls.push(async move {
                     let start = std::time::Instant::now();
-                    let r = d.exec_fragment(req).await;
-                    (id, r, start.elapsed())
-                }));
+                    let mut held = budget.reserve(0, WHAT)?;
+                    let mut s = d.exec_fragments(req).await?.into_inner();
+                    while let Some(p) = s.message().await? {
+                        let n = parts.len();
+                        let Some(slot) = parts.get_mut(p.index as usize) else {
+                            return Err(ExecError::new(
+                                StatusCode::Internal,
+                                format!("{addr} answered for vnode #{} of {n}", p.index),
+                            ));
+                        };
+                        if let Some(b) = p.batch {
+                            let b = batch_from_wire(b)?;
+                            held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), WHAT)?;
+                            slot.batch.append(&b);
+                        }
+                        if p.end {
+                            slot.took = Some(start.elapsed());
+                            slot._in_flight = None;
+                        }
+                    }
+                    if let Some(p) = parts.iter().find(|p| p.took.is_none()) {
+                        return Err(ExecError::new(
+                            StatusCode::Unavailable,
+                            format!(
+                                "{addr} ended the fragment call before vgroup #{} finished",
+                                p.key.1
+                            ),
+                        ));
+                    }
+                    Ok::<_, ExecError>((id, parts, held))
+                });
             }
         }
-        let mut out = Vec::with_capacity(tasks.0.len());
-        for t in tasks.0.iter_mut() {
-            let (id, res, took) = t
-                .await
-                .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))?;
-            out.push((id, batch_from_wire(res?.into_inner())?, took));
+        let mut out = Vec::new();
+        for (id, parts, held) in futures::future::try_join_all(calls).await? {
+            let mut held = Some(held);
+            for p in parts {
+                // the call's reservation goes with its first vgroup's result
+                let r = match held.take() {
+                    Some(r) => r,
+                    None => budget.reserve(0, WHAT)?,
+                };
+                out.push((p.key, id, p.batch, p.took.unwrap_or_default(), r));
+            }
         }
-        Ok(out)
+        out.sort_by_key(|o| o.0);
+        Ok(out
+            .into_iter()
+            .map(|(_, id, b, t, r)| (id, b, t, r))
+            .collect())
     }
 
     async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
         let snapshot = Snapshot::load(self, db, q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
+        self.select_gathered(db, plan).await
+    }
+
+    /// Runs `plan` by gathering every fragment result, then finishing it on this node.
+    async fn select_gathered(&self, db: &str, plan: tidal_sql::QueryPlan) -> ExecResult<Outcome> {
         let mut precision = Precision::Millis;
         for spec in &plan.fragments {
             precision = self.precision(&spec.db).await?;
         }
+        let budget = self.budget();
         let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
-        for (id, batch, _) in self.run_fragments(&plan).await? {
+        let mut held = Vec::new();
+        for (id, batch, _, r) in self.gather_fragments(&plan).await? {
             results.entry(id).or_default().push(batch);
+            held.push(r);
         }
         // The merge can be long CPU work: off the async workers, so that a KILL or timeout
-        // answers the client at once (the merge then runs to its end unobserved).
-        let batch = tokio::task::spawn_blocking(move || {
-            tidal_sql::finish(&plan, results.into_iter().collect())
-        })
-        .await
-        .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))??;
+        // answers the client at once (the merge then runs to its end unobserved). A small
+        // one (a few thousand partial rows: LAST_ROW of one truck, a global COUNT) runs here,
+        // where handing it to another thread would cost more than the merge itself.
+        let rows: usize = results.values().flatten().map(Batch::num_rows).sum();
+        let merge = move || {
+            let out = tidal_sql::finish_with(&plan, results.into_iter().collect(), &budget);
+            drop(held);
+            out
+        };
+        let batch = if rows <= INLINE_MERGE_ROWS_MAX {
+            merge()?
+        } else {
+            tokio::task::spawn_blocking(merge)
+                .await
+                .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))??
+        };
         Ok(Outcome::rows(db, batch, precision))
+    }
+
+    /// The memory budget of the statement running on this task (a fresh one at this node's
+    /// limit outside a registered statement).
+    fn budget(&self) -> tidal_sql::MemoryBudget {
+        match queries::current() {
+            Some(r) => r.memory.clone(),
+            None => tidal_sql::MemoryBudget::new(self.memory_max_bytes, "query_memory_max_bytes"),
+        }
     }
 }

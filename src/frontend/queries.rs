@@ -28,6 +28,8 @@ pub const SQL_TEXT_MAX_CHARS: usize = 512;
 /// The default of the `query_timeout_ms` key (TIDAL_QUERY_TIMEOUT_MS): the client library's
 /// own RPC timeout, so that the server gives up no later than its callers do.
 pub const DEFAULT_QUERY_TIMEOUT_MS: u64 = 300_000;
+/// The default of the `query_memory_max_bytes` key (TIDAL_QUERY_MEMORY_MAX_BYTES): 1 GiB.
+pub const DEFAULT_QUERY_MEMORY_MAX_BYTES: u64 = 1 << 30;
 /// Extra time a fragment call gets past the statement's deadline: the coordinator stops the
 /// statement first; the data node's own deadline only matters if the coordinator vanished.
 const FRAGMENT_DEADLINE_SLACK_MS: u64 = 1_000;
@@ -86,6 +88,8 @@ pub struct Running {
     /// Fragment calls to data nodes in flight.
     fragments: AtomicU32,
     kill: tokio::sync::watch::Sender<bool>,
+    /// What the statement holds on this node (`query_memory_max_bytes`).
+    pub memory: tidal_sql::MemoryBudget,
 }
 
 impl Running {
@@ -116,10 +120,88 @@ impl Running {
         (self.timeout_ms > 0).then(|| self.started + Duration::from_millis(self.timeout_ms))
     }
 
+    /// This statement as another node lists it (Sql.ListQueries).
+    pub fn to_wire(&self) -> tidal_proto::v1::RunningQuery {
+        tidal_proto::v1::RunningQuery {
+            id: self.id.clone(),
+            user: self.user.clone(),
+            client: self.client.clone(),
+            endpoint: self.endpoint.clone(),
+            started_ms: self.started_ms,
+            elapsed_us: u64::try_from(self.elapsed().as_micros()).unwrap_or(u64::MAX),
+            killable: self.killable,
+            timeout_ms: self.timeout_ms,
+            fragments: self.fragments_in_flight(),
+            killed: self.is_killed(),
+            sql: self.sql.chars().take(SQL_TEXT_MAX_CHARS + 3).collect(),
+        }
+    }
+
+    /// A statement another node runs, as its ListQueries answer described it (for SHOW
+    /// QUERIES; it cannot be stopped through this value).
+    pub fn from_wire(q: tidal_proto::v1::RunningQuery) -> Running {
+        let elapsed = Duration::from_micros(q.elapsed_us);
+        let (kill, _) = tokio::sync::watch::channel(q.killed);
+        Running {
+            id: q.id,
+            sql: q.sql.chars().take(SQL_TEXT_MAX_CHARS + 3).collect(),
+            user: q.user,
+            superuser: false,
+            client: q.client,
+            endpoint: q.endpoint,
+            started_ms: q.started_ms,
+            started: Instant::now()
+                .checked_sub(elapsed)
+                .unwrap_or_else(Instant::now),
+            killable: q.killable,
+            timeout_ms: q.timeout_ms,
+            fragments: AtomicU32::new(q.fragments),
+            kill,
+            memory: tidal_sql::MemoryBudget::unlimited(),
+        }
+    }
+
     /// Counts a fragment call as in flight until the returned guard drops.
     pub fn fragment_started(self: &Arc<Self>) -> FragmentGuard {
         self.fragments.fetch_add(1, Ordering::Relaxed);
         FragmentGuard(self.clone())
+    }
+
+    /// Resolves when the statement is killed or passes its deadline, with the error it then
+    /// fails with; never for a statement that cannot be stopped.
+    pub async fn stopped(&self) -> ExecError {
+        if !self.killable {
+            return std::future::pending().await;
+        }
+        let mut killed = self.kill.subscribe();
+        let deadline = self.deadline();
+        let timeout = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = killed.wait_for(|k| *k) => ExecError::new(
+                StatusCode::ExecutionError,
+                format!("query {} was killed", self.id),
+            ),
+            _ = timeout => ExecError::new(
+                StatusCode::Timeout,
+                format!("query timed out after {} ms", self.timeout_ms),
+            ),
+        }
+    }
+
+    /// Runs `work` until it finishes or the statement is stopped (which drops `work`).
+    pub async fn until_stopped<T>(
+        &self,
+        work: impl Future<Output = ExecResult<T>>,
+    ) -> ExecResult<T> {
+        tokio::select! {
+            out = work => out,
+            e = self.stopped() => Err(e),
+        }
     }
 }
 
@@ -218,12 +300,14 @@ impl Registry {
         GLOBAL.get_or_init(|| Registry::new(RUNNING_MAX)).clone()
     }
 
+    /// Registers a statement that may hold `memory_max_bytes` on this node (0 = no limit).
     pub fn register(
         self: &Arc<Self>,
         sql: &str,
         session: &Session,
         killable: bool,
         timeout_ms: u64,
+        memory_max_bytes: u64,
     ) -> ExecResult<Registration> {
         let mut running = self.running.lock();
         if running.len() >= self.max {
@@ -259,6 +343,7 @@ impl Registry {
             timeout_ms,
             fragments: AtomicU32::new(0),
             kill,
+            memory: tidal_sql::MemoryBudget::new(memory_max_bytes, "query_memory_max_bytes"),
         });
         running.insert(seq, r.clone());
         Ok(Registration {
@@ -275,17 +360,41 @@ impl Registry {
 
     /// The running statements `by` may see: all for a superuser (or no caller), else its own.
     pub fn visible_to(&self, by: Option<&Running>) -> Vec<Arc<Running>> {
+        match by {
+            Some(b) => self.visible_to_user(&b.user, b.superuser),
+            None => self.list(),
+        }
+    }
+
+    /// The running statements `user` may see: all for a superuser, else the user's own.
+    pub fn visible_to_user(&self, user: &str, superuser: bool) -> Vec<Arc<Running>> {
         let mut all = self.list();
-        if let Some(by) = by.filter(|b| !b.superuser) {
-            all.retain(|r| r.user == by.user);
+        if !superuser {
+            all.retain(|r| r.user == user);
         }
         all
+    }
+
+    /// The NODE part of this process's statement ids.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether `id` (NODE:SEQ) names a statement of this process, running or not.
+    pub fn owns(&self, id: &str) -> bool {
+        id.rsplit_once(':')
+            .is_some_and(|(node, _)| node == self.node)
     }
 
     /// KILL QUERY by `by` (the caller's own statement; `None` = internal): stops the
     /// statement `id`, which fails with "query <id> was killed". A user who is not a
     /// superuser may only kill their own statements.
     pub fn kill(&self, id: &str, by: Option<&Running>) -> ExecResult<()> {
+        self.kill_as(id, by.map(|b| (b.user.as_str(), b.superuser)))
+    }
+
+    /// [`Registry::kill`] by `(user, superuser)` (`None` = internal).
+    pub fn kill_as(&self, id: &str, by: Option<(&str, bool)>) -> ExecResult<()> {
         let (node, seq) = id.rsplit_once(':').unwrap_or(("", id));
         let not_found = || {
             ExecError::new(
@@ -316,7 +425,7 @@ impl Registry {
             .cloned()
             .ok_or_else(not_found)?;
         // Another user's statement is reported like a missing one: it is not visible either.
-        if by.is_some_and(|b| !b.superuser && b.user != r.user) {
+        if by.is_some_and(|(user, superuser)| !superuser && user != r.user) {
             return Err(not_found());
         }
         if !r.killable {
@@ -342,25 +451,118 @@ impl Registration {
         if !r.killable {
             return work.await;
         }
-        let mut killed = r.kill.subscribe();
-        let deadline = r.deadline();
-        let timeout = async {
-            match deadline {
-                Some(d) => tokio::time::sleep_until(d.into()).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            out = work => out,
-            _ = killed.wait_for(|k| *k) => Err(ExecError::new(
-                StatusCode::ExecutionError,
-                format!("query {} was killed", r.id),
-            )),
-            _ = timeout => Err(ExecError::new(
-                StatusCode::Timeout,
-                format!("query timed out after {} ms", r.timeout_ms),
-            )),
+        r.until_stopped(work).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The cluster's statements: every server process has a frontend, so SHOW QUERIES asks each
+// (the mnode and every live data node) for the statements its caller may see, and KILL
+// QUERY asks each to stop the id if it is one of its own. Calls carry the caller's token, so
+// every node applies the caller's own visibility and rights.
+
+/// How long SHOW QUERIES and KILL QUERY wait for another node; one that does not answer in
+/// time is left out (SHOW) or cannot be reached (KILL).
+const PEER_TIMEOUT_MS: u64 = 2_000;
+
+impl super::SqlService {
+    /// The SQL frontends of the cluster other than this process's: the mnode and the live
+    /// data nodes, by address.
+    async fn peer_frontends(&self) -> ExecResult<Vec<String>> {
+        let mut addrs = vec![self.client.mnode_addr().to_string()];
+        let dnodes = self
+            .client
+            .mnode()?
+            .list_dnodes(tidal_proto::v1::Empty {})
+            .await?
+            .into_inner()
+            .dnodes;
+        addrs.extend(dnodes.into_iter().filter(|d| d.alive).map(|d| d.addr));
+        addrs.sort();
+        addrs.dedup();
+        Ok(addrs)
+    }
+
+    /// SHOW QUERIES: this node's statements `by` may see, then every other node's.
+    pub(super) async fn cluster_queries(
+        &self,
+        by: Option<&Running>,
+    ) -> ExecResult<Vec<Arc<Running>>> {
+        let mut all = self.queries.visible_to(by);
+        // Without the node list (the mnode is down) this node's own statements still show.
+        let peers = self.peer_frontends().await.unwrap_or_else(|e| {
+            tracing::warn!("SHOW QUERIES lists this node only: {}", e.message);
+            Vec::new()
+        });
+        let mut calls = Vec::new();
+        for addr in peers {
+            let mut sql = self.client.sql_at(&addr)?;
+            calls.push(async move {
+                let mut req = tonic::Request::new(tidal_proto::v1::Empty {});
+                req.set_timeout(Duration::from_millis(PEER_TIMEOUT_MS));
+                (addr, sql.list_queries(req).await)
+            });
         }
+        for (addr, r) in futures::future::join_all(calls).await {
+            match r {
+                // This process, reached through its own address: already listed.
+                Ok(resp) if resp.get_ref().node == self.queries.node() => {}
+                Ok(resp) => all.extend(
+                    resp.into_inner()
+                        .queries
+                        .into_iter()
+                        .map(|q| Arc::new(Running::from_wire(q))),
+                ),
+                Err(e) => tracing::debug!("SHOW QUERIES: {addr} did not answer: {e}"),
+            }
+        }
+        all.sort_by_key(|r| r.started_ms);
+        Ok(all)
+    }
+
+    /// KILL QUERY: stops `id` on whichever node runs it.
+    pub(super) async fn kill_cluster_query(
+        &self,
+        id: &str,
+        by: Option<&Running>,
+    ) -> ExecResult<()> {
+        if self.queries.owns(id) || !id.contains(':') {
+            return self.queries.kill(id, by);
+        }
+        let mut calls = Vec::new();
+        for addr in self.peer_frontends().await? {
+            let mut sql = self.client.sql_at(&addr)?;
+            let id = id.to_string();
+            calls.push(async move {
+                let mut req = tonic::Request::new(tidal_proto::v1::KillQueryRequest { id });
+                req.set_timeout(Duration::from_millis(PEER_TIMEOUT_MS));
+                sql.kill_query(req).await
+            });
+        }
+        let mut unreachable = 0;
+        for r in futures::future::join_all(calls).await {
+            match r {
+                Ok(resp) if resp.get_ref().found => return Ok(()),
+                Ok(_) => {}
+                Err(e) => {
+                    let e = ExecError::from(e);
+                    if e.code == StatusCode::Unavailable || e.code == StatusCode::Timeout {
+                        unreachable += 1;
+                    } else {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let hint = if unreachable > 0 {
+            format!(" ({unreachable} node(s) did not answer)")
+        } else {
+            String::new()
+        };
+        Err(ExecError::new(
+            StatusCode::InvalidArgument,
+            format!("no running query '{id}' in the cluster{hint} (SHOW QUERIES lists them)"),
+        ))
     }
 }
 
@@ -375,9 +577,12 @@ mod tests {
     #[test]
     fn registry_is_bounded_and_entries_leave_on_drop() {
         let reg = Registry::with_node("ab".into(), 2);
-        let a = reg.register("select 1", &session(), true, 0).unwrap();
-        let b = reg.register("select 2", &session(), true, 0).unwrap();
-        let e = reg.register("select 3", &session(), true, 0).err().unwrap();
+        let a = reg.register("select 1", &session(), true, 0, 0).unwrap();
+        let b = reg.register("select 2", &session(), true, 0, 0).unwrap();
+        let e = reg
+            .register("select 3", &session(), true, 0, 0)
+            .err()
+            .unwrap();
         assert_eq!(e.code, StatusCode::ResourceExhausted);
         assert!(e.message.contains("limit 2"), "{}", e.message);
         assert_eq!(reg.list().len(), 2);
@@ -394,7 +599,7 @@ mod tests {
     fn long_text_is_truncated() {
         let reg = Registry::with_node("ab".into(), 2);
         let sql = format!("select {}", "x".repeat(2 * SQL_TEXT_MAX_CHARS));
-        let r = reg.register(&sql, &session(), true, 0).unwrap();
+        let r = reg.register(&sql, &session(), true, 0, 0).unwrap();
         assert_eq!(r.running.sql.chars().count(), SQL_TEXT_MAX_CHARS + 3);
         assert!(r.running.sql.ends_with("..."));
     }
@@ -403,7 +608,7 @@ mod tests {
     fn kill_errors_name_the_problem() {
         let reg = Registry::with_node("ab".into(), 4);
         let ddl = reg
-            .register("create database x", &session(), false, 0)
+            .register("create database x", &session(), false, 0, 0)
             .unwrap();
         for (id, want) in [
             ("ab:x", "is not a query id"),
@@ -426,13 +631,13 @@ mod tests {
             ..Session::default()
         };
         let alice = reg
-            .register("select a", &as_user("alice", false), true, 0)
+            .register("select a", &as_user("alice", false), true, 0, 0)
             .unwrap();
         let bob = reg
-            .register("select b", &as_user("bob", false), true, 0)
+            .register("select b", &as_user("bob", false), true, 0, 0)
             .unwrap();
         let root = reg
-            .register("show queries", &as_user("", true), true, 0)
+            .register("show queries", &as_user("", true), true, 0, 0)
             .unwrap();
         let seen: Vec<String> = reg
             .visible_to(Some(&bob.running))
@@ -457,7 +662,7 @@ mod tests {
     #[tokio::test]
     async fn kill_stops_the_statement() {
         let reg = Registry::with_node("ab".into(), 4);
-        let q = reg.register("select slow", &session(), true, 0).unwrap();
+        let q = reg.register("select slow", &session(), true, 0, 0).unwrap();
         let id = q.running.id.clone();
         let reg2 = reg.clone();
         tokio::spawn(async move {
@@ -482,7 +687,9 @@ mod tests {
     #[tokio::test]
     async fn deadline_fails_the_statement() {
         let reg = Registry::with_node("ab".into(), 4);
-        let q = reg.register("select slow", &session(), true, 100).unwrap();
+        let q = reg
+            .register("select slow", &session(), true, 100, 0)
+            .unwrap();
         let e = q
             .run(async {
                 let t = fragment_timeout().unwrap();
@@ -496,7 +703,7 @@ mod tests {
         assert_eq!(e.code, StatusCode::Timeout);
         assert_eq!(e.message, "query timed out after 100 ms");
         // Not killable: runs to completion whatever its timeout says.
-        let d = reg.register("create x", &session(), false, 1).unwrap();
+        let d = reg.register("create x", &session(), false, 1, 0).unwrap();
         let out = d
             .run(async {
                 tokio::time::sleep(Duration::from_millis(50)).await;

@@ -23,11 +23,10 @@
 //!   columns from the write itself (`WriteBatch.schemas`).
 
 use super::{ExecError, ExecResult};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use tidal_client::Client;
-use tidal_common::{
-    Column, ColumnDef, DataType, SchemaVersion, StableSchema, StatusCode, TableWrite, Value,
-};
+use tidal_common::{ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode, Value};
 use tidal_lineproto::{parse_lines, FieldValue, Line, Precision};
 
 /// Width of VARCHAR columns created for string fields. Values are stored at their own length;
@@ -82,13 +81,13 @@ impl SchemalessOutcome {
     }
 }
 
-/// A body converted to subtable writes (see [`Schemaless::prepare`]).
+/// A body converted to row blocks, one per STABLE (see [`Schemaless::prepare`]).
 pub struct Prepared {
     /// Rejected lines (`rows` is 0: nothing is written yet).
     pub outcome: SchemalessOutcome,
-    /// The schema of every STABLE the tables use, as the writes must carry them.
+    /// The schema of every STABLE the blocks use, as the writes must carry them.
     pub schemas: Vec<StableSchema>,
-    pub tables: Vec<TableWrite>,
+    pub blocks: Vec<RowBlock>,
 }
 
 /// Options of a schemaless write.
@@ -157,9 +156,16 @@ fn field_to_value(v: &FieldValue<'_>, t: DataType) -> Result<Value, String> {
     t.coerce(value)
 }
 
-/// 128-bit FNV-1a as two 64-bit lanes with different offsets: deterministic across builds
-/// and platforms (unlike `std`'s hasher), which the subtable name requires.
+/// [`fnv128_lanes`] in hex.
+#[cfg(test)]
 fn fnv128(parts: &[&[u8]]) -> String {
+    fnv128_hex(fnv128_lanes(parts.iter().copied()))
+}
+
+/// 128-bit FNV-1a of length-prefixed parts, as two 64-bit lanes with different offsets:
+/// deterministic across builds and platforms (unlike `std`'s hasher), which the subtable name
+/// requires.
+fn fnv128_lanes<'p>(parts: impl IntoIterator<Item = &'p [u8]>) -> u128 {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let mut a: u64 = 0xcbf2_9ce4_8422_2325;
     let mut b: u64 = 0x6c62_272e_07bb_0142;
@@ -170,10 +176,79 @@ fn fnv128(parts: &[&[u8]]) -> String {
             b = (b ^ u64::from(*byte)).wrapping_mul(PRIME).rotate_left(5);
         }
     }
-    format!("{a:016x}{b:016x}")
+    (u128::from(a) << 64) | u128::from(b)
 }
 
-/// The subtable name of a line (see the module doc).
+fn fnv128_hex(h: u128) -> String {
+    format!("{:016x}{:016x}", (h >> 64) as u64, h as u64)
+}
+
+/// A line's tags as written, as a map key (see `prepare`).
+struct TagSet<'l>(&'l [(Cow<'l, str>, Cow<'l, str>)]);
+
+impl std::hash::Hash for TagSet<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        for (k, v) in self.0 {
+            h.write(k.as_bytes());
+            h.write_u8(0xff);
+            h.write(v.as_bytes());
+            h.write_u8(0xff);
+        }
+    }
+}
+
+impl PartialEq for TagSet<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for TagSet<'_> {}
+
+/// Identifies a line's subtable without building its name: `(key, Some(name))` when
+/// `child_table_tag` names it, else `(hash, None)` where the name is `t_` + the hash in hex
+/// (the same as [`subtable_name`]). Lines of one body with equal keys go to one subtable.
+fn subtable_key<'l>(
+    line: &'l Line<'_>,
+    stable: &str,
+    child_table_tag: Option<&str>,
+) -> (u128, Option<&'l str>) {
+    if let Some(tag) = child_table_tag {
+        if let Some((_, v)) = line.tags.iter().find(|(k, _)| k == tag) {
+            let key = fnv128_lanes([b"\0child".as_slice(), v.as_bytes()]);
+            return (key, Some(v.as_ref()));
+        }
+    }
+    // Sorted by (key, value) as `subtable_name` sorts them, without allocating for the usual
+    // handful of tags.
+    const STACK_TAGS: usize = 32;
+    let n = line.tags.len();
+    let mut stack = [0usize; STACK_TAGS];
+    let mut heap = Vec::new();
+    let order: &mut [usize] = if n <= STACK_TAGS {
+        &mut stack[..n]
+    } else {
+        heap.resize(n, 0);
+        &mut heap
+    };
+    for (i, o) in order.iter_mut().enumerate() {
+        *o = i;
+    }
+    let tags = &line.tags;
+    order.sort_unstable_by(|x, y| {
+        (tags[*x].0.as_ref(), tags[*x].1.as_ref()).cmp(&(tags[*y].0.as_ref(), tags[*y].1.as_ref()))
+    });
+    let parts = std::iter::once(stable.as_bytes()).chain(
+        order
+            .iter()
+            .flat_map(|i| [tags[*i].0.as_bytes(), tags[*i].1.as_bytes()]),
+    );
+    (fnv128_lanes(parts), None)
+}
+
+/// The subtable name of a line (see the module doc), spelled out: the reference that
+/// [`subtable_key`], which the write path uses, is tested against.
+#[cfg(test)]
 pub fn subtable_name(line: &Line<'_>, stable: &str, child_table_tag: Option<&str>) -> String {
     if let Some(tag) = child_table_tag {
         if let Some((_, v)) = line.tags.iter().find(|(k, _)| k == tag) {
@@ -240,29 +315,36 @@ impl Schemaless {
         body: &[u8],
         opts: &SchemalessOptions,
     ) -> ExecResult<SchemalessOutcome> {
-        let p = self.prepare(db, body, opts).await?;
+        let p = self.prepare(db, body, opts, &|_| false).await?;
         let mut out = p.outcome;
-        if !p.tables.is_empty() {
-            out.rows = self.client.write(db, &p.schemas, p.tables).await?.rows;
+        if !p.blocks.is_empty() {
+            out.rows = self
+                .client
+                .write_blocks(db, &p.schemas, &p.blocks, &|_| false, None)
+                .await?
+                .rows;
         }
         Ok(out)
     }
 
-    /// Parses `body`, creates or extends the STABLEs it needs, and returns its rows as
-    /// subtable writes (not yet written) with the rejected lines. `tidal load` hands the
-    /// tables to a batching [`tidal_client::Writer`] instead of writing them at once.
+    /// Parses `body`, creates or extends the STABLEs it needs, and returns its rows as one
+    /// row block per STABLE (not yet written) with the rejected lines. `tidal load` hands the
+    /// blocks to a batching [`tidal_client::Writer`] instead of writing them at once. A
+    /// subtable for which `known(name)` holds exists already: its tags are left out (not
+    /// even converted; TDengine ignores the tags of a write to an existing subtable).
     pub async fn prepare(
         &self,
         db: &str,
         body: &[u8],
         opts: &SchemalessOptions,
+        known: &(dyn Fn(&str) -> bool + Sync),
     ) -> ExecResult<Prepared> {
         let route = self.client.route(db).await?;
         let db_precision = Precision::from(route.precision);
         let mut out = SchemalessOutcome::default();
         // Parse, convert timestamps and group lines by STABLE, keeping line order.
         let now = route.precision.now();
-        let mut by_stable: BTreeMap<String, Vec<(Line<'_>, i64)>> = BTreeMap::new();
+        let mut by_stable: BTreeMap<Cow<'_, str>, Vec<(Line<'_>, i64)>> = BTreeMap::new();
         for r in parse_lines(body) {
             let line = match r {
                 Ok(l) => l,
@@ -274,7 +356,7 @@ impl Schemaless {
                     continue;
                 }
             };
-            let stable = line.measurement.to_ascii_lowercase();
+            let stable = lower_case(&line.measurement);
             if !valid_stable_name(&stable) {
                 out.reject(
                     line.line_no,
@@ -318,7 +400,12 @@ impl Schemaless {
             by_stable.entry(stable).or_default().push((line, ts));
         }
         let mut schemas: Vec<StableSchema> = Vec::new();
-        let mut tables: HashMap<String, TableWrite> = HashMap::new();
+        let mut blocks: Vec<RowBlock> = Vec::new();
+        // Subtable key -> (block, index in it): the lines of one tag set share one subtable,
+        // named once per body.
+        let mut subtables: HashMap<u128, (usize, u32)> = HashMap::new();
+        // One row, reused for every line.
+        let mut row: Vec<Value> = Vec::new();
         for (stable, lines) in by_stable {
             let schema = match self.reconcile(db, &stable, &lines).await {
                 Ok(s) => s,
@@ -332,62 +419,73 @@ impl Schemaless {
                 }
             };
             let index = SchemaIndex::new(&schema);
+            let types: Vec<DataType> = schema.columns.iter().map(|c| c.data_type).collect();
+            let bi = blocks.len();
+            blocks.push(RowBlock::new(schema.name.clone(), &types));
+            // Tag sets as written -> subtable: the lines of one series repeat their tags in
+            // one order, so most lines find their subtable with one fast hash of their tags
+            // instead of the sorted, length-prefixed FNV hash that names it.
+            let mut series: HashMap<TagSet<'_>, u32, foldhash::fast::RandomState> =
+                HashMap::default();
             for (line, ts) in &lines {
-                let cols = match cols_of(&index, line, *ts) {
-                    Ok(c) => c,
-                    Err(msg) => {
-                        out.reject(line.line_no, msg);
-                        continue;
-                    }
-                };
-                let name = subtable_name(line, &stable, opts.child_table_tag.as_deref());
-                let tw = match tables.entry(name) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        // Lines with the same tag set name the same subtable, so the tags
-                        // of the first line stand for all of them.
-                        let tags = match tags_of(&index, line) {
-                            Ok(t) => t,
-                            Err(msg) => {
-                                out.reject(line.line_no, msg);
-                                continue;
-                            }
-                        };
-                        let table = e.key().clone();
-                        e.insert(TableWrite {
-                            table,
-                            stable: schema.name.clone(),
-                            tags: Some(tags),
-                            columns: schema
-                                .columns
-                                .iter()
-                                .map(|c| Column::empty(c.data_type, 16))
-                                .collect(),
-                        })
-                    }
-                };
-                if tw.stable != schema.name {
-                    out.reject(
-                        line.line_no,
-                        format!(
-                            "subtable '{}' already takes rows of STABLE '{}'",
-                            tw.table, tw.stable
-                        ),
-                    );
+                if let Err(msg) = cols_into(&index, line, *ts, &mut row) {
+                    out.reject(line.line_no, msg);
                     continue;
                 }
-                for (c, v) in tw.columns.iter_mut().zip(cols.iter()) {
-                    c.push(v);
+                if let Some(ti) = series.get(&TagSet(&line.tags)) {
+                    blocks[bi].push_row(*ti, &row);
+                    out.fields += line.fields.len() as u64;
+                    continue;
                 }
+                let (key, named) = subtable_key(line, &stable, opts.child_table_tag.as_deref());
+                let ti = match subtables.get(&key) {
+                    Some((b, t)) if *b == bi => *t,
+                    Some((b, t)) => {
+                        let (table, owner) = blocks
+                            .get(*b)
+                            .map(|o| (o.table(*t as usize), o.stable()))
+                            .unwrap_or_default();
+                        out.reject(
+                            line.line_no,
+                            format!("subtable '{table}' already takes rows of STABLE '{owner}'"),
+                        );
+                        continue;
+                    }
+                    None => {
+                        let name = match named {
+                            Some(n) => n.to_string(),
+                            None => format!("t_{}", fnv128_hex(key)),
+                        };
+                        // Lines with the same tag set name the same subtable, so the tags
+                        // of the first line stand for all of them.
+                        let tags = if known(&name) {
+                            None
+                        } else {
+                            match tags_of(&index, line) {
+                                Ok(t) => Some(t),
+                                Err(msg) => {
+                                    out.reject(line.line_no, msg);
+                                    continue;
+                                }
+                            }
+                        };
+                        let t = blocks[bi].add_table(&name, tags);
+                        subtables.insert(key, (bi, t));
+                        t
+                    }
+                };
+                series.insert(TagSet(&line.tags), ti);
+                blocks[bi].push_row(ti, &row);
                 out.fields += line.fields.len() as u64;
             }
             schemas.push(schema);
         }
+        blocks.retain(|b| b.num_tables() > 0);
         out.errors.sort_by_key(|e| e.line);
         Ok(Prepared {
             outcome: out,
             schemas,
-            tables: tables.into_values().collect(),
+            blocks,
         })
     }
 
@@ -402,7 +500,8 @@ impl Schemaless {
         let mut needs = Needs::default();
         // Exact keys already considered: most lines repeat the keys of the line before, and
         // this keeps the per-line cost to hash lookups.
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut seen: std::collections::HashSet<&str, foldhash::fast::RandomState> =
+            std::collections::HashSet::default();
         for (l, _) in lines {
             if l.fields.iter().all(|(k, _)| seen.contains(k.as_ref()))
                 && l.tags.iter().all(|(k, _)| seen.contains(k.as_ref()))
@@ -424,6 +523,7 @@ impl Schemaless {
                         .columns
                         .push(ColumnDef::new(k.as_ref(), column_type(v)));
                 }
+                seen.insert(k.as_ref());
             }
             for (k, _) in &l.tags {
                 if !known(&needs, k) {
@@ -499,8 +599,8 @@ impl Schemaless {
 /// back to the schema's case-insensitive search.
 struct SchemaIndex<'s> {
     schema: &'s StableSchema,
-    columns: HashMap<&'s str, usize>,
-    tags: HashMap<&'s str, usize>,
+    columns: HashMap<&'s str, usize, foldhash::fast::RandomState>,
+    tags: HashMap<&'s str, usize, foldhash::fast::RandomState>,
 }
 
 impl<'s> SchemaIndex<'s> {
@@ -537,11 +637,35 @@ impl<'s> SchemaIndex<'s> {
     }
 }
 
+/// The measurement lower-cased, borrowed when it already is (the usual case).
+fn lower_case<'a>(s: &Cow<'a, str>) -> Cow<'a, str> {
+    if s.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(s.to_ascii_lowercase())
+    } else {
+        s.clone()
+    }
+}
+
 /// A line as one row of the schema: the column values (NULL where the line has no field);
 /// an error names the first field that does not fit.
+#[cfg(test)]
 fn cols_of(index: &SchemaIndex<'_>, line: &Line<'_>, ts: i64) -> Result<Vec<Value>, String> {
+    let mut cols = Vec::new();
+    cols_into(index, line, ts, &mut cols)?;
+    Ok(cols)
+}
+
+/// [`cols_of`] into `cols` (resized to the schema's width), so that one vector serves every
+/// line of a body.
+fn cols_into(
+    index: &SchemaIndex<'_>,
+    line: &Line<'_>,
+    ts: i64,
+    cols: &mut Vec<Value>,
+) -> Result<(), String> {
     let schema = index.schema;
-    let mut cols = vec![Value::Null; schema.columns.len()];
+    cols.clear();
+    cols.resize(schema.columns.len(), Value::Null);
     if let Some(c) = cols.first_mut() {
         *c = Value::Timestamp(ts);
     }
@@ -565,7 +689,7 @@ fn cols_of(index: &SchemaIndex<'_>, line: &Line<'_>, ts: i64) -> Result<Vec<Valu
             *slot = value;
         }
     }
-    Ok(cols)
+    Ok(())
 }
 
 /// The tag values of a line in the schema's tag order (NULL for tags it does not have).
@@ -600,6 +724,35 @@ mod tests {
 
     fn line(s: &str) -> Line<'_> {
         parse_line(s.as_bytes()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn subtable_keys_name_subtables_as_subtable_name_does() {
+        for l in [
+            "m f=1",
+            "m,a=1,b=2 f=1",
+            "m,b=2,a=1 f=1",
+            "m,ab=c f=1",
+            "m,a=bc f=1",
+            "m,tname=dev1,a=1 f=1",
+        ] {
+            let l = line(l);
+            let (key, named) = subtable_key(&l, "m", None);
+            assert!(named.is_none());
+            assert_eq!(
+                format!("t_{}", fnv128_hex(key)),
+                subtable_name(&l, "m", None)
+            );
+        }
+        let l = line("m,tname=dev1,a=1 f=1");
+        assert_eq!(subtable_key(&l, "m", Some("tname")).1, Some("dev1"));
+        let many: String = (0..40).map(|i| format!(",k{i}=v{i}")).collect();
+        let text = format!("m{many} f=1");
+        let l = line(&text);
+        assert_eq!(
+            format!("t_{}", fnv128_hex(subtable_key(&l, "m", None).0)),
+            subtable_name(&l, "m", None)
+        );
     }
 
     #[test]

@@ -321,6 +321,7 @@ async fn rows_per_vgroup(
                             vgroup_id: vg.id,
                         }),
                         fragment: bytes.clone(),
+                        memory_max_bytes: 0,
                     })
                     .await
                     .ok()?

@@ -29,13 +29,19 @@ use tidal_vnode::{Vnode, VnodeConfig, VnodeError};
 use tonic::{Request, Response, Status};
 
 /// Timing of a data node's membership (the `heartbeat_interval_ms` and `register_timeout_ms`
-/// configuration keys).
+/// configuration keys) and its query limits.
 #[derive(Clone, Copy, Debug)]
 pub struct DnodeOptions {
     pub heartbeat_interval_ms: u64,
     /// How long a starting data node keeps trying to reach the mnode before giving up.
     pub register_timeout_ms: u64,
+    /// Memory one query fragment may hold (`query_memory_max_bytes`); 0 = no limit.
+    pub query_memory_max_bytes: u64,
 }
+
+/// Batches a fragment stream buffers ahead of its reader: the executor blocks (back-pressure)
+/// once the reader is this far behind, so a fragment holds O(this x batch) rows in flight.
+const FRAGMENT_STREAM_BUFFER: usize = 2;
 
 #[derive(Clone)]
 pub struct DnodeService {
@@ -55,6 +61,7 @@ struct Inner {
     auth: Arc<DnodeAuth>,
     /// Mutating requests; closed at the start of a graceful shutdown.
     gate: super::gate::WriteGate,
+    query_memory_max_bytes: u64,
 }
 
 fn vnode_err(e: VnodeError) -> Status {
@@ -106,6 +113,7 @@ impl DnodeService {
                 stop,
                 auth,
                 gate: Default::default(),
+                query_memory_max_bytes: opts.query_memory_max_bytes,
             }),
         };
         // First reconcile before announcing readiness, so recovered vnodes serve at once.
@@ -487,6 +495,89 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// A fragment's batches on their way to the coordinator. Dropping it (the call ended or was
+/// reset) stops the executor: its next send fails, and the flag stops a scan that sends
+/// nothing. Past the caller's grpc-timeout it ends with `Timeout` (a coordinator that hangs
+/// without closing the connection).
+pub struct FragmentBatches<T = v1::Batch> {
+    rx: tokio::sync::mpsc::Receiver<Result<T, Status>>,
+    deadline: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    _cancel: CancelOnDrop,
+}
+
+impl<T> futures::Stream for FragmentBatches<T> {
+    type Item = Result<T, Status>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::future::Future;
+        if let Some(d) = self.deadline.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                self.deadline = None;
+                self._cancel.0.store(true, Ordering::Relaxed);
+                self.rx.close();
+                return std::task::Poll::Ready(Some(Err(status_error(
+                    StatusCode::Timeout,
+                    "fragment timed out: its query's deadline passed",
+                ))));
+            }
+        }
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// The `grpc-timeout` a caller set (`<digits><unit>`, unit one of H M S m u n).
+fn grpc_timeout(m: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let v = m.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+impl DnodeService {
+    /// The vnode, the decoded fragment and the memory budget of a fragment call, after the
+    /// caller's READ privilege is checked.
+    #[allow(clippy::result_large_err)]
+    fn fragment_call(
+        &self,
+        req: Request<v1::FragmentRequest>,
+    ) -> Result<(Arc<Vnode>, tidal_sql::Fragment, tidal_sql::MemoryBudget), Status> {
+        let p = principal(&req)?;
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Read)?;
+        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
+            status_error(
+                StatusCode::InvalidArgument,
+                format!("bad query fragment: {e}"),
+            )
+        })?;
+        Ok((vnode, fragment, self.fragment_budget(r.memory_max_bytes)))
+    }
+
+    /// A fragment's memory budget: the smaller of this node's limit and the coordinating
+    /// query's (0 = none).
+    fn fragment_budget(&self, query_max_bytes: u64) -> tidal_sql::MemoryBudget {
+        let own = self.inner.query_memory_max_bytes;
+        let limit = match (own, query_max_bytes) {
+            (0, q) => q,
+            (o, 0) => o,
+            (o, q) => o.min(q),
+        };
+        tidal_sql::MemoryBudget::new(limit, "query_memory_max_bytes")
+    }
+}
+
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Status> + Send + 'static,
 ) -> Result<T, Status> {
@@ -539,7 +630,7 @@ impl DnodeRpc for DnodeService {
         let batch = write_from_wire(req.into_inner())?;
         let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
         authorize(&p, &vnode, Need::Write)?;
-        let out = blocking(move || vnode.write(&batch).map_err(vnode_err)).await?;
+        let out = blocking(move || vnode.write_owned(batch).map_err(vnode_err)).await?;
         Ok(Response::new(v1::WriteResponse {
             rows: out.rows,
             tables_created: out.tables_created,
@@ -645,28 +736,142 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::FragmentRequest>,
     ) -> Result<Response<v1::Batch>, Status> {
-        let p = principal(&req)?;
-        let r = req.into_inner();
-        let vnode = self.vnode_ref(r.vnode.as_ref())?;
-        authorize(&p, &vnode, Need::Read)?;
-        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
-            status_error(
-                StatusCode::InvalidArgument,
-                format!("bad query fragment: {e}"),
-            )
-        })?;
+        let (vnode, fragment, budget) = self.fragment_call(req)?;
         // This future is dropped when the caller abandons the call (query killed or timed
         // out, coordinator gone, grpc-timeout passed); the blocking executor cannot be
         // aborted, so the guard raises the flag it polls between subtables and blocks.
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let flag = cancel.0.clone();
         let batch = blocking(move || {
-            tidal_sql::execute_fragment_until(&fragment, &VnodeSource(&vnode), &flag)
+            tidal_sql::execute_fragment_with(&fragment, &VnodeSource(&vnode), &flag, &budget)
                 .map_err(|e| status_error(e.status_code(), e.to_string()))
         })
         .await?;
         drop(cancel);
         Ok(Response::new(batch_to_wire(&batch)))
+    }
+
+    type ExecFragmentStreamStream = FragmentBatches;
+
+    async fn exec_fragment_stream(
+        &self,
+        req: Request<v1::FragmentRequest>,
+    ) -> Result<Response<FragmentBatches>, Status> {
+        let deadline = grpc_timeout(req.metadata()).map(|t| {
+            Box::pin(tokio::time::sleep_until(
+                (std::time::Instant::now() + t).into(),
+            ))
+        });
+        let (vnode, fragment, budget) = self.fragment_call(req)?;
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let flag = cancel.0.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER);
+        tokio::task::spawn_blocking(move || {
+            let r = tidal_sql::execute_fragment_stream(
+                &fragment,
+                &VnodeSource(&vnode),
+                &flag,
+                &budget,
+                &mut |b| {
+                    // Blocks while the reader is behind; fails once it has gone.
+                    tx.blocking_send(Ok(batch_to_wire(&b))).map_err(|_| {
+                        tidal_sql::SqlError::Execution(
+                            "fragment cancelled: its reader went away".into(),
+                        )
+                    })
+                },
+            );
+            if let Err(e) = r {
+                let _ = tx.blocking_send(Err(status_error(e.status_code(), e.to_string())));
+            }
+        });
+        Ok(Response::new(FragmentBatches {
+            rx,
+            deadline,
+            _cancel: cancel,
+        }))
+    }
+
+    type ExecFragmentsStream = FragmentBatches<v1::FragmentsPart>;
+
+    async fn exec_fragments(
+        &self,
+        req: Request<v1::FragmentsRequest>,
+    ) -> Result<Response<FragmentBatches<v1::FragmentsPart>>, Status> {
+        let deadline = grpc_timeout(req.metadata()).map(|t| {
+            Box::pin(tokio::time::sleep_until(
+                (std::time::Instant::now() + t).into(),
+            ))
+        });
+        let p = principal(&req)?;
+        let r = req.into_inner();
+        if r.vnodes.is_empty() || r.vnodes.len() > u32::MAX as usize {
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                format!(
+                    "ExecFragments needs 1 or more vnodes, got {}",
+                    r.vnodes.len()
+                ),
+            ));
+        }
+        // Every vnode is checked before any runs: a call either runs everywhere or nowhere.
+        let mut vnodes = Vec::with_capacity(r.vnodes.len());
+        for v in &r.vnodes {
+            let vnode = self.vnode_ref(Some(v))?;
+            authorize(&p, &vnode, Need::Read)?;
+            vnodes.push(vnode);
+        }
+        let fragment = Arc::new(tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
+            status_error(
+                StatusCode::InvalidArgument,
+                format!("bad query fragment: {e}"),
+            )
+        })?);
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER * vnodes.len());
+        for (index, vnode) in vnodes.into_iter().enumerate() {
+            let (tx, flag, fragment) = (tx.clone(), cancel.0.clone(), fragment.clone());
+            let budget = self.fragment_budget(r.memory_max_bytes);
+            let index = index as u32;
+            tokio::task::spawn_blocking(move || {
+                let start = std::time::Instant::now();
+                let r = tidal_sql::execute_fragment_stream(
+                    &fragment,
+                    &VnodeSource(&vnode),
+                    &flag,
+                    &budget,
+                    &mut |b| {
+                        let part = v1::FragmentsPart {
+                            index,
+                            batch: Some(batch_to_wire(&b)),
+                            end: false,
+                            elapsed_us: 0,
+                        };
+                        // Blocks while the reader is behind; fails once it has gone.
+                        tx.blocking_send(Ok(part)).map_err(|_| {
+                            tidal_sql::SqlError::Execution(
+                                "fragment cancelled: its reader went away".into(),
+                            )
+                        })
+                    },
+                );
+                let last = match r {
+                    Ok(()) => Ok(v1::FragmentsPart {
+                        index,
+                        batch: None,
+                        end: true,
+                        elapsed_us: start.elapsed().as_micros() as u64,
+                    }),
+                    Err(e) => Err(status_error(e.status_code(), e.to_string())),
+                };
+                let _ = tx.blocking_send(last);
+            });
+        }
+        Ok(Response::new(FragmentBatches {
+            rx,
+            deadline,
+            _cancel: cancel,
+        }))
     }
 
     async fn delete(

@@ -306,13 +306,19 @@ impl MnodeRpc for MnodeService {
         let p = principal(&req)?;
         let r = req.into_inner();
         p.require_write(&r.db)?;
-        let add_columns = column_defs_from_wire(&r.add_columns)?;
-        let add_tags = column_defs_from_wire(&r.add_tags)?;
-        let altered = blocking(|| {
-            self.mnode
-                .alter_stable(&r.db, &r.name, add_columns, add_tags)
-        })
-        .map_err(to_status)?;
+        let change = tidal_mnode::StableAlteration {
+            add_columns: column_defs_from_wire(&r.add_columns)?,
+            add_tags: column_defs_from_wire(&r.add_tags)?,
+            modify_columns: column_defs_from_wire(&r.modify_columns)?,
+            modify_tags: column_defs_from_wire(&r.modify_tags)?,
+            rename_tags: r
+                .rename_tags
+                .iter()
+                .map(|t| (t.from.clone(), t.to.clone()))
+                .collect(),
+        };
+        let altered =
+            blocking(|| self.mnode.alter_stable_with(&r.db, &r.name, change)).map_err(to_status)?;
         Ok(Response::new(schema_to_wire(&altered)))
     }
 

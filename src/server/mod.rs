@@ -115,7 +115,11 @@ pub async fn run_mnode(cfg: MnodeConfig) -> Result<ExitCode, BoxError> {
     let sec = secure::Secured::for_mnode(&mnode, &cfg.security, &addr)?;
     let svc =
         MnodeService::new(mnode.clone(), sec.internal.clone()).with_verifier(sec.verifier.clone());
-    let sql = SqlService::with_timeout(sec.forward.clone(), cfg.common.query_timeout_ms);
+    let sql = SqlService::new(
+        sec.forward.clone(),
+        cfg.common.query_timeout_ms,
+        cfg.common.query_memory_max_bytes,
+    );
     // The HTTP line comes before the role's line so that whoever waits for the role's line
     // has seen the HTTP address by then.
     if let Some(h) = &cfg.http {
@@ -248,6 +252,7 @@ pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
     let opts = DnodeOptions {
         heartbeat_interval_ms: cfg.heartbeat_interval_ms,
         register_timeout_ms: cfg.register_timeout_ms,
+        query_memory_max_bytes: cfg.common.query_memory_max_bytes,
     };
     let svc = DnodeService::start(
         data.clone(),
@@ -257,7 +262,11 @@ pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
         auth,
     )
     .await?;
-    let sql = SqlService::with_timeout(sec.forward.clone(), cfg.common.query_timeout_ms);
+    let sql = SqlService::new(
+        sec.forward.clone(),
+        cfg.common.query_timeout_ms,
+        cfg.common.query_memory_max_bytes,
+    );
     if let Some(h) = &cfg.http {
         crate::http::start(h, sec.forward.clone(), sec.http()?).await?;
     }

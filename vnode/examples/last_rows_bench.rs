@@ -62,6 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             vgroup: VgroupId(1),
             schemas: vec![rs.clone(), ds.clone()],
             tables,
+            blocks: Vec::new(),
         })?;
     }
     v.flush()?;

@@ -144,6 +144,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         vgroup: VgroupId(1),
                         schemas: schemas.clone(),
                         tables,
+                        blocks: Vec::new(),
                     })
                     .map_err(|e| e.to_string())?;
                     let n = total.fetch_add(rows, std::sync::atomic::Ordering::Relaxed) + rows;

@@ -71,6 +71,7 @@ fn write(v: &Vnode, table: &str, rows: &[(i64, Row)]) {
             tags: Some(vec![Value::Str("x".into())]),
             columns: cols,
         }],
+        blocks: Vec::new(),
     })
     .unwrap();
 }
@@ -441,6 +442,7 @@ fn keep_drops_whole_windows_and_refuses_older_writes() {
                 tags: None,
                 columns: cols,
             }],
+            blocks: Vec::new(),
         })
         .unwrap_err();
     assert!(matches!(e, VnodeError::TimestampOutOfRange { .. }), "{e}");

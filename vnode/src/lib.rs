@@ -57,6 +57,8 @@ mod tsdb;
 mod wal;
 
 #[cfg(test)]
+mod block_tests;
+#[cfg(test)]
 mod tests;
 
 pub use block::{ColStats, SmaVal};
@@ -68,7 +70,7 @@ use crate::flush::Frozen;
 use crate::memtable::Memtable;
 use crate::merge::{merge_runs, Run};
 use crate::meta::Meta;
-use crate::op::{ApplyRef, Op};
+use crate::op::{ApplyRef, BlockRef, Op};
 use crate::tsdb::{FileSet, Window};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -79,8 +81,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{
-    hash_table_name, Column, ColumnData, DataType, DbOptions, HashRange, StableSchema, TableMeta,
-    TableUid, Value, VgroupId, WriteBatch,
+    hash_table_name, Column, ColumnData, DataType, DbOptions, HashRange, RowBlock, RowBlockParts,
+    StableSchema, TableMeta, TableUid, Value, VgroupId, WriteBatch,
 };
 
 const CONFIG_FILE: &str = "vnode.json";
@@ -184,6 +186,34 @@ impl State {
                 self.cache.on_write(*uid, cols);
             }
         }
+        for b in &a.blocks {
+            self.apply_block(&b.uids, b.runs, b.columns);
+        }
+    }
+
+    /// Inserts a row block (its runs stay in write order, so a later run's row replaces an
+    /// earlier one with the same ts).
+    fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: &[Column]) {
+        // Checked once per subtable, not per run (a subtable has several runs in a block).
+        let live: Vec<bool> = uids
+            .iter()
+            .map(|u| self.meta.by_uid.contains_key(u))
+            .collect();
+        let uid_of = |i: u32| {
+            let i = i as usize;
+            live.get(i).copied().unwrap_or(false).then(|| uids[i])
+        };
+        self.mem.insert_block(runs, cols, uid_of);
+        if self.cache.len() > 0 {
+            let mut row = 0usize;
+            for (t, n) in runs {
+                let (s, e) = (row, row + *n as usize);
+                row = e;
+                if let Some(uid) = uid_of(*t) {
+                    self.cache.on_write_range(uid, cols, s, e);
+                }
+            }
+        }
     }
 
     fn drop_table(&mut self, name: &str) -> bool {
@@ -212,11 +242,20 @@ impl State {
                 schemas,
                 creates,
                 rows,
+                blocks,
             } => {
                 let a = ApplyRef {
                     schemas: schemas.iter().collect(),
                     creates,
                     rows: rows.iter().map(|(u, c)| (*u, c.as_slice())).collect(),
+                    blocks: blocks
+                        .iter()
+                        .map(|b| BlockRef {
+                            uids: b.uids.clone(),
+                            runs: &b.runs,
+                            columns: &b.columns,
+                        })
+                        .collect(),
                 };
                 self.apply(&a);
             }
@@ -431,6 +470,127 @@ fn check_columns(table: &str, schema: &StableSchema, cols: &[Column]) -> Result<
         }
     }
     Ok(())
+}
+
+/// The subtable of row `row` of a block with these runs.
+fn table_of_row(runs: &[(u32, u32)], row: usize) -> Option<usize> {
+    let mut end = 0usize;
+    for (t, n) in runs {
+        end += *n as usize;
+        if row < end {
+            return Some(*t as usize);
+        }
+    }
+    None
+}
+
+/// A request's row block inside the vnode, taken apart (names and runs read in place).
+struct BlockIn {
+    parts: RowBlockParts,
+}
+
+impl BlockIn {
+    fn new(b: RowBlock) -> BlockIn {
+        BlockIn {
+            parts: b.into_parts(),
+        }
+    }
+
+    fn stable(&self) -> &str {
+        &self.parts.stable
+    }
+
+    fn num_tables(&self) -> usize {
+        self.parts.ends.len()
+    }
+
+    fn num_rows(&self) -> usize {
+        self.parts.columns.first().map(Column::len).unwrap_or(0)
+    }
+
+    /// Subtable `i`'s name ("" if out of range; `RowBlock` checked the bounds).
+    fn table(&self, i: usize) -> &str {
+        let p = &self.parts;
+        let start = match i {
+            0 => 0,
+            _ => p.ends.get(i - 1).copied().unwrap_or(0) as usize,
+        };
+        let end = p.ends.get(i).copied().unwrap_or(0) as usize;
+        p.names.get(start..end).unwrap_or("")
+    }
+
+    fn tags(&self, i: usize) -> Option<&[Value]> {
+        self.parts.tags.get(i).and_then(|t| t.as_deref())
+    }
+
+    fn runs(&self) -> &[(u32, u32)] {
+        &self.parts.runs
+    }
+
+    fn columns(&self) -> &[Column] {
+        &self.parts.columns
+    }
+}
+
+/// Resolves the subtables of one write batch to uids, planning the creation of those that do
+/// not exist yet (with their tags); nothing is changed until the plan is applied.
+struct TablePlanner<'m, 'a> {
+    meta: &'m Meta,
+    creates: Vec<TableMeta>,
+    /// Name -> index in `creates`.
+    created: HashMap<&'a str, usize, foldhash::fast::RandomState>,
+    next_uid: u64,
+}
+
+impl<'a> TablePlanner<'_, 'a> {
+    fn uid_of(
+        &mut self,
+        table: &'a str,
+        stable: &str,
+        tags: Option<&[Value]>,
+        schema: &StableSchema,
+    ) -> Result<TableUid> {
+        let existing = match self.meta.table(table) {
+            Some(t) => Some((t.uid, t.stable.as_str())),
+            None => self
+                .created
+                .get(table)
+                .and_then(|i| self.creates.get(*i))
+                .map(|t| (t.uid, t.stable.as_str())),
+        };
+        if let Some((uid, owner)) = existing {
+            if owner != stable {
+                return Err(VnodeError::SchemaMismatch {
+                    table: table.to_string(),
+                    reason: format!(
+                        "the table belongs to STABLE '{owner}', the write names '{stable}'"
+                    ),
+                });
+            }
+            return Ok(uid);
+        }
+        let Some(tags) = tags else {
+            return Err(VnodeError::TableNotFound {
+                table: table.to_string(),
+            });
+        };
+        let tags = schema
+            .coerce_tags(tags.to_vec())
+            .map_err(|reason| VnodeError::InvalidTags {
+                table: table.to_string(),
+                reason,
+            })?;
+        let uid = TableUid(self.next_uid);
+        self.next_uid += 1;
+        self.created.insert(table, self.creates.len());
+        self.creates.push(TableMeta {
+            uid,
+            name: table.to_string(),
+            stable: stable.to_string(),
+            tags,
+        });
+        Ok(uid)
+    }
 }
 
 /// Merges file runs with the frozen and active memtable rows (newest, so highest priority).
@@ -676,7 +836,12 @@ impl VnodeCore {
     }
 
     /// Validates a whole batch against the catalog; returns the operation to log and apply.
-    fn plan_write<'a>(&self, meta: &Meta, batch: &'a WriteBatch) -> Result<ApplyRef<'a>> {
+    fn plan_write<'a>(
+        &self,
+        meta: &Meta,
+        batch: &'a WriteBatch,
+        blocks_in: &'a [BlockIn],
+    ) -> Result<ApplyRef<'a>> {
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
         for s in &batch.schemas {
             let e = newest.entry(s.name.as_str()).or_insert(s);
@@ -691,67 +856,30 @@ impl VnodeCore {
                 updates.insert(name, s);
             }
         }
-        let mut creates: Vec<TableMeta> = Vec::new();
-        let mut created: HashMap<&str, usize> = HashMap::new();
+        let schema_of = |stable: &str, table: &str| -> Result<&StableSchema> {
+            match updates.get(stable) {
+                Some(s) => Ok(*s),
+                None => meta
+                    .stables
+                    .get(stable)
+                    .ok_or_else(|| VnodeError::StableNotFound {
+                        stable: stable.to_string(),
+                        table: table.to_string(),
+                    }),
+            }
+        };
+        let mut tables = TablePlanner {
+            meta,
+            creates: Vec::new(),
+            created: HashMap::default(),
+            next_uid: meta.next_uid,
+        };
         let mut rows = Vec::with_capacity(batch.tables.len());
-        let mut next_uid = meta.next_uid;
         let oldest = self.oldest_writable_ts();
         for tw in &batch.tables {
             self.check_hash(&tw.table)?;
-            let schema = match updates.get(tw.stable.as_str()) {
-                Some(s) => *s,
-                None => meta
-                    .stables
-                    .get(&tw.stable)
-                    .ok_or_else(|| VnodeError::StableNotFound {
-                        stable: tw.stable.clone(),
-                        table: tw.table.clone(),
-                    })?,
-            };
-            let existing = match meta.tables.get(&tw.table) {
-                Some(t) => Some((t.uid, t.stable.as_str())),
-                None => created
-                    .get(tw.table.as_str())
-                    .and_then(|i| creates.get(*i))
-                    .map(|t| (t.uid, t.stable.as_str())),
-            };
-            let uid = match existing {
-                Some((uid, stable)) => {
-                    if stable != tw.stable {
-                        return Err(VnodeError::SchemaMismatch {
-                            table: tw.table.clone(),
-                            reason: format!(
-                                "the table belongs to STABLE '{stable}', the write names '{}'",
-                                tw.stable
-                            ),
-                        });
-                    }
-                    uid
-                }
-                None => {
-                    let Some(tags) = &tw.tags else {
-                        return Err(VnodeError::TableNotFound {
-                            table: tw.table.clone(),
-                        });
-                    };
-                    let tags = schema.coerce_tags(tags.clone()).map_err(|reason| {
-                        VnodeError::InvalidTags {
-                            table: tw.table.clone(),
-                            reason,
-                        }
-                    })?;
-                    let uid = TableUid(next_uid);
-                    next_uid += 1;
-                    created.insert(tw.table.as_str(), creates.len());
-                    creates.push(TableMeta {
-                        uid,
-                        name: tw.table.clone(),
-                        stable: tw.stable.clone(),
-                        tags,
-                    });
-                    uid
-                }
-            };
+            let schema = schema_of(&tw.stable, &tw.table)?;
+            let uid = tables.uid_of(&tw.table, &tw.stable, tw.tags.as_deref(), schema)?;
             check_columns(&tw.table, schema, &tw.columns)?;
             if let Some(ts) = tw.columns.first().map(block::ts_slice) {
                 if let Some(min) = ts.iter().min() {
@@ -768,12 +896,50 @@ impl VnodeCore {
                 rows.push((uid, tw.columns.as_slice()));
             }
         }
+        let mut blocks = Vec::with_capacity(blocks_in.len());
+        for b in blocks_in {
+            // Errors about the block as a whole name its first subtable.
+            let first = b.table(0);
+            let schema = schema_of(b.stable(), first)?;
+            let label = match b.num_tables() {
+                0 | 1 => first.to_string(),
+                n => format!("{first} (and {} more subtables)", n - 1),
+            };
+            check_columns(&label, schema, b.columns())?;
+            let mut uids = Vec::with_capacity(b.num_tables());
+            for i in 0..b.num_tables() {
+                let name = b.table(i);
+                self.check_hash(name)?;
+                uids.push(tables.uid_of(name, b.stable(), b.tags(i), schema)?);
+            }
+            let ts = b.columns().first().map(block::ts_slice).unwrap_or(&[]);
+            if let Some((at, min)) = ts.iter().enumerate().min_by_key(|(_, t)| **t) {
+                if *min < oldest {
+                    return Err(VnodeError::TimestampOutOfRange {
+                        table: table_of_row(b.runs(), at)
+                            .map(|t| b.table(t))
+                            .unwrap_or(first)
+                            .to_string(),
+                        ts: *min,
+                        keep_minutes: self.live.read().keep_minutes,
+                    });
+                }
+            }
+            if b.num_rows() > 0 {
+                blocks.push(BlockRef {
+                    uids,
+                    runs: b.runs(),
+                    columns: b.columns(),
+                });
+            }
+        }
         let mut schemas: Vec<&'a StableSchema> = updates.into_values().collect();
         schemas.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(ApplyRef {
             schemas,
-            creates,
+            creates: tables.creates,
             rows,
+            blocks,
         })
     }
 
@@ -858,8 +1024,28 @@ impl VnodeCore {
     }
 
     /// Validates every table of the batch, appends one WAL record, applies it, waits for the
-    /// group commit. All-or-nothing.
+    /// group commit. All-or-nothing. (Copies the batch's row blocks; a server that owns the
+    /// batch calls [`VnodeCore::write_owned`].)
     pub fn write(&self, batch: &WriteBatch) -> Result<WriteOutcome, VnodeError> {
+        let blocks: Vec<BlockIn> = batch.blocks.iter().cloned().map(BlockIn::new).collect();
+        self.write_blocks(batch, blocks)
+    }
+
+    /// [`VnodeCore::write`] of a batch the caller gives up: its row blocks' columns become
+    /// memtable rows without a copy.
+    pub fn write_owned(&self, mut batch: WriteBatch) -> Result<WriteOutcome, VnodeError> {
+        let blocks: Vec<BlockIn> = std::mem::take(&mut batch.blocks)
+            .into_iter()
+            .map(BlockIn::new)
+            .collect();
+        self.write_blocks(&batch, blocks)
+    }
+
+    fn write_blocks(
+        &self,
+        batch: &WriteBatch,
+        blocks: Vec<BlockIn>,
+    ) -> Result<WriteOutcome, VnodeError> {
         if batch.db != self.cfg.db {
             return Err(VnodeError::WrongDatabase {
                 expected: self.cfg.db.clone(),
@@ -871,17 +1057,26 @@ impl VnodeCore {
         self.make_room()?;
         let plan = {
             let st = self.state.read();
-            self.plan_write(&st.meta, batch)?
+            self.plan_write(&st.meta, batch, &blocks)?
         };
         let outcome = WriteOutcome {
             rows: plan
                 .rows
                 .iter()
                 .map(|(_, c)| c.first().map(Column::len).unwrap_or(0) as u64)
-                .sum(),
+                .sum::<u64>()
+                + plan
+                    .blocks
+                    .iter()
+                    .map(|b| b.columns.first().map(Column::len).unwrap_or(0) as u64)
+                    .sum::<u64>(),
             tables_created: plan.creates.len() as u32,
         };
-        if plan.schemas.is_empty() && plan.creates.is_empty() && plan.rows.is_empty() {
+        if plan.schemas.is_empty()
+            && plan.creates.is_empty()
+            && plan.rows.is_empty()
+            && plan.blocks.is_empty()
+        {
             return Ok(outcome);
         }
         let seq = self.commit_apply(&plan)?;
@@ -928,7 +1123,7 @@ impl VnodeCore {
             let mut next_uid = meta.next_uid;
             for (name, tags) in tables {
                 self.check_hash(name)?;
-                if meta.tables.contains_key(name) || seen.contains(name.as_str()) {
+                if meta.table(name).is_some() || seen.contains(name.as_str()) {
                     if if_not_exists {
                         continue;
                     }
@@ -955,6 +1150,7 @@ impl VnodeCore {
                 schemas: if update { vec![schema] } else { Vec::new() },
                 creates,
                 rows: Vec::new(),
+                blocks: Vec::new(),
             }
         };
         let n = plan.creates.len() as u32;
@@ -972,7 +1168,7 @@ impl VnodeCore {
     pub fn drop_table(&self, name: &str) -> Result<bool, VnodeError> {
         let guard = self.commit.lock();
         self.wal.check_poisoned()?;
-        if !self.state.read().meta.tables.contains_key(name) {
+        if self.state.read().meta.table(name).is_none() {
             return Ok(false);
         }
         let seq = self.wal.append(&op::encode_drop_table(name));
@@ -1001,7 +1197,7 @@ impl VnodeCore {
     }
 
     pub fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
-        self.state.read().meta.tables.get(name).cloned()
+        self.state.read().meta.table(name).cloned()
     }
 
     pub fn stable_schema(&self, stable: &str) -> Option<StableSchema> {

@@ -9,12 +9,31 @@ use tidal_common::{Column, StableSchema, TableMeta, TableUid};
 const KIND_APPLY: u8 = 1;
 const KIND_DROP_TABLE: u8 = 2;
 const KIND_DROP_STABLE: u8 = 3;
+/// An Apply that also carries row blocks (written only when a batch has blocks, so a WAL
+/// without them reads exactly as before).
+const KIND_APPLY_BLOCKS: u8 = 4;
+
+/// Rows of many subtables of one STABLE as one set of columns (a request's `RowBlock` with its
+/// subtables resolved to uids): run `(i, n)` = the next `n` rows belong to `uids[i]`.
+pub struct BlockRef<'a> {
+    pub uids: Vec<TableUid>,
+    pub runs: &'a [(u32, u32)],
+    pub columns: &'a [Column],
+}
+
+/// A decoded [`BlockRef`].
+pub struct Block {
+    pub uids: Vec<TableUid>,
+    pub runs: Vec<(u32, u32)>,
+    pub columns: Vec<Column>,
+}
 
 /// A borrowed apply operation (the live write path encodes straight from the request).
 pub struct ApplyRef<'a> {
     pub schemas: Vec<&'a StableSchema>,
     pub creates: Vec<TableMeta>,
     pub rows: Vec<(TableUid, &'a [Column])>,
+    pub blocks: Vec<BlockRef<'a>>,
 }
 
 /// A decoded WAL record.
@@ -23,6 +42,7 @@ pub enum Op {
         schemas: Vec<StableSchema>,
         creates: Vec<TableMeta>,
         rows: Vec<(TableUid, Vec<Column>)>,
+        blocks: Vec<Block>,
     },
     DropTable {
         name: String,
@@ -34,7 +54,11 @@ pub enum Op {
 
 pub fn encode_apply(a: &ApplyRef<'_>) -> Vec<u8> {
     let mut w = Writer::new();
-    w.u8(KIND_APPLY);
+    w.u8(if a.blocks.is_empty() {
+        KIND_APPLY
+    } else {
+        KIND_APPLY_BLOCKS
+    });
     w.len_u32(a.schemas.len());
     for s in &a.schemas {
         w.schema(s);
@@ -49,6 +73,24 @@ pub fn encode_apply(a: &ApplyRef<'_>) -> Vec<u8> {
         w.len_u32(cols.len());
         for c in cols.iter() {
             w.column(c);
+        }
+    }
+    if !a.blocks.is_empty() {
+        w.len_u32(a.blocks.len());
+        for b in &a.blocks {
+            w.len_u32(b.uids.len());
+            for u in &b.uids {
+                w.u64(u.0);
+            }
+            w.len_u32(b.runs.len());
+            for (t, n) in b.runs {
+                w.u32(*t);
+                w.u32(*n);
+            }
+            w.len_u32(b.columns.len());
+            for c in b.columns.iter() {
+                w.column(c);
+            }
         }
     }
     w.buf
@@ -71,7 +113,7 @@ pub fn encode_drop_stable(name: &str) -> Vec<u8> {
 pub fn decode(payload: &[u8]) -> DResult<Op> {
     let mut r = Reader::new(payload);
     let op = match r.u8()? {
-        KIND_APPLY => {
+        kind @ (KIND_APPLY | KIND_APPLY_BLOCKS) => {
             let n = r.count(1)?;
             let mut schemas = Vec::with_capacity(n);
             for _ in 0..n {
@@ -93,10 +135,19 @@ pub fn decode(payload: &[u8]) -> DResult<Op> {
                 }
                 rows.push((uid, cols));
             }
+            let mut blocks = Vec::new();
+            if kind == KIND_APPLY_BLOCKS {
+                let n = r.count(12)?;
+                blocks.reserve(n);
+                for _ in 0..n {
+                    blocks.push(decode_block(&mut r)?);
+                }
+            }
             Op::Apply {
                 schemas,
                 creates,
                 rows,
+                blocks,
             }
         }
         KIND_DROP_TABLE => Op::DropTable { name: r.str()? },
@@ -107,4 +158,48 @@ pub fn decode(payload: &[u8]) -> DResult<Op> {
         return r.err(format!("{} trailing bytes after the record", r.remaining()));
     }
     Ok(op)
+}
+
+/// One block of a `KIND_APPLY_BLOCKS` record; its runs must name its uids and cover its
+/// columns exactly (replay inserts by them).
+fn decode_block(r: &mut Reader<'_>) -> DResult<Block> {
+    let n = r.count(8)?;
+    let mut uids = Vec::with_capacity(n);
+    for _ in 0..n {
+        uids.push(TableUid(r.u64()?));
+    }
+    let n = r.count(8)?;
+    let mut runs = Vec::with_capacity(n);
+    let mut rows = 0usize;
+    for _ in 0..n {
+        let (t, k) = (r.u32()?, r.u32()?);
+        if t as usize >= uids.len() || k == 0 {
+            return r.err(format!(
+                "a run of {k} rows of subtable {t} in a block of {} subtables",
+                uids.len()
+            ));
+        }
+        rows += k as usize;
+        runs.push((t, k));
+    }
+    let n = r.count(6)?;
+    let mut columns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let c = r.column()?;
+        if c.len() != rows {
+            return r.err(format!(
+                "a block column of {} rows where the runs hold {rows}",
+                c.len()
+            ));
+        }
+        columns.push(c);
+    }
+    if columns.is_empty() && rows > 0 {
+        return r.err(format!("a block of {rows} rows without columns"));
+    }
+    Ok(Block {
+        uids,
+        runs,
+        columns,
+    })
 }

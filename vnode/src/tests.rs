@@ -87,6 +87,7 @@ fn batch(tables: Vec<TableWrite>) -> WriteBatch {
         vgroup: VgroupId(7),
         schemas: vec![schema(1)],
         tables,
+        blocks: Vec::new(),
     }
 }
 

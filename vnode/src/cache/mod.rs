@@ -225,6 +225,16 @@ impl LastRowCache {
         }
     }
 
+    /// [`LastRowCache::on_write`] for rows `s..e` of `cols` (one run of a row block): copies
+    /// the rows only when the subtable has an entry.
+    pub fn on_write_range(&mut self, uid: TableUid, cols: &[Column], s: usize, e: usize) {
+        if !self.lru.contains(&uid) {
+            return;
+        }
+        let rows: Vec<Column> = cols.iter().map(|c| c.slice(s, e)).collect();
+        self.on_write(uid, &rows);
+    }
+
     pub fn remove(&mut self, uid: TableUid) {
         if let Some(old) = self.lru.pop(&uid) {
             self.bytes = self.bytes.saturating_sub(old.bytes());

@@ -1,30 +1,140 @@
-//! The in-memory write buffer: per subtable, its rows as columns sorted by timestamp.
+//! The in-memory write buffer: per subtable, its rows sorted by timestamp, as a list of
+//! pieces of columns.
 //!
-//! Owns: rows written since the last freeze. Invariants: per subtable the columns hold unique,
-//! ascending timestamps (column 0); a later insert of a ts replaces the whole row (inserts are
-//! applied in WAL order, so "later" == higher WAL sequence); all columns of a subtable have the
-//! same length. `bytes` estimates the heap used and is what the freeze trigger compares
-//! against `BUFFER`.
+//! Owns: rows written since the last freeze. Invariants: per subtable the pieces hold unique,
+//! ascending timestamps (column 0), piece after piece (a piece's rows all come after the
+//! previous piece's); a later insert of a ts replaces the whole row (inserts are applied in WAL
+//! order, so "later" == higher WAL sequence); within a piece all columns have the same length.
+//! `bytes` estimates the heap used and is what the freeze trigger compares against `BUFFER`.
 //!
-//! Why columns and not a row map: IoT batches arrive mostly in time order, so the common insert
-//! is a `Vec::extend` per column; an out-of-order batch is merged in one linear pass
-//! (`merge::merge_runs`), and flushes and scans slice columns instead of rebuilding them.
+//! Why pieces in chunks: a write batch of row blocks (the Writer's form) holds a few rows of
+//! each of thousands of subtables. A block is appended whole, column by column, to a chunk
+//! (large column vectors allocated once, shared by all subtables of a column layout), and each
+//! subtable's run in it becomes a piece naming its rows in the chunk: no vector per subtable
+//! grows and reallocates, and memory stays dense. Rows written as per-subtable columns go to
+//! an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
+//! (`merge::merge_runs`), with the rows they overlap only; flushes and scans copy the pieces
+//! of the range they read.
 
 use crate::block::ts_slice;
 use crate::merge::{merge_runs, Run};
 use std::collections::HashMap;
-use tidal_common::{Column, ColumnData, DataType, TableUid};
+use tidal_common::{Column, ColumnData, DataType, TableUid, Value};
+
+/// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk).
+const PIECE_BYTES: u64 = 32;
+/// Rows of the first chunk of a column layout; each later one doubles, up to
+/// [`CHUNK_ROWS_MAX`] (a bigger block gets a chunk of its own size).
+const CHUNK_ROWS_MIN: usize = 4096;
+const CHUNK_ROWS_MAX: usize = 65_536;
 
 #[derive(Default)]
 pub struct Memtable {
-    tables: HashMap<TableUid, TableMem>,
+    /// foldhash: probed once per subtable run of every write.
+    tables: HashMap<TableUid, TableMem, foldhash::fast::RandomState>,
+    chunks: Vec<Chunk>,
+    /// Chunks still taking rows, at most one per column layout (indices into `chunks`).
+    open: Vec<usize>,
     bytes: u64,
 }
 
+/// Column vectors with a fixed capacity that whole row blocks are appended to.
+struct Chunk {
+    cols: Vec<Column>,
+    rows: usize,
+    capacity: usize,
+}
+
+impl Chunk {
+    fn accepts(&self, cols: &[Column]) -> bool {
+        cols.len() == self.cols.len()
+            && cols
+                .iter()
+                .zip(&self.cols)
+                .all(|(a, b)| std::mem::discriminant(&a.data) == std::mem::discriminant(&b.data))
+    }
+}
+
+/// Rows of one subtable: pieces in ascending, disjoint ts order.
 #[derive(Default)]
 struct TableMem {
-    cols: Vec<Column>,
+    pieces: Vec<Piece>,
     bytes: u64,
+}
+
+/// Consecutive rows of one subtable.
+enum Piece {
+    /// Columns owned by the piece.
+    Owned(Vec<Column>),
+    /// Rows `start..end` of chunk `chunk`.
+    Chunk { chunk: u32, start: u32, end: u32 },
+}
+
+impl Piece {
+    /// The piece's columns and the rows of them it holds.
+    fn view<'m>(&'m self, chunks: &'m [Chunk]) -> (&'m [Column], usize, usize) {
+        match self {
+            Piece::Owned(c) => (c, 0, c.first().map(Column::len).unwrap_or(0)),
+            Piece::Chunk { chunk, start, end } => match chunks.get(*chunk as usize) {
+                Some(c) => (&c.cols, *start as usize, *end as usize),
+                None => (&[], 0, 0),
+            },
+        }
+    }
+
+    fn ts<'m>(&'m self, chunks: &'m [Chunk]) -> &'m [i64] {
+        let (cols, s, e) = self.view(chunks);
+        cols.first()
+            .and_then(|c| ts_slice(c).get(s..e))
+            .unwrap_or(&[])
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            Piece::Owned(c) => c.iter().map(col_bytes).sum(),
+            Piece::Chunk { .. } => PIECE_BYTES,
+        }
+    }
+
+    /// The piece's rows as owned columns.
+    fn into_owned(self, chunks: &[Chunk]) -> Vec<Column> {
+        match self {
+            Piece::Owned(c) => c,
+            p => {
+                let (cols, s, e) = p.view(chunks);
+                cols.iter().map(|c| c.slice(s, e)).collect()
+            }
+        }
+    }
+
+    /// Cuts off the rows with ts >= `from` as a new piece, keeping the earlier ones; `None`
+    /// (nothing cut) when no row is earlier than `from`.
+    fn split_off_from(&mut self, from: i64, chunks: &[Chunk]) -> Option<Piece> {
+        let p = self.ts(chunks).partition_point(|t| *t < from);
+        if p == 0 {
+            return None;
+        }
+        match self {
+            Piece::Owned(cols) => {
+                let n = cols.first().map(Column::len).unwrap_or(0);
+                let tail: Vec<Column> = cols.iter().map(|c| c.slice(p, n)).collect();
+                for c in cols.iter_mut() {
+                    truncate(c, p);
+                }
+                Some(Piece::Owned(tail))
+            }
+            Piece::Chunk { chunk, start, end } => {
+                let cut = *start + p as u32;
+                let tail = Piece::Chunk {
+                    chunk: *chunk,
+                    start: cut,
+                    end: *end,
+                };
+                *end = cut;
+                Some(tail)
+            }
+        }
+    }
 }
 
 fn col_bytes(c: &Column) -> u64 {
@@ -34,6 +144,56 @@ fn col_bytes(c: &Column) -> u64 {
         d => 8 * d.len() as u64,
     };
     data + c.nulls.len() as u64
+}
+
+/// Cuts `c` to its first `n` rows.
+fn truncate(c: &mut Column, n: usize) {
+    match &mut c.data {
+        ColumnData::Bool(v) => v.truncate(n),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(n),
+        ColumnData::UInt(v) => v.truncate(n),
+        ColumnData::Float(v) => v.truncate(n),
+        ColumnData::Str(v) => v.truncate(n),
+    }
+    c.nulls.truncate(n);
+}
+
+/// Appends rows `s..e` of `src` (same physical type, validated by the write path) to `dst`.
+fn extend_range(dst: &mut Column, src: &Column, s: usize, e: usize) {
+    let len = dst.len();
+    let ok = match (&mut dst.data, &src.data) {
+        (ColumnData::Bool(a), ColumnData::Bool(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
+        (ColumnData::Int(a), ColumnData::Int(b))
+        | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
+        | (ColumnData::Int(a), ColumnData::Timestamp(b))
+        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => {
+            b.get(s..e).map(|x| a.extend_from_slice(x))
+        }
+        (ColumnData::UInt(a), ColumnData::UInt(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
+        (ColumnData::Float(a), ColumnData::Float(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
+        (ColumnData::Str(a), ColumnData::Str(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
+        _ => None,
+    };
+    if ok.is_none() {
+        // Not reachable after validation; keep the columns aligned rather than panic.
+        push_nulls(dst, e.saturating_sub(s));
+        return;
+    }
+    if !src.nulls.is_empty() || !dst.nulls.is_empty() {
+        if dst.nulls.is_empty() {
+            dst.nulls = vec![false; len];
+        }
+        match src.nulls.get(s..e) {
+            Some(n) => dst.nulls.extend_from_slice(n),
+            None => dst.nulls.resize(len + (e - s), false),
+        }
+    }
+}
+
+fn push_nulls(c: &mut Column, n: usize) {
+    for _ in 0..n {
+        c.push(&Value::Null);
+    }
 }
 
 /// An all-NULL column of `c`'s physical type and `n` rows.
@@ -49,11 +209,28 @@ fn null_like(c: &Column, n: usize) -> Column {
     Column::all_null(t, n)
 }
 
+/// Pads the narrower of two column sets with NULL columns (a newer schema version added
+/// columns), so both have the same width.
+fn align(a: &mut Vec<Column>, b: &mut Vec<Column>) {
+    let (n, m) = (
+        a.first().map(Column::len).unwrap_or(0),
+        b.first().map(Column::len).unwrap_or(0),
+    );
+    while a.len() < b.len() {
+        let c = null_like(&b[a.len()], n);
+        a.push(c);
+    }
+    while b.len() < a.len() {
+        let c = null_like(&a[b.len()], m);
+        b.push(c);
+    }
+}
+
 /// Sorts a batch by ts, keeping the last copy of a repeated ts.
-fn sort_batch(cols: &[Column]) -> Vec<Column> {
+fn sort_batch(cols: Vec<Column>) -> Vec<Column> {
     let ts = cols.first().map(ts_slice).unwrap_or(&[]);
     if ts.windows(2).all(|w| w[0] < w[1]) {
-        return cols.to_vec();
+        return cols;
     }
     let mut idx: Vec<usize> = (0..ts.len()).collect();
     // Stable: equal timestamps keep arrival order, and the last of each run wins below.
@@ -68,81 +245,180 @@ fn sort_batch(cols: &[Column]) -> Vec<Column> {
     cols.iter().map(|c| c.take(&keep)).collect()
 }
 
+fn strictly_ascending(ts: &[i64]) -> bool {
+    ts.windows(2).all(|w| w[0] < w[1])
+}
+
 impl TableMem {
-    fn recount(&mut self) {
-        self.bytes = self.cols.iter().map(col_bytes).sum::<u64>() + 64;
+    fn last_ts(&self, chunks: &[Chunk]) -> Option<i64> {
+        self.pieces
+            .last()
+            .and_then(|p| p.ts(chunks).last().copied())
     }
 
-    fn rows(&self) -> usize {
-        self.cols.first().map(Column::len).unwrap_or(0)
+    fn rows(&self, chunks: &[Chunk]) -> usize {
+        self.pieces.iter().map(|p| p.ts(chunks).len()).sum()
     }
 
-    /// Pads the narrower of (self, batch) with NULL columns (a newer schema version added
-    /// columns), so both have the same width.
-    fn align(&mut self, batch: &mut Vec<Column>) {
-        let (n, m) = (self.rows(), batch.first().map(Column::len).unwrap_or(0));
-        while self.cols.len() < batch.len() {
-            let c = null_like(&batch[self.cols.len()], n);
-            self.cols.push(c);
+    /// Inserts rows `s..e` of chunk `chunk` (just appended there).
+    fn insert_chunk(&mut self, chunks: &[Chunk], chunk: usize, s: usize, e: usize) {
+        let ts = chunks
+            .get(chunk)
+            .and_then(|c| c.cols.first())
+            .and_then(|c| ts_slice(c).get(s..e))
+            .unwrap_or(&[]);
+        if ts.is_empty() {
+            return;
         }
-        while batch.len() < self.cols.len() {
-            let c = null_like(&self.cols[batch.len()], m);
-            batch.push(c);
-        }
-    }
-
-    fn insert(&mut self, cols: &[Column]) {
-        // Fast path, no copy of the batch: sorted, after everything held, same width.
-        let ts = cols.first().map(ts_slice).unwrap_or(&[]);
-        let last = self.cols.first().and_then(|c| ts_slice(c).last().copied());
-        if !ts.is_empty()
-            && cols.len() == self.cols.len()
-            && last.is_some_and(|l| ts[0] > l)
-            && ts.windows(2).all(|w| w[0] < w[1])
-        {
-            for (a, b) in self.cols.iter_mut().zip(cols) {
-                a.extend(b);
+        if self.last_ts(chunks).is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
+            // The common case: rows after everything held; name them, copy nothing.
+            match self.pieces.last_mut() {
+                // Consecutive runs of one block extend the piece.
+                Some(Piece::Chunk {
+                    chunk: c, end: pe, ..
+                }) if *c as usize == chunk && *pe as usize == s => *pe = e as u32,
+                _ => {
+                    self.pieces.push(Piece::Chunk {
+                        chunk: chunk as u32,
+                        start: s as u32,
+                        end: e as u32,
+                    });
+                    self.bytes += PIECE_BYTES;
+                }
             }
-            self.bytes += cols.iter().map(col_bytes).sum::<u64>();
             return;
         }
-        let mut batch = sort_batch(cols);
-        let m = batch.first().map(Column::len).unwrap_or(0);
-        if m == 0 {
+        if strictly_ascending(ts) {
+            if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
+                // Rows of a batch that was overtaken by a later one: they fall between pieces.
+                self.pieces.insert(
+                    k,
+                    Piece::Chunk {
+                        chunk: chunk as u32,
+                        start: s as u32,
+                        end: e as u32,
+                    },
+                );
+                self.bytes += PIECE_BYTES;
+                return;
+            }
+        }
+        let rows = chunks
+            .get(chunk)
+            .map(|c| c.cols.iter().map(|col| col.slice(s, e)).collect())
+            .unwrap_or_default();
+        self.merge_late(chunks, rows);
+    }
+
+    /// Where rows spanning `first..=last` fit between the held pieces without overlapping
+    /// any (the index to insert a piece at), if they do.
+    fn gap_for(&self, chunks: &[Chunk], first: i64, last: i64) -> Option<usize> {
+        let k = self
+            .pieces
+            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < first));
+        match self.pieces.get(k).and_then(|p| p.ts(chunks).first()) {
+            Some(next) if last < *next => Some(k),
+            Some(_) => None,
+            None => Some(k),
+        }
+    }
+
+    /// Inserts rows given as this subtable's own columns (copied).
+    fn insert_owned(&mut self, chunks: &[Chunk], cols: &[Column]) {
+        let ts = cols.first().map(ts_slice).unwrap_or(&[]);
+        if ts.is_empty() {
             return;
         }
-        if self.cols.is_empty() {
-            self.cols = batch;
-            self.recount();
+        if self.last_ts(chunks).is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
+            let added: u64 = cols.iter().map(col_bytes).sum();
+            match self.pieces.last_mut() {
+                // In-order rows of the same width extend the last owned piece.
+                Some(Piece::Owned(last)) if last.len() == cols.len() => {
+                    for (a, b) in last.iter_mut().zip(cols) {
+                        a.extend(b);
+                    }
+                }
+                _ => self.pieces.push(Piece::Owned(cols.to_vec())),
+            }
+            self.bytes += added;
             return;
         }
-        self.align(&mut batch);
-        let last = ts_slice(&self.cols[0]).last().copied();
-        let first_new = ts_slice(&batch[0]).first().copied();
-        match (last, first_new) {
-            (Some(l), Some(f)) if f > l => {
-                // In-order append: the common IoT case.
-                for (a, b) in self.cols.iter_mut().zip(&batch) {
+        if strictly_ascending(ts) {
+            if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
+                self.pieces.insert(k, Piece::Owned(cols.to_vec()));
+                self.bytes += cols.iter().map(col_bytes).sum::<u64>();
+                return;
+            }
+        }
+        self.merge_late(chunks, cols.to_vec());
+    }
+
+    /// Merges rows that are not all after the held ones: the held rows from the batch's first
+    /// ts on (late rows land near the end: usually a few rows of the last piece or two) and the
+    /// batch become one owned piece; earlier rows stay where they are.
+    fn merge_late(&mut self, chunks: &[Chunk], batch: Vec<Column>) {
+        let mut batch = sort_batch(batch);
+        let Some(first) = batch.first().and_then(|c| ts_slice(c).first().copied()) else {
+            return;
+        };
+        // The first piece holding a ts >= first; its rows before `first` stay in place.
+        let k = self
+            .pieces
+            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < first));
+        // Bytes are recounted over the pieces this merge replaces only: a subtable may hold
+        // thousands of pieces, and late rows are common when batches overtake each other.
+        let before: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
+        let split = match self.pieces.get_mut(k) {
+            Some(p) => p.split_off_from(first, chunks),
+            None => None,
+        };
+        let mut tail: Vec<Column> = Vec::new();
+        let later = if split.is_some() { k + 1 } else { k };
+        for p in split.into_iter().chain(self.pieces.drain(later..)) {
+            let mut cols = p.into_owned(chunks);
+            if tail.is_empty() {
+                tail = cols;
+            } else {
+                align(&mut tail, &mut cols);
+                for (a, b) in tail.iter_mut().zip(&cols) {
                     a.extend(b);
                 }
-                self.bytes += batch.iter().map(col_bytes).sum::<u64>();
-            }
-            _ => {
-                let old = std::mem::take(&mut self.cols);
-                self.cols = merge_runs(
-                    vec![
-                        Run { prio: 0, cols: old },
-                        Run {
-                            prio: 1,
-                            cols: batch,
-                        },
-                    ],
-                    Vec::new,
-                );
-                self.recount();
             }
         }
+        let merged = if tail.is_empty() {
+            batch
+        } else {
+            align(&mut tail, &mut batch);
+            merge_runs(
+                vec![
+                    Run {
+                        prio: 0,
+                        cols: tail,
+                    },
+                    Run {
+                        prio: 1,
+                        cols: batch,
+                    },
+                ],
+                Vec::new,
+            )
+        };
+        self.pieces.push(Piece::Owned(merged));
+        let after: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
+        self.bytes = (self.bytes + after).saturating_sub(before);
     }
+}
+
+/// An empty column of the physical type of `c`, with room for `capacity` rows.
+fn empty_like(c: &Column, capacity: usize) -> Column {
+    Column::new(match &c.data {
+        ColumnData::Bool(_) => ColumnData::Bool(Vec::with_capacity(capacity)),
+        ColumnData::Int(_) => ColumnData::Int(Vec::with_capacity(capacity)),
+        ColumnData::UInt(_) => ColumnData::UInt(Vec::with_capacity(capacity)),
+        ColumnData::Float(_) => ColumnData::Float(Vec::with_capacity(capacity)),
+        ColumnData::Str(_) => ColumnData::Str(Vec::with_capacity(capacity)),
+        ColumnData::Timestamp(_) => ColumnData::Timestamp(Vec::with_capacity(capacity)),
+    })
 }
 
 impl Memtable {
@@ -154,8 +430,70 @@ impl Memtable {
     pub fn insert(&mut self, uid: TableUid, cols: &[Column]) {
         let t = self.tables.entry(uid).or_default();
         let before = t.bytes;
-        t.insert(cols);
+        t.insert_owned(&self.chunks, cols);
         self.bytes = self.bytes - before + t.bytes;
+    }
+
+    /// Inserts a validated row block, in WAL order: run `(i, n)` = the next `n` rows belong to
+    /// subtable `uid_of(i)` (`None`: a subtable that is gone; its rows are skipped).
+    pub fn insert_block(
+        &mut self,
+        runs: &[(u32, u32)],
+        cols: &[Column],
+        uid_of: impl Fn(u32) -> Option<TableUid>,
+    ) {
+        let rows = cols.first().map(Column::len).unwrap_or(0);
+        if rows == 0 {
+            return;
+        }
+        let chunk = self.chunk_for(cols, rows);
+        let base = self.chunks[chunk].rows;
+        {
+            let c = &mut self.chunks[chunk];
+            for (d, s) in c.cols.iter_mut().zip(cols) {
+                extend_range(d, s, 0, rows);
+            }
+            c.rows += rows;
+        }
+        self.bytes += cols.iter().map(col_bytes).sum::<u64>();
+        let mut row = base;
+        for (t, n) in runs {
+            let (s, e) = (row, row + *n as usize);
+            row = e;
+            let Some(uid) = uid_of(*t) else {
+                continue;
+            };
+            let tm = self.tables.entry(uid).or_default();
+            let before = tm.bytes;
+            tm.insert_chunk(&self.chunks, chunk, s, e);
+            self.bytes = self.bytes - before + tm.bytes;
+        }
+    }
+
+    /// The open chunk of `cols`' layout with room for `rows` more rows, or a new one.
+    fn chunk_for(&mut self, cols: &[Column], rows: usize) -> usize {
+        let mut grown = CHUNK_ROWS_MIN;
+        if let Some(k) = self
+            .open
+            .iter()
+            .position(|i| self.chunks.get(*i).is_some_and(|c| c.accepts(cols)))
+        {
+            let i = self.open[k];
+            let c = &self.chunks[i];
+            if c.capacity - c.rows >= rows {
+                return i;
+            }
+            grown = (c.capacity * 2).min(CHUNK_ROWS_MAX);
+            self.open.swap_remove(k);
+        }
+        let capacity = grown.max(rows);
+        self.chunks.push(Chunk {
+            cols: cols.iter().map(|c| empty_like(c, capacity)).collect(),
+            rows: 0,
+            capacity,
+        });
+        self.open.push(self.chunks.len() - 1);
+        self.chunks.len() - 1
     }
 
     pub fn remove_table(&mut self, uid: TableUid) {
@@ -177,35 +515,90 @@ impl Memtable {
         let Some(t) = self.tables.get(&uid) else {
             return empty();
         };
-        if lo > hi || t.cols.is_empty() {
+        if lo > hi {
             return empty();
         }
-        let ts = ts_slice(&t.cols[0]);
-        let s = ts.partition_point(|x| *x < lo);
-        let e = ts.partition_point(|x| *x <= hi);
-        if s >= e {
+        let chunks = &self.chunks;
+        // Pieces are disjoint and ascending: those overlapping [lo, hi] are consecutive.
+        let first = t
+            .pieces
+            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < lo));
+        let mut hits: Vec<(&[Column], usize, usize)> = Vec::new();
+        for p in &t.pieces[first..] {
+            let ts = p.ts(chunks);
+            if ts.first().is_some_and(|f| *f > hi) {
+                break;
+            }
+            let (cols, base, _) = p.view(chunks);
+            let s = base + ts.partition_point(|x| *x < lo);
+            let e = base + ts.partition_point(|x| *x <= hi);
+            if s < e {
+                hits.push((cols, s, e));
+            }
+        }
+        if hits.is_empty() {
             return empty();
+        }
+        let n: usize = hits.iter().map(|(_, s, e)| e - s).sum();
+        if let [(cols, s, e)] = hits.as_slice() {
+            return wanted
+                .iter()
+                .map(|(i, ty)| match cols.get(*i) {
+                    Some(c) if *s == 0 && *e == c.len() => c.clone(),
+                    Some(c) => c.slice(*s, *e),
+                    None => Column::all_null(*ty, e - s),
+                })
+                .collect();
         }
         wanted
             .iter()
-            .map(|(i, ty)| match t.cols.get(*i) {
-                Some(c) if s == 0 && e == c.len() => c.clone(),
-                Some(c) => c.slice(s, e),
-                None => Column::all_null(*ty, e - s),
+            .map(|(i, ty)| {
+                let mut out = match hits.first().and_then(|(cols, _, _)| cols.get(*i)) {
+                    // The output takes the physical type the rows have.
+                    Some(c) => empty_like(c, n),
+                    None => Column::empty(*ty, n),
+                };
+                for (cols, s, e) in &hits {
+                    match cols.get(*i) {
+                        Some(c) => extend_range(&mut out, c, *s, *e),
+                        None => push_nulls(&mut out, e - s),
+                    }
+                }
+                if out.nulls.iter().all(|x| !*x) {
+                    out.nulls = Vec::new();
+                }
+                out
             })
             .collect()
     }
 
     /// First and last ts of `uid`.
     pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
-        let ts = ts_slice(self.tables.get(&uid)?.cols.first()?);
-        Some((*ts.first()?, *ts.last()?))
+        let t = self.tables.get(&uid)?;
+        let chunks = &self.chunks;
+        let first = t
+            .pieces
+            .iter()
+            .find_map(|p| p.ts(chunks).first().copied())?;
+        let last = t
+            .pieces
+            .iter()
+            .rev()
+            .find_map(|p| p.ts(chunks).last().copied())?;
+        Some((first, last))
     }
 
     /// The first ts of `uid` at or after `from`.
     pub fn next_ts(&self, uid: TableUid, from: i64) -> Option<i64> {
-        let ts = ts_slice(self.tables.get(&uid)?.cols.first()?);
-        ts.get(ts.partition_point(|x| *x < from)).copied()
+        let t = self.tables.get(&uid)?;
+        let chunks = &self.chunks;
+        let k = t
+            .pieces
+            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < from));
+        t.pieces[k..].iter().find_map(|p| {
+            let ts = p.ts(chunks);
+            ts.get(ts.partition_point(|x| *x < from)).copied()
+        })
     }
 
     /// The subtables with rows, sorted by uid.
@@ -213,7 +606,7 @@ impl Memtable {
         let mut v: Vec<TableUid> = self
             .tables
             .iter()
-            .filter(|(_, t)| t.rows() > 0)
+            .filter(|(_, t)| t.rows(&self.chunks) > 0)
             .map(|(k, _)| *k)
             .collect();
         v.sort();
@@ -267,5 +660,158 @@ mod tests {
         assert!(m.bytes() > 0);
         m.remove_table(TableUid(1));
         assert_eq!(m.bytes(), 0);
+    }
+
+    #[test]
+    fn overtaken_rows_fit_between_pieces_without_a_merge() {
+        let mut m = Memtable::default();
+        let t = TableUid(1);
+        m.insert_block(&[(0, 2)], &cols(&[(50, 5), (60, 6)]), |_| Some(t));
+        m.insert_block(&[(0, 2)], &cols(&[(10, 1), (20, 2)]), |_| Some(t));
+        m.insert_block(&[(0, 1)], &cols(&[(30, 3)]), |_| Some(t));
+        m.insert(t, &cols(&[(40, 4)]));
+        m.insert(t, &cols(&[(5, 0)]));
+        let pieces = m.tables.get(&t).map(|x| x.pieces.len());
+        assert_eq!(pieces, Some(5), "no piece was merged");
+        assert_eq!(
+            all(&m),
+            [(5, 0), (10, 1), (20, 2), (30, 3), (40, 4), (50, 5), (60, 6)]
+                .map(|(t, v)| (t, Value::Int(v)))
+                .to_vec()
+        );
+        // Overlapping rows are merged (and the later write wins).
+        m.insert_block(&[(0, 2)], &cols(&[(20, 22), (25, 25)]), |_| Some(t));
+        assert_eq!(all(&m)[2..4], [(20, Value::Int(22)), (25, Value::Int(25))]);
+        assert_eq!(m.ts_bounds(t), Some((5, 60)));
+    }
+
+    #[test]
+    fn late_rows_merge_into_the_tail_only() {
+        let mut m = Memtable::default();
+        m.insert(TableUid(1), &cols(&[(1, 10), (3, 30), (5, 50), (7, 70)]));
+        m.insert(TableUid(1), &cols(&[(5, 55), (4, 40)]));
+        m.insert(TableUid(1), &cols(&[(8, 80)]));
+        m.insert(TableUid(1), &cols(&[(2, 20), (9, 90)]));
+        assert_eq!(
+            all(&m),
+            [
+                (1, 10),
+                (2, 20),
+                (3, 30),
+                (4, 40),
+                (5, 55),
+                (7, 70),
+                (8, 80),
+                (9, 90)
+            ]
+            .map(|(t, v)| (t, Value::Int(v)))
+            .to_vec()
+        );
+    }
+
+    #[test]
+    fn ranges_insert_like_whole_batches() {
+        let src = cols(&[
+            (7, 70),
+            (1, 10),
+            (2, 20),
+            (3, 30),
+            (2, 22),
+            (9, 90),
+            (10, 100),
+        ]);
+        let mut a = Memtable::default();
+        let mut b = Memtable::default();
+        // One block: runs of table 1 between rows of table 2 and of a table that is gone.
+        let mut block: Vec<Column> = src.iter().map(|c| c.slice(0, 0)).collect();
+        let mut runs = Vec::new();
+        for (k, (s, e)) in [(1, 3), (3, 4), (0, 1), (4, 6), (6, 7)]
+            .into_iter()
+            .enumerate()
+        {
+            for (d, c) in block.iter_mut().zip(&src) {
+                d.extend(&c.slice(s, e));
+            }
+            runs.push((0, (e - s) as u32));
+            let other = cols(&[(100 + k as i64, 0)]);
+            for (d, c) in block.iter_mut().zip(&other) {
+                d.extend(c);
+            }
+            runs.push((1 + (k % 2) as u32, 1));
+            let part: Vec<Column> = src.iter().map(|c| c.slice(s, e)).collect();
+            b.insert(TableUid(1), &part);
+        }
+        a.insert_block(&runs, &block, |i| match i {
+            0 => Some(TableUid(1)),
+            1 => Some(TableUid(2)),
+            _ => None,
+        });
+        assert_eq!(all(&a), all(&b));
+        assert_eq!(
+            all(&a),
+            [(1, 10), (2, 22), (3, 30), (7, 70), (9, 90), (10, 100)]
+                .map(|(t, v)| (t, Value::Int(v)))
+                .to_vec()
+        );
+        assert!(a.bytes() > 0 && b.bytes() > 0);
+        // Ranges across chunk and owned pieces, bounds and next ts.
+        let c = a.range_columns(
+            TableUid(1),
+            3,
+            9,
+            &[(0, DataType::Timestamp), (1, DataType::BigInt)],
+        );
+        assert_eq!(ts_slice(&c[0]), &[3, 7, 9]);
+        assert_eq!(a.ts_bounds(TableUid(1)), Some((1, 10)));
+        assert_eq!(a.next_ts(TableUid(1), 8), Some(9));
+        assert_eq!(a.next_ts(TableUid(1), 11), None);
+        assert_eq!(a.uids(), vec![TableUid(1), TableUid(2)]);
+        assert_eq!(a.ts_bounds(TableUid(2)), Some((100, 104)));
+        // A second block lands in the same chunk; a huge one gets a chunk of its own.
+        let before = a.chunks.len();
+        a.insert_block(&[(0, 1)], &cols(&[(11, 110)]), |_| Some(TableUid(1)));
+        assert_eq!(a.chunks.len(), before);
+        assert_eq!(a.ts_bounds(TableUid(1)), Some((1, 11)));
+        let big: Vec<(i64, i64)> = (0..CHUNK_ROWS_MAX as i64 + 1)
+            .map(|i| (1000 + i, i))
+            .collect();
+        a.insert_block(&[(0, big.len() as u32)], &cols(&big), |_| Some(TableUid(3)));
+        assert_eq!(a.chunks.len(), before + 1);
+        assert_eq!(
+            a.ts_bounds(TableUid(3)),
+            Some((1000, 1000 + CHUNK_ROWS_MAX as i64))
+        );
+    }
+
+    #[test]
+    fn pieces_of_a_narrower_schema_read_missing_columns_as_null() {
+        // A block of an older, narrower schema version, then a wider owned write.
+        let narrow = vec![Column::new(ColumnData::Timestamp(vec![1, 2]))];
+        let mut m = Memtable::default();
+        m.insert_block(&[(0, 2)], &narrow, |_| Some(TableUid(1)));
+        m.insert(TableUid(1), &cols(&[(3, 30)]));
+        let c = m.range_columns(
+            TableUid(1),
+            i64::MIN,
+            i64::MAX,
+            &[(0, DataType::Timestamp), (1, DataType::BigInt)],
+        );
+        assert_eq!(ts_slice(&c[0]), &[1, 2, 3]);
+        assert_eq!(
+            (0..3).map(|i| c[1].get(i)).collect::<Vec<_>>(),
+            vec![Value::Null, Value::Null, Value::Int(30)]
+        );
+        // A late row overlapping the narrow piece is merged into one wide piece.
+        m.insert(TableUid(1), &cols(&[(2, 20)]));
+        let c = m.range_columns(
+            TableUid(1),
+            0,
+            10,
+            &[(0, DataType::Timestamp), (1, DataType::BigInt)],
+        );
+        assert_eq!(
+            (0..3).map(|i| c[1].get(i)).collect::<Vec<_>>(),
+            vec![Value::Null, Value::Int(20), Value::Int(30)]
+        );
     }
 }

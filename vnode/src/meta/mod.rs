@@ -1,29 +1,38 @@
 //! The vnode's catalog: STABLE schemas it has seen, its subtables with their tags, and the
 //! next subtable uid.
 //!
-//! Owns: name -> table, uid -> table, stable -> schema. Invariants: `by_uid` holds exactly the
-//! tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of LAST_ROW over many
+//! Owns: name -> table, uid -> table, stable -> schema. Invariants: `by_uid` and `by_name` hold
+//! exactly the tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of LAST_ROW over many
 //! subtables — is one hash probe and listing tables copies no names or tags); every table's stable is in `stables`; `next_uid` is greater than every
 //! uid ever handed out (also of dropped tables), so uids are never reused. The catalog is made
 //! durable by the WAL (creates/drops/schema records) and by the snapshot in the manifest.
 
 use crate::codec::{DResult, Reader, Writer};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tidal_common::{StableSchema, TableMeta, TableUid, Value};
 
 #[derive(Default, Clone)]
 pub struct Meta {
     pub stables: BTreeMap<String, StableSchema>,
+    /// Ordered, for listings (SHOW, scans of a STABLE list subtables by name).
     pub tables: BTreeMap<String, Arc<TableMeta>>,
+    /// The same tables hashed by name: the write path resolves every subtable of a batch by
+    /// name, and with 100,000s of subtables a tree walk of string compares per subtable costs
+    /// more than the rest of its write.
+    by_name: HashMap<String, Arc<TableMeta>, foldhash::fast::RandomState>,
     pub by_uid: HashMap<TableUid, Arc<TableMeta>, foldhash::fast::RandomState>,
     pub next_uid: u64,
-    /// Tag indexes: (stable, tag position) -> value -> names of its subtables with that value.
+    /// Tag indexes: (stable, tag position) -> value -> its subtables with that value, by name
+    /// (the same `Arc`s as `tables`, so a lookup returns them without another search).
     /// The first tag of every STABLE is always indexed (as TDengine does); another tag gets an
     /// index the first time a query filters on it by equality. Every index is kept exactly in
     /// step with `tables`.
-    tag_index: HashMap<(String, usize), HashMap<TagKey, BTreeSet<String>>>,
+    tag_index: HashMap<(String, usize), HashMap<TagKey, TagSet>>,
 }
+
+/// The subtables with one tag value, by name.
+type TagSet = BTreeMap<String, Arc<TableMeta>>;
 
 /// A tag value as a hashable key (floats by their bits, -0.0 as 0.0).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -79,12 +88,13 @@ impl Meta {
         self.remove_table(&t.name);
         let t = Arc::new(t);
         self.by_uid.insert(t.uid, t.clone());
+        self.by_name.insert(t.name.clone(), t.clone());
         self.tag_index.entry((t.stable.clone(), 0)).or_default();
         for ((stable, k), idx) in self.tag_index.iter_mut() {
             if *stable == t.stable {
                 idx.entry(tag_key(&t, *k))
                     .or_default()
-                    .insert(t.name.clone());
+                    .insert(t.name.clone(), t.clone());
             }
         }
         self.tables.insert(t.name.clone(), t);
@@ -93,6 +103,7 @@ impl Meta {
     pub fn remove_table(&mut self, name: &str) -> Option<Arc<TableMeta>> {
         let t = self.tables.remove(name)?;
         self.by_uid.remove(&t.uid);
+        self.by_name.remove(name);
         for ((stable, k), idx) in self.tag_index.iter_mut() {
             if *stable == t.stable {
                 let key = tag_key(&t, *k);
@@ -114,9 +125,11 @@ impl Meta {
 
     /// Builds the index of tag `k` of `stable` (kept up to date from then on).
     pub fn build_tag_index(&mut self, stable: &str, k: usize) {
-        let mut idx: HashMap<TagKey, BTreeSet<String>> = HashMap::new();
+        let mut idx: HashMap<TagKey, TagSet> = HashMap::new();
         for t in self.tables.values().filter(|t| t.stable == stable) {
-            idx.entry(tag_key(t, k)).or_default().insert(t.name.clone());
+            idx.entry(tag_key(t, k))
+                .or_default()
+                .insert(t.name.clone(), t.clone());
         }
         self.tag_index.insert((stable.to_string(), k), idx);
     }
@@ -130,18 +143,24 @@ impl Meta {
         values: &[Value],
     ) -> Option<Vec<&Arc<TableMeta>>> {
         let idx = self.tag_index.get(&(stable.to_string(), k))?;
-        let mut names: BTreeSet<&String> = BTreeSet::new();
-        for v in values {
-            if let Some(set) = idx.get(&TagKey::of(v)) {
-                names.extend(set.iter());
-            }
+        let sets: Vec<&TagSet> = values
+            .iter()
+            .filter_map(|v| idx.get(&TagKey::of(v)))
+            .collect();
+        if let [one] = sets.as_slice() {
+            return Some(one.values().collect());
         }
-        Some(
-            names
-                .into_iter()
-                .filter_map(|n| self.tables.get(n))
-                .collect(),
-        )
+        // Several values: each set is sorted by name; a value listed twice is one set.
+        let mut names: BTreeMap<&String, &Arc<TableMeta>> = BTreeMap::new();
+        for set in sets {
+            names.extend(set.iter());
+        }
+        Some(names.into_values().collect())
+    }
+
+    /// The live subtable named `name` (one hash probe).
+    pub fn table(&self, name: &str) -> Option<&Arc<TableMeta>> {
+        self.by_name.get(name)
     }
 
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {

@@ -1,0 +1,42 @@
+-- ALTER STABLE: one change per statement. Rows written before read added columns and tags as
+-- NULL; VARCHAR/NCHAR widths grow; tags are renamed; DROP is refused with the reason.
+CREATE DATABASE al VGROUPS 2;
+USE al;
+CREATE STABLE m (ts TIMESTAMP, v DOUBLE, note VARCHAR(4)) TAGS (loc VARCHAR(8), gid INT);
+INSERT INTO d1 USING m TAGS ('north', 1) VALUES (1700000000000, 1.5, 'ab');
+INSERT INTO d2 USING m TAGS ('south', 2) VALUES (1700000000000, 2.5, NULL);
+ALTER STABLE m ADD COLUMN n BIGINT;
+ALTER STABLE al.m ADD TAG fleet VARCHAR(10);
+DESCRIBE m;
+INSERT INTO d1 VALUES (1700000001000, 3.5, 'cd', 7);
+INSERT INTO d3 USING m TAGS ('east', 3, 'f1') VALUES (1700000002000, 4.5, 'ef', 8);
+SELECT tbname, ts, v, note, n FROM m ORDER BY tbname, ts;
+SHOW TABLE TAGS FROM m;
+-- a value too wide for VARCHAR(4) fits once the column is widened
+INSERT INTO d1 VALUES (1700000003000, 5.5, 'toolong', 9);
+ALTER STABLE m MODIFY COLUMN note VARCHAR(16);
+INSERT INTO d1 VALUES (1700000003000, 5.5, 'toolong', 9);
+SELECT ts, note FROM d1 ORDER BY ts;
+ALTER STABLE m MODIFY TAG loc VARCHAR(32);
+INSERT INTO d4 USING m TAGS ('a-rather-long-location', 4, 'f2') VALUES (1700000004000, 6.5, 'gh', 10);
+ALTER STABLE m RENAME TAG gid group_id;
+SHOW TABLE TAGS FROM m;
+SELECT group_id, count(*) FROM m PARTITION BY group_id ORDER BY group_id;
+SELECT count(*) FROM m WHERE group_id = 1;
+SHOW CREATE STABLE m;
+SHOW STABLES;
+-- errors name the problem; nothing changes
+ALTER STABLE m MODIFY COLUMN note VARCHAR(8);
+ALTER STABLE m MODIFY COLUMN v FLOAT;
+ALTER STABLE m MODIFY TAG group_id BIGINT;
+ALTER STABLE m MODIFY COLUMN nosuch VARCHAR(8);
+ALTER STABLE m ADD COLUMN V INT;
+ALTER STABLE m ADD TAG since TIMESTAMP;
+ALTER STABLE m RENAME TAG nosuch x;
+ALTER STABLE m RENAME TAG loc v;
+ALTER STABLE m DROP COLUMN note;
+ALTER STABLE m DROP TAG loc;
+ALTER STABLE m RENAME COLUMN v w;
+ALTER STABLE m ADD x INT;
+ALTER STABLE nosuch ADD COLUMN x INT;
+SHOW STABLES;

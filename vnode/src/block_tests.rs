@@ -1,0 +1,277 @@
+//! Row blocks (many subtables of one STABLE in one set of columns) through the write path:
+//! they must store exactly what the same rows as per-subtable `TableWrite`s store, survive a
+//! WAL replay and a flush, and fail validation as a whole.
+
+use super::*;
+use tidal_common::{ColumnDef, RowBlock, SchemaVersion, StatusCode, TableWrite};
+
+const DB: &str = "db";
+
+fn schema() -> StableSchema {
+    StableSchema {
+        db: DB.into(),
+        name: "meters".into(),
+        version: SchemaVersion(1),
+        columns: vec![
+            ColumnDef::new("ts", DataType::Timestamp),
+            ColumnDef::new("v", DataType::Double),
+            ColumnDef::new("s", DataType::VarChar(16)),
+        ],
+        tags: vec![ColumnDef::new("loc", DataType::VarChar(16))],
+    }
+}
+
+fn open(dir: &Path, range: HashRange) -> Vnode {
+    Vnode::open(
+        dir,
+        VnodeConfig {
+            vgroup: VgroupId(3),
+            db: DB.into(),
+            range,
+            options: DbOptions {
+                wal_level: 2,
+                buffer_mb: 1,
+                ..DbOptions::default()
+            },
+        },
+    )
+    .unwrap()
+}
+
+fn full() -> HashRange {
+    HashRange {
+        begin: 0,
+        end: u32::MAX,
+    }
+}
+
+/// (table, ts, v, s) rows in write order.
+type Row = (&'static str, i64, Option<f64>, Option<&'static str>);
+
+fn values(r: &Row) -> [Value; 3] {
+    [
+        Value::Timestamp(r.1),
+        r.2.map(Value::Float).unwrap_or(Value::Null),
+        r.3.map(|s| Value::Str(s.into())).unwrap_or(Value::Null),
+    ]
+}
+
+fn tags(t: &str) -> Vec<Value> {
+    vec![Value::Str(format!("at_{t}"))]
+}
+
+/// The rows as one block (each table's tags on its first row; `tagless` get none).
+fn block(rows: &[Row], tagless: &[&str]) -> RowBlock {
+    let mut b = RowBlock::new(
+        "meters",
+        &[DataType::Timestamp, DataType::Double, DataType::VarChar(16)],
+    );
+    let mut index: HashMap<&str, u32> = HashMap::new();
+    for r in rows {
+        let i = *index
+            .entry(r.0)
+            .or_insert_with(|| b.add_table(r.0, (!tagless.contains(&r.0)).then(|| tags(r.0))));
+        assert!(b.push_row(i, &values(r)));
+    }
+    b
+}
+
+/// The same rows as one `TableWrite` per run of consecutive rows of a table.
+fn table_writes(rows: &[Row]) -> Vec<TableWrite> {
+    let mut out: Vec<TableWrite> = Vec::new();
+    for r in rows {
+        if out.last().is_none_or(|t| t.table != r.0) {
+            out.push(TableWrite {
+                table: r.0.into(),
+                stable: "meters".into(),
+                tags: Some(tags(r.0)),
+                columns: schema()
+                    .columns
+                    .iter()
+                    .map(|c| Column::empty(c.data_type, 0))
+                    .collect(),
+            });
+        }
+        if let Some(t) = out.last_mut() {
+            for (c, v) in t.columns.iter_mut().zip(values(r).iter()) {
+                c.push(v);
+            }
+        }
+    }
+    out
+}
+
+fn batch(tables: Vec<TableWrite>, blocks: Vec<RowBlock>) -> WriteBatch {
+    WriteBatch {
+        db: DB.into(),
+        vgroup: VgroupId(3),
+        schemas: vec![schema()],
+        tables,
+        blocks,
+    }
+}
+
+/// Every table's rows (ts, v, s) and tags.
+fn dump(v: &Vnode) -> Vec<(String, Vec<Value>, Vec<Vec<Value>>)> {
+    v.tables(None)
+        .iter()
+        .map(|t| {
+            let c = v.scan(t.uid, i64::MIN, i64::MAX, &[0, 1, 2]).unwrap();
+            let rows = (0..c[0].len())
+                .map(|i| c.iter().map(|col| col.get(i)).collect())
+                .collect();
+            (t.name.clone(), t.tags.clone(), rows)
+        })
+        .collect()
+}
+
+const ROWS: &[Row] = &[
+    ("a", 10, Some(1.0), Some("x")),
+    ("b", 10, None, Some("y")),
+    ("a", 11, Some(2.0), None),
+    ("c", 5, Some(3.0), Some("z")),
+    ("a", 9, Some(0.5), Some("early")), // out of order within the table
+    ("b", 10, Some(7.0), None),         // repeated ts in a later run: replaces the row
+    ("a", 11, None, Some("again")),
+    ("c", 6, Some(4.0), None),
+];
+
+#[test]
+fn blocks_store_what_table_writes_store_and_survive_replay_and_flush() {
+    let da = tempfile::tempdir().unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let a = open(da.path(), full());
+    let b = open(db.path(), full());
+    let oa = a.write(&batch(table_writes(ROWS), Vec::new())).unwrap();
+    let ob = b.write(&batch(Vec::new(), vec![block(ROWS, &[])])).unwrap();
+    assert_eq!(oa, ob);
+    assert_eq!(ob.rows, ROWS.len() as u64);
+    assert_eq!(ob.tables_created, 3);
+    let expect = dump(&a);
+    assert_eq!(dump(&b), expect);
+    let b_rows = expect.iter().find(|t| t.0 == "b").unwrap();
+    assert_eq!(
+        b_rows.2,
+        vec![vec![Value::Timestamp(10), Value::Float(7.0), Value::Null]]
+    );
+
+    // Existing tables need no tags; a second block appends to the memtable.
+    let more: &[Row] = &[("c", 7, Some(5.0), None), ("a", 12, Some(6.0), None)];
+    a.write(&batch(table_writes(more), Vec::new())).unwrap();
+    let o = b
+        .write(&batch(Vec::new(), vec![block(more, &["a", "c"])]))
+        .unwrap();
+    assert_eq!(o.tables_created, 0);
+    let expect = dump(&a);
+    assert_eq!(dump(&b), expect);
+
+    // WAL replay.
+    drop(b);
+    let b = open(db.path(), full());
+    assert_eq!(dump(&b), expect);
+    // Flushed to files, then replayed again with a block after the flush.
+    b.flush().unwrap();
+    assert_eq!(dump(&b), expect);
+    let last: &[Row] = &[("d", 1, Some(1.0), None), ("a", 12, Some(60.0), None)];
+    a.write(&batch(table_writes(last), Vec::new())).unwrap();
+    b.write(&batch(Vec::new(), vec![block(last, &["a"])]))
+        .unwrap();
+    drop(b);
+    let b = open(db.path(), full());
+    assert_eq!(dump(&b), dump(&a));
+}
+
+#[test]
+fn a_bad_block_fails_the_whole_batch() {
+    let d = tempfile::tempdir().unwrap();
+    let range = HashRange {
+        begin: 0,
+        end: u32::MAX / 2,
+    };
+    let v = open(d.path(), range);
+    let pick = |prefix: &str, inside: bool| -> &'static str {
+        let n = (0..1000)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|n| range.contains(hash_table_name(DB, n)) == inside)
+            .unwrap();
+        Box::leak(n.into_boxed_str())
+    };
+    let (t1, t2, out) = (pick("in", true), pick("more", true), pick("out", false));
+    let good = || batch(Vec::new(), vec![block(&[(t1, 1, Some(1.0), None)], &[])]);
+
+    let e = v
+        .write(&batch(
+            Vec::new(),
+            vec![block(&[(t1, 1, None, None), (out, 1, None, None)], &[])],
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::WrongVgroup { table, .. } if table == out),
+        "{e}"
+    );
+
+    let e = v
+        .write(&batch(
+            Vec::new(),
+            vec![block(&[(t1, 1, None, None), (t2, 1, None, None)], &[t2])],
+        ))
+        .unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::TableNotFound { table } if table == t2),
+        "{e}"
+    );
+
+    let mut wrong_type = RowBlock::new(
+        "meters",
+        &[DataType::Timestamp, DataType::BigInt, DataType::VarChar(4)],
+    );
+    let i = wrong_type.add_table(t1, Some(tags(t1)));
+    wrong_type.push_row(i, &[Value::Timestamp(1), Value::Int(1), Value::Null]);
+    let e = v.write(&batch(Vec::new(), vec![wrong_type])).unwrap_err();
+    assert!(
+        matches!(&e, VnodeError::TypeMismatch { column, .. } if column == "v"),
+        "{e}"
+    );
+
+    let mut narrow = RowBlock::new("meters", &[DataType::Timestamp, DataType::Double]);
+    let i = narrow.add_table(t1, Some(tags(t1)));
+    narrow.push_row(i, &[Value::Timestamp(1), Value::Float(1.0)]);
+    let e = v.write(&batch(Vec::new(), vec![narrow])).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::SchemaMismatch, "{e}");
+
+    let mut bad_tags = block(&[(t1, 1, None, None)], &[t1]);
+    bad_tags.offer_tags(0, Some(vec![Value::Int(1), Value::Int(2)]));
+    let e = v.write(&batch(Vec::new(), vec![bad_tags])).unwrap_err();
+    assert!(matches!(&e, VnodeError::InvalidTags { .. }), "{e}");
+
+    let mut unknown_stable = batch(Vec::new(), vec![]);
+    let mut b = RowBlock::new("nope", &[DataType::Timestamp]);
+    let i = b.add_table(t1, Some(Vec::new()));
+    b.push_row(i, &[Value::Timestamp(1)]);
+    unknown_stable.blocks.push(b);
+    let e = v.write(&unknown_stable).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::StableNotFound, "{e}");
+
+    // Nothing of the failed batches was applied; a good one still is.
+    assert!(v.tables(None).is_empty());
+    assert_eq!(v.write(&good()).unwrap().rows, 1);
+    // A table of one STABLE written as another's.
+    let mut other = StableSchema {
+        name: "other".into(),
+        ..schema()
+    };
+    other.version = SchemaVersion(1);
+    let mut b = RowBlock::new(
+        "other",
+        &[DataType::Timestamp, DataType::Double, DataType::VarChar(16)],
+    );
+    let i = b.add_table(t1, Some(tags(t1)));
+    b.push_row(i, &[Value::Timestamp(2), Value::Null, Value::Null]);
+    let mut wb = batch(Vec::new(), vec![b]);
+    wb.schemas.push(other);
+    let e = v.write(&wb).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::SchemaMismatch, "{e}");
+    drop(v);
+    let v = open(d.path(), range);
+    assert_eq!(dump(&v).len(), 1);
+}
