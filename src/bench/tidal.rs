@@ -25,7 +25,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub fn settings() -> String {
     format!(
-        "mnode + {DNODES} data nodes on loopback; `CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' WAL_LEVEL 2 CACHEMODEL 'both'` (the last-row cache on, as a fleet dashboard would run it); client library `Writer` fed row blocks of {BATCH_ROWS} points, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup"
+        "mnode + {DNODES} data nodes on loopback; `CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' WAL_LEVEL 2 CACHEMODEL 'both' CACHESIZE 512` (the last-row cache on and large enough for every subtable, as a fleet dashboard would run it); client library `Writer` fed row blocks of {BATCH_ROWS} points, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup"
     )
 }
 
@@ -63,7 +63,7 @@ impl TidalEngine {
 
     pub async fn create(&self) -> Result<(), BoxError> {
         let db = format!(
-            "CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' KEEP 36500d DURATION 10d WAL_LEVEL 2 CACHEMODEL 'both'"
+            "CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' KEEP 36500d DURATION 10d WAL_LEVEL 2 CACHEMODEL 'both' CACHESIZE 512"
         );
         for (sql, in_db) in [(db.as_str(), ""), (READINGS_DDL, DB), (DIAGNOSTICS_DDL, DB)] {
             self.client

@@ -814,10 +814,26 @@ impl SqlService {
     /// restarted, or the map changed), refreshes the routes and runs it again: queries only
     /// read, so a retry cannot change anything.
     async fn select(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
+        self.with_route_retries(db, q, || self.select_once(db, q))
+            .await
+    }
+
+    /// Runs `run` again, after refreshing the routes of the tables `q` reads, while it fails
+    /// with a retryable error (up to 8 attempts, backing off from 100 ms to 1 s).
+    async fn with_route_retries<T, F, Fut>(
+        &self,
+        db: &str,
+        q: &tidal_sql::Query,
+        mut run: F,
+    ) -> ExecResult<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = ExecResult<T>>,
+    {
         const ATTEMPTS: u32 = 8;
         let mut attempt = 0;
         loop {
-            match self.select_once(db, q).await {
+            match run().await {
                 Err(e) if e.code.is_retryable() && attempt + 1 < ATTEMPTS => {
                     attempt += 1;
                     for t in tidal_sql::referenced_tables(q) {

@@ -266,21 +266,8 @@ impl SqlService {
     /// otherwise. Failures before any row (a data node restarted, the vgroup map changed)
     /// refresh the routes and run it again, as [`SqlService::select`] does.
     pub(super) async fn select_stream(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Reply> {
-        const ATTEMPTS: u32 = 8;
-        let mut attempt = 0;
-        loop {
-            match self.select_stream_once(db, q).await {
-                Err(e) if e.code.is_retryable() && attempt + 1 < ATTEMPTS => {
-                    attempt += 1;
-                    for t in tidal_sql::referenced_tables(q) {
-                        self.client.invalidate(t.db.as_deref().unwrap_or(db));
-                    }
-                    let ms = (50u64 << attempt).min(1_000);
-                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                }
-                r => return r,
-            }
-        }
+        self.with_route_retries(db, q, || self.select_stream_once(db, q))
+            .await
     }
 
     async fn select_stream_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Reply> {

@@ -556,12 +556,7 @@ impl DnodeService {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         authorize(&p, &vnode, Need::Read)?;
-        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
-            status_error(
-                StatusCode::InvalidArgument,
-                format!("bad query fragment: {e}"),
-            )
-        })?;
+        let fragment = decode_fragment(&r.fragment, "query")?;
         Ok((vnode, fragment, self.fragment_budget(r.memory_max_bytes)))
     }
 
@@ -576,6 +571,17 @@ impl DnodeService {
         };
         tidal_sql::MemoryBudget::new(limit, "query_memory_max_bytes")
     }
+}
+
+/// A fragment from the wire; `what` names it in the error ("query", "DELETE").
+#[allow(clippy::result_large_err)]
+fn decode_fragment(bytes: &[u8], what: &str) -> Result<tidal_sql::Fragment, Status> {
+    tidal_sql::Fragment::from_bytes(bytes).map_err(|e| {
+        status_error(
+            StatusCode::InvalidArgument,
+            format!("bad {what} fragment: {e}"),
+        )
+    })
 }
 
 async fn blocking<T: Send + 'static>(
@@ -821,12 +827,7 @@ impl DnodeRpc for DnodeService {
             authorize(&p, &vnode, Need::Read)?;
             vnodes.push(vnode);
         }
-        let fragment = Arc::new(tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
-            status_error(
-                StatusCode::InvalidArgument,
-                format!("bad query fragment: {e}"),
-            )
-        })?);
+        let fragment = Arc::new(decode_fragment(&r.fragment, "query")?);
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER * vnodes.len());
         for (index, vnode) in vnodes.into_iter().enumerate() {
@@ -883,12 +884,7 @@ impl DnodeRpc for DnodeService {
         let r = req.into_inner();
         let vnode = self.vnode_ref(r.vnode.as_ref())?;
         authorize(&p, &vnode, Need::Write)?;
-        let fragment = tidal_sql::Fragment::from_bytes(&r.fragment).map_err(|e| {
-            status_error(
-                StatusCode::InvalidArgument,
-                format!("bad DELETE fragment: {e}"),
-            )
-        })?;
+        let fragment = decode_fragment(&r.fragment, "DELETE")?;
         if fragment.filter.is_some() {
             return Err(status_error(
                 StatusCode::InvalidArgument,
