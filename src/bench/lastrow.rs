@@ -140,25 +140,9 @@ pub async fn run(args: LastRowArgs) -> Result<ExitCode, BoxError> {
                 .map_err(|_| format!("--tables: '{s}' is not a number of trucks"))
         })
         .collect::<Result<_, _>>()?;
-    let mut kinds = Vec::new();
-    for p in args
-        .peers
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        if p == "none" {
-            continue;
-        }
-        match Kind::parse(p) {
-            Some(k) if k.queries() => kinds.push(k),
-            _ => {
-                return Err(format!(
-                    "--peers: '{p}' is not one of influxdb, clickhouse, postgres, none"
-                )
-                .into())
-            }
-        }
+    let kinds = peers::parse_list(&args.peers)?;
+    if let Some(k) = kinds.iter().find(|k| !k.queries()) {
+        return Err(format!("--peers: {} is measured for ingest only", k.name()).into());
     }
     let scripts = if kinds.is_empty() {
         None

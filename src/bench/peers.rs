@@ -84,6 +84,24 @@ impl Kind {
     }
 }
 
+/// Parses a `--peers` list (comma-separated names, `none` for none) without repeats.
+pub fn parse_list(s: &str) -> Result<Vec<Kind>, String> {
+    let mut kinds = Vec::new();
+    for p in s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && *p != "none")
+    {
+        let k = Kind::parse(p).ok_or_else(|| {
+            format!("--peers: unknown peer '{p}'; expected influxdb, clickhouse, postgres, victoria or none")
+        })?;
+        if !kinds.contains(&k) {
+            kinds.push(k);
+        }
+    }
+    Ok(kinds)
+}
+
 /// Where ../shared/peers is: `TIDAL_PEERS_DIR`, else a `shared/peers` next to an ancestor of
 /// the working directory or of the binary.
 pub fn scripts_dir() -> Option<PathBuf> {

@@ -174,23 +174,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
         seed: args.seed,
     };
     let cfg = data.config()?;
-    let mut kinds = Vec::new();
-    for p in args
-        .peers
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        if p == "none" {
-            continue;
-        }
-        let k = Kind::parse(p).ok_or_else(|| {
-            format!("--peers: unknown peer '{p}'; expected influxdb, clickhouse, postgres, victoria or none")
-        })?;
-        if !kinds.contains(&k) {
-            kinds.push(k);
-        }
-    }
+    let kinds = super::peers::parse_list(&args.peers)?;
     let out = args.out.clone().unwrap_or_else(|| {
         if args.small {
             std::env::temp_dir()
