@@ -1,6 +1,7 @@
 //! `tidal bench`: the `--small` benchmark run (a local cluster, no peers, seconds long) writes
-//! a report with every section and non-zero figures, its JSON and charts; `bench generate` is
-//! deterministic for a seed; bad input gives a clear error, not a panic.
+//! a report with every section and non-zero figures, its JSON and charts, with Tidal loaded
+//! both through the client library and through the line protocol over HTTP; `bench generate`
+//! is deterministic for a seed; bad input gives a clear error, not a panic.
 
 use std::process::Command;
 
@@ -75,6 +76,32 @@ fn small_run_writes_a_complete_report() {
         assert!(q["cold_ms"].as_f64().unwrap() > 0.0, "{q}");
         assert!(q["p50_ms"].as_f64().unwrap() > 0.0, "{q}");
     }
+
+    // The line-protocol variant: ingest and size only, its COUNT(*) check passed (a failed
+    // check would have put it under `skipped` instead).
+    assert_eq!(json["skipped"].as_array().map(Vec::len), Some(0), "{json}");
+    let lp = &json["engines"][1];
+    assert_eq!(lp["name"], "tidal (line protocol)");
+    assert_eq!(lp["variant_of"], "tidal");
+    let lp_rows = lp["ingest"]["rows"].as_u64().unwrap();
+    assert!(lp_rows > 1000 && lp_rows <= json["data"]["points"].as_u64().unwrap());
+    assert!(lp["ingest"]["rows_per_s"].as_f64().unwrap() > 0.0);
+    assert!(lp["ingest"]["method"]
+        .as_str()
+        .unwrap()
+        .contains("POST /write"));
+    assert!(lp["disk_bytes"].as_u64().unwrap() > 0);
+    assert!(lp["peak_rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(lp["queries"].as_array().map(Vec::len), Some(0));
+    assert!(
+        lp["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap_or("")
+            .contains("`SELECT COUNT(*)` found the rows expected")),
+        "{lp}"
+    );
+    assert!(md.contains("| tidal (line protocol) | "), "{md}");
+
     for chart in ["ingest.png", "disk.png", "queries_p50.png"] {
         let p = dir.path().join("bench").join(chart);
         let bytes = std::fs::read(&p).unwrap();

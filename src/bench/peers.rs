@@ -261,23 +261,8 @@ impl PeerServer {
                 } else {
                     "127.0.0.1:18428"
                 };
-                let rows = post_chunks(f, 5_000, 4, |body| {
-                    let r = http::request(addr, "POST", path, body, HTTP_TIMEOUT)?;
-                    if r.ok() {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "{} write: HTTP {}: {}",
-                            self.kind.name(),
-                            r.status,
-                            r.text()
-                        ))
-                    }
-                })?;
-                Ok((
-                    rows,
-                    "line protocol over HTTP, 5,000 lines per request, 4 in flight".into(),
-                ))
+                let rows = post_line_protocol(f, addr, path, self.kind.name())?;
+                Ok((rows, format!("line protocol over HTTP, {}", lp_batching())))
             }
             Kind::ClickHouse => {
                 let [r, d] = files.clickhouse.as_ref().ok_or_else(missing)?;
@@ -386,6 +371,51 @@ impl PeerServer {
             },
         }
     }
+}
+
+/// Lines per request of every line-protocol load (InfluxDB, VictoriaMetrics, Tidal's HTTP
+/// API), as TSBS's influx loader batches them.
+pub const LP_LINES_PER_REQUEST: usize = 5_000;
+/// Requests in flight at once in a line-protocol load.
+pub const LP_IN_FLIGHT: usize = 4;
+
+/// How a line-protocol load batches, for the report: "5,000 lines per request, 4 in flight".
+pub fn lp_batching() -> String {
+    format!(
+        "{} lines per request, {LP_IN_FLIGHT} in flight",
+        thousands(LP_LINES_PER_REQUEST as u64)
+    )
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// POSTs the line-protocol `file` to `http://{addr}{path}` in requests of
+/// [`LP_LINES_PER_REQUEST`] lines, [`LP_IN_FLIGHT`] at once; any status but 2xx stops the
+/// load with an error naming `who`. Returns the lines sent. The one loader of InfluxDB,
+/// VictoriaMetrics and Tidal's line-protocol variant, so they are loaded alike.
+pub fn post_line_protocol(file: &Path, addr: &str, path: &str, who: &str) -> Result<u64, String> {
+    post_chunks(file, LP_LINES_PER_REQUEST, LP_IN_FLIGHT, |body| {
+        let r = http::request(addr, "POST", path, body, HTTP_TIMEOUT)?;
+        if r.ok() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{who} write: HTTP {}: {}",
+                r.status,
+                r.text().trim()
+            ))
+        }
+    })
 }
 
 /// Latencies of one query type's runs and the first run's answer.
@@ -680,6 +710,10 @@ mod tests {
             assert_eq!(Kind::parse(k.name()), Some(k));
         }
         assert_eq!(Kind::parse("mysql"), None);
+        assert_eq!(lp_batching(), "5,000 lines per request, 4 in flight");
+        assert_eq!(thousands(250_000), "250,000");
+        assert_eq!(thousands(1_000_000), "1,000,000");
+        assert_eq!(thousands(999), "999");
         assert!(clickhouse18_ddl(Measurement::Diagnostics).contains("status Nullable(Int64)"));
     }
 

@@ -62,6 +62,11 @@ pub struct QueryFigures {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct EngineResult {
     pub name: String,
+    /// Set on another way into an engine already in the run (Tidal through the line
+    /// protocol: `Some("tidal")`): compared with the peers as that engine is, never counted
+    /// as a peer. Absent from older results.json files.
+    #[serde(default)]
+    pub variant_of: Option<String>,
     pub version: String,
     pub settings: String,
     pub durability: String,
@@ -149,7 +154,10 @@ fn q<'a>(e: &'a EngineResult, name: &str) -> Option<&'a QueryFigures> {
 pub fn markdown(r: &Results, chart_dir: &str) -> String {
     let mut s = String::new();
     let tidal = r.engines.iter().find(|e| e.name == "tidal");
-    let peers: Vec<&EngineResult> = r.engines.iter().filter(|e| e.name != "tidal").collect();
+    // Tidal and its variants (the line-protocol load) are compared with the peers; a variant
+    // is never a peer of Tidal.
+    let is_tidal = |e: &EngineResult| e.name == "tidal" || e.variant_of.as_deref() == Some("tidal");
+    let peers: Vec<&EngineResult> = r.engines.iter().filter(|e| !is_tidal(e)).collect();
     let _ = writeln!(s, "# Benchmarks: the TSBS IoT workload\n");
     let _ = writeln!(
         s,
@@ -190,7 +198,11 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
         d.rows_per_truck_per_day[1],
         d.generate_seconds
     );
-    let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop).\n");
+    let lp_row = r.engines.iter().find(|e| e.variant_of.is_some());
+    let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library{}, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop).\n", match lp_row {
+        Some(e) => format!(" and, as \"{}\", the InfluxDB file through its HTTP API (a fresh cluster, ingest and size only)", e.name),
+        None => String::new(),
+    });
     if d.subtable_tags {
         let _ = writeln!(s, "Tags: Tidal, like TDengine, keeps a subtable's tags from its first point (TSBS's NULL tags then hold for the whole subtable, and the null-name points share one subtable). The peers' points carry those same subtable tags, so every engine holds the same logical data and the answers can be compared row for row; `--row-tags` gives the peers TSBS's per-point tags instead (about 1% of the points differ).\n");
     } else {
@@ -232,7 +244,11 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
         let peer_vals: Vec<Option<f64>> = peers.iter().map(|e| get(e)).collect();
         for e in &r.engines {
             let v = get(e);
-            let rt = if e.name == "tidal" {
+            // A variant measures only some figures (ingest and size): no row for the others.
+            if v.is_none() && e.variant_of.is_some() {
+                continue;
+            }
+            let rt = if is_tidal(e) {
                 ratio(v, &peer_vals, higher)
             } else {
                 ratio(tidal.and_then(get), &[v], higher)
@@ -242,7 +258,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
                 "| {} | {} | {} |",
                 e.name,
                 v.map(fmt).unwrap_or_else(|| "-".into()),
-                if e.name == "tidal" {
+                if is_tidal(e) {
                     rt
                 } else {
                     format!("(Tidal {rt})")
@@ -254,6 +270,9 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
 
     let _ = writeln!(s, "## Ingest\n");
     let _ = writeln!(s, "Rows/s = points acknowledged / wall time from the first write to the last acknowledgement. CPU = user + system seconds of the server processes (and their children) during the load, read from /proc as ../shared/peers/stats.sh does, per million rows. Memory = the highest summed RSS of the server processes, sampled every 0.5 s over load, settle and queries.\n");
+    if let Some(e) = lp_row {
+        let _ = writeln!(s, "Tidal is loaded twice, each time into a fresh cluster with the same database: through the client library (\"tidal\", whose cluster then answers the queries) and through the InfluxDB line protocol over HTTP (\"{}\": the very file and loader of the InfluxDB row, written schemaless; its server CPU and memory include the `tidal local` process that parses the requests, as InfluxDB's include its own parsing). After that load every STABLE's `COUNT(*)` was checked against the distinct points sent. Its ratios compare it with the best peer as Tidal's do.\n", e.name);
+    }
     for e in &r.engines {
         if let Some(i) = &e.ingest {
             let _ = writeln!(
@@ -290,7 +309,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     );
 
     let _ = writeln!(s, "## Bytes on disk\n");
-    let _ = writeln!(s, "After settling: Tidal `FLUSH DATABASE` + `COMPACT DATABASE`, then every file under its data folder (mnode, WAL, data files); the peers through ../shared/peers/size.sh (InfluxDB: WAL empty and TSM set unchanged for 75 s; ClickHouse: `OPTIMIZE ... FINAL`; VictoriaMetrics: force flush + merge; PostgreSQL: `CHECKPOINT`, heap + indexes, WAL not counted). Allocated bytes (`du -B1`).\n");
+    let _ = writeln!(s, "After settling: Tidal `FLUSH DATABASE` + `COMPACT DATABASE`{}, then every file under its data folder (mnode, WAL, data files); the peers through ../shared/peers/size.sh (InfluxDB: WAL empty and TSM set unchanged for 75 s; ClickHouse: `OPTIMIZE ... FINAL`; VictoriaMetrics: force flush + merge; PostgreSQL: `CHECKPOINT`, heap + indexes, WAL not counted). Allocated bytes (`du -B1`).\n", if lp_row.is_some() { " (after each of its loads)" } else { "" });
     figure(
         &mut s,
         "On-disk size",
@@ -450,5 +469,76 @@ mod tests {
         assert_eq!(ratio(Some(50.0), &[Some(100.0), None], false), "2.00×");
         assert_eq!(ratio(None, &[Some(1.0)], false), "-");
         assert_eq!(ratio(Some(1.0), &[None], false), "-");
+    }
+
+    fn engine(name: &str, rows_per_s: f64, variant_of: Option<&str>) -> EngineResult {
+        EngineResult {
+            name: name.into(),
+            variant_of: variant_of.map(String::from),
+            ingest: Some(Ingest {
+                rows: 1000,
+                seconds: 1.0,
+                rows_per_s,
+                cpu_s: 1.0,
+                cpu_s_per_million_rows: 1000.0,
+                method: "m".into(),
+            }),
+            disk_bytes: Some(1000),
+            peak_rss_bytes: Some(1000),
+            ..EngineResult::default()
+        }
+    }
+
+    /// The line-protocol row is compared with the best peer as Tidal is, never counted as a
+    /// peer itself, and left out of the figures it has none of.
+    #[test]
+    fn variant_rows_compare_with_the_peers() {
+        let mut tidal = engine("tidal", 400.0, None);
+        tidal.query_cpu_s = Some(3.0);
+        let mut influx = engine("influxdb", 100.0, None);
+        influx.query_cpu_s = Some(6.0);
+        let r = Results {
+            engines: vec![
+                tidal,
+                engine("tidal (line protocol)", 200.0, Some("tidal")),
+                influx,
+            ],
+            ..Results::default()
+        };
+        let md = markdown(&r, "bench");
+        // Ingest rate: Tidal 4× the only peer, the variant 2×; InfluxDB's ratio is against
+        // Tidal's client-library figure, not the variant's.
+        assert!(md.contains("| tidal | 400 | 4.00× |"), "{md}");
+        assert!(
+            md.contains("| tidal (line protocol) | 200 | 2.00× |"),
+            "{md}"
+        );
+        assert!(md.contains("| influxdb | 100 | (Tidal 4.00×) |"), "{md}");
+        assert!(
+            md.contains("as \"tidal (line protocol)\", the InfluxDB file"),
+            "{md}"
+        );
+        // No query CPU for the variant: no row in that table.
+        let qcpu = md.split("Server CPU over all query runs").nth(1).unwrap();
+        let qcpu = qcpu.split("\n\n").nth(1).unwrap();
+        assert!(!qcpu.contains("line protocol"), "{qcpu}");
+        assert!(qcpu.contains("| tidal | 3.0 | 2.00× |"), "{qcpu}");
+    }
+
+    /// results.json files written before the variant existed still load.
+    #[test]
+    fn old_results_files_load() {
+        let old = r#"{"format":1,"started_at":"","finished_at":"","command":"c","small":true,
+            "machine":{"cpu":"","cores":1,"ram_bytes":0,"kernel":"","os":"","load_start":"","load_end":""},
+            "data":{"scale":1,"start":"","end":"","seed":1,"points":1,"readings":1,"diagnostics":0,
+                "rows_per_truck_per_day":[1.0,0.0],"generate_seconds":0.0,"subtable_tags":true},
+            "queries_per_type":1,
+            "engines":[{"name":"tidal","version":"0","settings":"","durability":"","ingest":null,
+                "disk_bytes":null,"disk_detail":"","peak_rss_bytes":null,"query_cpu_s":null,
+                "queries":[],"notes":[]}],
+            "skipped":[],"checks":[],"unchecked":[],"charts":[]}"#;
+        let r: Results = serde_json::from_str(old).unwrap();
+        assert_eq!(r.engines[0].variant_of, None);
+        assert!(markdown(&r, "bench").contains("## Ingest"));
     }
 }

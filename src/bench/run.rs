@@ -6,6 +6,10 @@
 //!
 //! One engine runs at a time so that each gets the whole machine (as ../shared/peers advises);
 //! a peer that fails to start or load is skipped and the report says why.
+//!
+//! Tidal is loaded twice: through the client library (the run that is then queried) and, as
+//! the `tidal-lp` entry of `--peers`, through its InfluxDB line-protocol HTTP API with the
+//! InfluxDB peer's file and loader into a fresh cluster (ingest, size and a count check).
 
 use super::answers::{self, Answer};
 use super::generate::write_files;
@@ -35,8 +39,10 @@ pub struct RunArgs {
     start: String,
     #[arg(long, default_value_t = 123)]
     seed: u64,
-    /// Peers to compare with, comma-separated: influxdb,clickhouse,postgres,victoria, or none.
-    #[arg(long, default_value = "influxdb,clickhouse,postgres,victoria")]
+    /// Peers to compare with, comma-separated: influxdb,clickhouse,postgres,victoria, or none;
+    /// `tidal-lp` adds Tidal loaded through its line-protocol HTTP API (the InfluxDB file and
+    /// loader, ingest only). Tidal through the client library always runs.
+    #[arg(long, default_value = "tidal-lp,influxdb,clickhouse,postgres,victoria")]
     peers: String,
     /// Warm runs per query type (each with its own random parameters), after the cold run.
     #[arg(long, default_value_t = 20)]
@@ -46,7 +52,8 @@ pub struct RunArgs {
     /// never overwrites the committed report).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// The test suite's configuration, seconds long: scale 4, 30 minutes, no peers, 1 run.
+    /// The test suite's configuration, seconds long: scale 4, 30 minutes, Tidal through the
+    /// client library and the line protocol, no peers, 1 run.
     #[arg(long)]
     small: bool,
     /// Measure ingest, CPU, memory and bytes on disk only (no queries): for large scales,
@@ -159,11 +166,59 @@ fn unsupported(q: QueryType) -> QueryFigures {
 /// Answers of query 0 per type, per engine, for the agreement check.
 type FirstAnswers = Vec<(QueryType, String, Answer)>;
 
+/// What `--peers` selects: the peers, and whether Tidal's line-protocol variant runs.
+#[derive(Debug, PartialEq)]
+struct Selection {
+    tidal_lp: bool,
+    peers: Vec<Kind>,
+}
+
+impl Selection {
+    fn parse(s: &str) -> Result<Selection, String> {
+        let mut tidal_lp = false;
+        let mut rest = Vec::new();
+        for p in s.split(',').map(str::trim) {
+            if p == tidal_engine::LP_SELECTOR {
+                tidal_lp = true;
+            } else if p.is_empty() || p == "none" || Kind::parse(p).is_some() {
+                rest.push(p);
+            } else {
+                // Checked here so that the message names every choice of `bench run`
+                // (`bench lastrow` shares `parse_list`, without the Tidal variant).
+                return Err(format!(
+                    "--peers: unknown peer '{p}'; expected {}, influxdb, clickhouse, postgres, victoria or none",
+                    tidal_engine::LP_SELECTOR
+                ));
+            }
+        }
+        Ok(Selection {
+            tidal_lp,
+            peers: peers::parse_list(&rest.join(","))?,
+        })
+    }
+
+    /// The list as `--peers` takes it, for the report's command line.
+    fn spelled(&self) -> String {
+        let mut v: Vec<&str> = Vec::new();
+        if self.tidal_lp {
+            v.push(tidal_engine::LP_SELECTOR);
+        }
+        v.extend(self.peers.iter().map(|k| k.name()));
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.join(",")
+        }
+    }
+}
+
 pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
     if args.small {
         args.scale = 4;
         args.duration = "30m".into();
-        args.peers = "none".into();
+        // The line-protocol variant needs nothing installed and costs a second or two at
+        // this size, so the smoke run covers it.
+        args.peers = tidal_engine::LP_SELECTOR.into();
         args.queries = 1;
     }
     let data = DataArgs {
@@ -174,7 +229,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
         seed: args.seed,
     };
     let cfg = data.config()?;
-    let kinds = super::peers::parse_list(&args.peers)?;
+    let selection = Selection::parse(&args.peers)?;
     let out = args.out.clone().unwrap_or_else(|| {
         if args.small {
             std::env::temp_dir()
@@ -204,11 +259,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
             args.scale,
             args.duration,
             args.seed,
-            if kinds.is_empty() {
-                "none".to_string()
-            } else {
-                kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
-            },
+            selection.spelled(),
             args.queries,
             if args.row_tags { " --row-tags" } else { "" },
             if args.ingest_only {
@@ -218,7 +269,7 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
             }
         )
     };
-    let result = bench(&args, &cfg, &kinds, &work, command).await;
+    let result = bench(&args, &cfg, &selection, &work, command).await;
     if temp {
         let _ = std::fs::remove_dir_all(&work);
     }
@@ -308,10 +359,11 @@ fn write_outputs(mut results: Results, out: &Path, chart_dir: &Path) -> Result<(
 async fn bench(
     args: &RunArgs,
     cfg: &Config,
-    kinds: &[Kind],
+    selection: &Selection,
     work: &Path,
     command: String,
 ) -> Result<Results, BoxError> {
+    let kinds = &selection.peers;
     let mut results = Results {
         format: 1,
         started_at: now_iso(),
@@ -349,9 +401,10 @@ async fn bench(
         write_files(
             cfg,
             work,
-            kinds
-                .iter()
-                .any(|k| matches!(k, Kind::Influx | Kind::Victoria)),
+            selection.tidal_lp
+                || kinds
+                    .iter()
+                    .any(|k| matches!(k, Kind::Influx | Kind::Victoria)),
             kinds.contains(&Kind::ClickHouse),
             kinds.contains(&Kind::Postgres),
             !args.row_tags,
@@ -375,6 +428,21 @@ async fn bench(
     eprintln!("== tidal");
     let tidal = run_tidal(args, cfg, &params, work, &mut first).await?;
     results.engines.push(tidal);
+
+    // Tidal again, through the line protocol. A failure is reported like a peer's, so that
+    // the rest of a long run is not lost, and says so loudly on stderr.
+    if selection.tidal_lp {
+        eprintln!("== {}", tidal_engine::LP_NAME);
+        match run_tidal_lp(&files, work).await {
+            Ok(e) => results.engines.push(e),
+            Err(why) => {
+                eprintln!("error: {} failed: {why}", tidal_engine::LP_NAME);
+                results
+                    .skipped
+                    .push((tidal_engine::LP_NAME.into(), format!("failed: {why}")));
+            }
+        }
+    }
 
     // The peers, one at a time.
     let peer_root = work.join("peers");
@@ -507,6 +575,124 @@ async fn tidal_phases(
     Ok(())
 }
 
+/// Tidal through its line-protocol HTTP API: a fresh cluster with the same database, the
+/// InfluxDB file POSTed by the peers' loader, then every STABLE's `COUNT(*)` checked against
+/// the distinct points sent, then the settle step for the size. No queries.
+async fn run_tidal_lp(
+    files: &super::generate::DataFiles,
+    work: &Path,
+) -> Result<EngineResult, String> {
+    let file = files
+        .influx
+        .as_deref()
+        .ok_or("no line-protocol file was generated")?;
+    // Read before the clock starts, as the file itself is written before.
+    let expected = tokio::task::block_in_place(|| tidal_engine::expected_rows(file))?;
+    let mut r = EngineResult {
+        name: tidal_engine::LP_NAME.into(),
+        variant_of: Some("tidal".into()),
+        version: env!("CARGO_PKG_VERSION").into(),
+        settings: tidal_engine::lp_settings(),
+        durability: tidal_engine::LP_DURABILITY.into(),
+        ..EngineResult::default()
+    };
+    let engine = TidalEngine::start_with_http(&work.join("tidal-lp"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let outcome = tidal_lp_phases(&engine, &mut r, file, &expected, files.points).await;
+    engine.stop().await;
+    outcome?;
+    Ok(r)
+}
+
+async fn tidal_lp_phases(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    file: &Path,
+    expected: &tidal_engine::LpExpectation,
+    points: u64,
+) -> Result<(), String> {
+    engine.create_database().await.map_err(|e| e.to_string())?;
+    let pids = engine.pids();
+    let sampler = PeakSampler::start(pids.clone());
+    let cpu0 = procfs::cpu_seconds(&pids);
+    let t = Instant::now();
+    let loaded = tokio::task::block_in_place(|| engine.load_line_protocol(file));
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = procfs::cpu_seconds(&pids) - cpu0;
+    let rows = match loaded {
+        Ok(rows) => rows,
+        Err(e) => {
+            sampler.finish();
+            return Err(format!("load failed: {e}"));
+        }
+    };
+    r.ingest = Some(ingest(
+        rows,
+        secs,
+        cpu,
+        &format!(
+            "line protocol over HTTP (`POST /write`, schemaless), {}",
+            peers::lp_batching()
+        ),
+    ));
+    eprintln!("   loaded {rows} rows in {secs:.1} s");
+    if rows != expected.lines {
+        sampler.finish();
+        return Err(format!(
+            "{rows} lines sent, but the file holds {}",
+            expected.lines
+        ));
+    }
+    let mut counts = Vec::new();
+    for (stable, want) in &expected.rows {
+        counts.push((stable, *want, engine.count(stable).await));
+    }
+    if let Some(msg) = count_mismatch(&counts) {
+        sampler.finish();
+        return Err(msg);
+    }
+    if rows != points {
+        r.notes.push(format!(
+            "{rows} rows sent of {points} points generated (line protocol omits points whose every field is NULL, as TSBS does)"
+        ));
+    }
+    let distinct = expected.total_rows();
+    if distinct != rows {
+        r.notes.push(format!(
+            "{} of the lines sent repeat a subtable and timestamp sent before; Tidal keeps one row for each, so it holds {distinct} rows",
+            rows - distinct
+        ));
+    }
+    r.notes.push(format!(
+        "after the load, `SELECT COUNT(*)` found the rows expected: {}",
+        expected
+            .rows
+            .iter()
+            .map(|(s, n)| format!("{s} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let settled = engine.settle().await;
+    r.peak_rss_bytes = Some(sampler.finish());
+    let (bytes, detail) = settled.map_err(|e| e.to_string())?;
+    r.disk_bytes = Some(bytes);
+    r.disk_detail = detail;
+    Ok(())
+}
+
+/// The first STABLE whose count is not the expected one (or could not be read), as the
+/// variant's failure message.
+fn count_mismatch(counts: &[(&String, u64, Result<u64, String>)]) -> Option<String> {
+    counts.iter().find_map(|(stable, want, got)| match got {
+        Ok(n) if n == want => None,
+        Ok(n) => Some(format!(
+            "after the line-protocol load Tidal holds {n} rows in {stable}, expected {want} (the distinct subtable and timestamp keys of the lines sent)"
+        )),
+        Err(e) => Some(format!("counting the rows of {stable}: {e}")),
+    })
+}
+
 fn ingest(rows: u64, secs: f64, cpu: f64, method: &str) -> Ingest {
     Ingest {
         rows,
@@ -632,5 +818,38 @@ mod tests {
         assert_eq!(f.mean_ms, Some(3.0));
         assert_eq!(f.p50_ms, Some(2.0));
         assert_eq!(f.runs, 3);
+    }
+
+    #[test]
+    fn peers_select_the_line_protocol_variant() {
+        let s = Selection::parse("tidal-lp,influxdb").unwrap();
+        assert_eq!(
+            s,
+            Selection {
+                tidal_lp: true,
+                peers: vec![Kind::Influx]
+            }
+        );
+        assert_eq!(s.spelled(), "tidal-lp,influxdb");
+        let s = Selection::parse("none").unwrap();
+        assert!(!s.tidal_lp && s.peers.is_empty());
+        assert_eq!(s.spelled(), "none");
+        let s = Selection::parse(" tidal-lp ").unwrap();
+        assert!(s.tidal_lp && s.peers.is_empty());
+        let err = Selection::parse("tidal-lp,mysql").unwrap_err();
+        assert!(err.contains("'mysql'") && err.contains("tidal-lp"), "{err}");
+        // The default list parses and includes the variant.
+        let s = Selection::parse("tidal-lp,influxdb,clickhouse,postgres,victoria").unwrap();
+        assert!(s.tidal_lp && s.peers.len() == 4);
+    }
+
+    #[test]
+    fn count_mismatches_name_the_stable() {
+        let (r, d) = ("readings".to_string(), "diagnostics".to_string());
+        assert_eq!(count_mismatch(&[(&r, 5, Ok(5)), (&d, 2, Ok(2))]), None);
+        let m = count_mismatch(&[(&r, 5, Ok(5)), (&d, 2, Ok(1))]).unwrap();
+        assert!(m.contains("1 rows in diagnostics, expected 2"), "{m}");
+        let m = count_mismatch(&[(&r, 5, Err("boom".into()))]).unwrap();
+        assert!(m.contains("readings") && m.contains("boom"), "{m}");
     }
 }
