@@ -3,7 +3,9 @@
 //! 127.0.0.1:6041, `--http off` disables it) is served by this process itself. On
 //! SIGINT/SIGTERM (or when a child dies) every child gets SIGTERM (a graceful shutdown, data
 //! nodes first), then SIGKILL if it has not exited within its `shutdown_timeout_ms` and a
-//! margin. Children get their settings as flags, never from this process's TIDAL_* variables.
+//! margin. Children get their settings as flags, never from this process's TIDAL_* variables:
+//! every key `tidal local` shares with the server roles ([`CommonConfig`]: logging, shutdown,
+//! query timeout and memory limit) is passed on to every child.
 
 use crate::config::{CommonConfig, LocalConfig, LogFormat};
 use crate::server::BoxError;
@@ -19,7 +21,7 @@ const READY_TIMEOUT_MS: u64 = 60_000;
 /// to exit after their own deadline.
 const STOP_MARGIN_MS: u64 = 5_000;
 
-/// Logging and shutdown settings given to every child.
+/// Logging, shutdown and query settings given to every child.
 #[derive(Clone, Debug)]
 pub struct ChildOptions {
     pub log_level: String,
@@ -28,6 +30,8 @@ pub struct ChildOptions {
     pub log_dir: Option<PathBuf>,
     pub shutdown_timeout_ms: u64,
     pub query_timeout_ms: u64,
+    /// Memory one query may hold on each child (0 = no limit).
+    pub query_memory_max_bytes: u64,
     /// root's password on the mnode's first start (given to it in its environment, so that
     /// it does not show in the process list).
     pub root_password: Option<String>,
@@ -43,6 +47,7 @@ impl ChildOptions {
             log_dir: None,
             shutdown_timeout_ms: 30_000,
             query_timeout_ms: crate::frontend::queries::DEFAULT_QUERY_TIMEOUT_MS,
+            query_memory_max_bytes: crate::frontend::queries::DEFAULT_QUERY_MEMORY_MAX_BYTES,
             root_password: None,
         }
     }
@@ -54,6 +59,7 @@ impl ChildOptions {
             log_dir: c.log_dir.clone(),
             shutdown_timeout_ms: c.shutdown_timeout_ms,
             query_timeout_ms: c.query_timeout_ms,
+            query_memory_max_bytes: c.query_memory_max_bytes,
             root_password: None,
         }
     }
@@ -72,6 +78,8 @@ impl ChildOptions {
             self.shutdown_timeout_ms.to_string(),
             "--query-timeout-ms".into(),
             self.query_timeout_ms.to_string(),
+            "--query-memory-max-bytes".into(),
+            self.query_memory_max_bytes.to_string(),
         ];
         if let Some(d) = &self.log_dir {
             a.push("--log-dir".into());
@@ -287,4 +295,31 @@ pub async fn run(cfg: LocalConfig) -> Result<ExitCode, BoxError> {
     tracing::info!("stopping the cluster");
     cluster.stop().await;
     Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key added to [`CommonConfig`] must reach the children too: they never see this
+    /// process's TIDAL_* variables or config file.
+    #[test]
+    fn every_common_key_is_passed_to_the_children() {
+        let mut opts = ChildOptions::quiet();
+        opts.log_dir = Some(PathBuf::from("/var/log/tidal"));
+        opts.query_memory_max_bytes = 12_345;
+        opts.query_timeout_ms = 678;
+        let args = opts.args("dnode-1");
+        for key in crate::config::key_names::<CommonConfig>() {
+            let flag = format!("--{}", key.replace('_', "-"));
+            assert!(args.contains(&flag), "{flag} is not passed on: {args:?}");
+        }
+        let value_of = |flag: &str| {
+            let at = args.iter().position(|a| a == flag).expect(flag);
+            args[at + 1].clone()
+        };
+        assert_eq!(value_of("--query-memory-max-bytes"), "12345");
+        assert_eq!(value_of("--query-timeout-ms"), "678");
+        assert_eq!(value_of("--log-dir"), "/var/log/tidal/dnode-1");
+    }
 }

@@ -1,9 +1,12 @@
 //! Statement counters and latency histograms of this process's SQL frontend (the node that
 //! coordinates a statement), exposed by `GET /metrics`. Process-wide: every `SqlService` of
 //! the process records here.
+//!
+//! A statement is recorded when it ends, by a [`StatementTimer`]: a streamed query when its
+//! last row has been read (or it failed, or its reader dropped it), not when its stream opens.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tidal_common::{HistogramSnapshot, LatencyHistogram};
 use tidal_proto::v1;
 use tidal_sql::Statement;
@@ -138,6 +141,46 @@ pub fn record(kind: StatementKind, ok: bool, elapsed: Duration) {
     m.latency.observe(elapsed);
 }
 
+/// Records one statement when it ends. [`StatementTimer::finish`] records its outcome; a
+/// timer dropped unfinished records a failure, because the statement did not deliver its
+/// result: it was killed or timed out (its future dropped), its client went away mid-request,
+/// or the reader of its stream dropped it before the end.
+#[derive(Debug)]
+pub struct StatementTimer {
+    kind: StatementKind,
+    start: Instant,
+    recorded: bool,
+}
+
+impl StatementTimer {
+    /// Starts timing a statement of `kind` now.
+    pub fn start(kind: StatementKind) -> StatementTimer {
+        StatementTimer {
+            kind,
+            start: Instant::now(),
+            recorded: false,
+        }
+    }
+
+    /// Records the statement as succeeded (`ok`) or failed, with its duration until now.
+    pub fn finish(mut self, ok: bool) {
+        self.record(ok);
+    }
+
+    fn record(&mut self, ok: bool) {
+        if !self.recorded {
+            self.recorded = true;
+            record(self.kind, ok, self.start.elapsed());
+        }
+    }
+}
+
+impl Drop for StatementTimer {
+    fn drop(&mut self) {
+        self.record(false);
+    }
+}
+
 /// The counters of every kind, in [`StatementKind::ALL`] order.
 pub fn snapshot() -> Vec<KindSnapshot> {
     StatementKind::ALL
@@ -184,5 +227,35 @@ mod tests {
         assert_eq!(kind("SHOW DATABASES"), StatementKind::Show);
         assert_eq!(kind("CREATE DATABASE d"), StatementKind::Create);
         assert_eq!(kind("USE d"), StatementKind::Use);
+    }
+
+    /// The counters are process-wide and other tests record too: only this test uses the
+    /// `Other` kind, so its counts move only by what the timers below record.
+    #[test]
+    fn timers_record_once_at_the_end_with_their_duration() {
+        let of = || {
+            let k = snapshot()[StatementKind::Other.index()];
+            (k.ok, k.errors, k.latency.sum_nanos)
+        };
+        let (ok0, err0, sum0) = of();
+        let t = StatementTimer::start(StatementKind::Other);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(
+            of(),
+            (ok0, err0, sum0),
+            "nothing is recorded before the end"
+        );
+        t.finish(true);
+        let (ok1, err1, sum1) = of();
+        assert_eq!((ok1, err1), (ok0 + 1, err0));
+        assert!(
+            sum1 - sum0 >= 20_000_000,
+            "the whole duration: {}",
+            sum1 - sum0
+        );
+        // Dropped before its end: a failure, recorded once.
+        drop(StatementTimer::start(StatementKind::Other));
+        assert_eq!(of().0, ok1);
+        assert_eq!(of().1, err1 + 1);
     }
 }

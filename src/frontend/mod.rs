@@ -292,8 +292,9 @@ impl SqlService {
         let mut last = stream::Reply::Done(Outcome::none(&db));
         let n = stmts.len();
         for (i, s) in stmts.into_iter().enumerate() {
-            let kind = metrics::StatementKind::of(&s);
-            let start = std::time::Instant::now();
+            // Records the statement when it ends; if this future is dropped first (KILL
+            // QUERY, timeout, the client went away), as failed.
+            let timer = metrics::StatementTimer::start(metrics::StatementKind::of(&s));
             // Only the last statement's rows reach the caller: a query there may stream.
             let r = match s {
                 Statement::Select(q) if i + 1 == n => self.select_stream(&db, &q).await,
@@ -302,7 +303,15 @@ impl SqlService {
                     .await
                     .map(stream::Reply::Done),
             };
-            metrics::record(kind, r.is_ok(), start.elapsed());
+            let r = match r {
+                // A streamed query runs until its rows are read: the stream records it at
+                // its end, with its whole duration.
+                Ok(stream::Reply::Stream(rows)) => Ok(stream::Reply::Stream(rows.timed(timer))),
+                r => {
+                    timer.finish(r.is_ok());
+                    r
+                }
+            };
             last = r?;
             db = last.db().to_string();
         }

@@ -5,11 +5,15 @@
 //! pipeline and hands the results to a bounded channel. Nothing waits for the whole result:
 //! the coordinator holds a few batches per vgroup (the channel, each fragment stream's HTTP/2
 //! window) and a slow reader stops the producer, whose unread fragment streams stop their
-//! data nodes in turn. Other plans gather every fragment result and finish on this node,
-//! against the statement's memory budget; their result is then sent in batches too.
+//! data nodes in turn. Every result batch counts against the statement's memory budget from
+//! when the producer queues it until it has been handed to the transport ([`HeldBatch`]), so a
+//! stream's memory shows in its budget and stays within `query_memory_max_bytes`. Other plans
+//! gather every fragment result and finish on this node, against the same budget; their result
+//! is then sent in batches too.
 //!
 //! `Sql.ExecuteStream` sends [`messages`] of a [`Reply`]; `Sql.Execute` collects it.
 
+use super::metrics::StatementTimer;
 use super::queries::{self, AbortOnDrop, FragmentGuard, Registration, Running};
 use super::{ExecError, ExecResult, Outcome, Snapshot, SqlService};
 use std::pin::Pin;
@@ -18,7 +22,7 @@ use tidal_common::{Batch, Field, Precision, StatusCode};
 use tidal_proto::convert::{batch_from_wire, batch_to_wire};
 use tidal_proto::status_error;
 use tidal_proto::v1;
-use tidal_sql::FragmentTarget;
+use tidal_sql::{FragmentTarget, MemoryBudget, Reservation};
 use tonic::{Request, Status};
 
 /// Result batches a streaming query buffers ahead of its reader.
@@ -26,6 +30,29 @@ const RESULT_STREAM_BUFFER: usize = 2;
 /// What a non-streaming Execute's collected result is called in a memory-limit error.
 const COLLECTED: &str =
     "the result of a non-streaming Execute (read large results with ExecuteStream)";
+/// What a stream's queued result batches are called in a memory-limit error.
+const BUFFERED: &str = "the result batches buffered for the reader";
+
+/// A result batch on its way to the reader, held against the statement's memory budget from
+/// when it is queued until it is dropped: after the transport took its last piece (or the
+/// collecting Execute appended it to the result it accounts for itself).
+pub struct HeldBatch {
+    batch: Batch,
+    held: Reservation,
+}
+
+impl HeldBatch {
+    /// Reserves `batch`'s bytes in `budget`; fails with RESOURCE_EXHAUSTED past the limit.
+    pub fn hold(batch: Batch, budget: &MemoryBudget) -> ExecResult<HeldBatch> {
+        let held = budget.reserve(tidal_sql::memory::batch_bytes(&batch), BUFFERED)?;
+        Ok(HeldBatch { batch, held })
+    }
+
+    /// The batch and its reservation, to release them separately.
+    fn into_parts(self) -> (Batch, Reservation) {
+        (self.batch, self.held)
+    }
+}
 
 /// What a request produced: a finished outcome, or the rows of its last statement, a query,
 /// still streaming.
@@ -68,7 +95,11 @@ impl Reply {
         };
         let mut all = Batch::empty(s.fields.clone());
         let mut held = budget.reserve(0, COLLECTED)?;
-        while let Some(b) = s.next().await? {
+        while let Some(h) = s.next().await? {
+            let (b, queued) = h.into_parts();
+            // The batch becomes part of the collected result: its bytes move to `held`
+            // (released first, so that they are never counted twice).
+            drop(queued);
             held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), COLLECTED)?;
             all.append(&b);
         }
@@ -82,15 +113,25 @@ pub struct RowStream {
     pub precision: Precision,
     pub db: String,
     /// `Ok(None)` marks the end: a channel that closes without it lost its producer.
-    rx: tokio::sync::mpsc::Receiver<ExecResult<Option<Batch>>>,
+    rx: tokio::sync::mpsc::Receiver<ExecResult<Option<HeldBatch>>>,
     ended: bool,
     _producer: AbortOnDrop<()>,
     registration: Option<Registration>,
+    /// Records the statement's metrics at the stream's end; dropped with an unfinished
+    /// stream (its reader went away), it records a failure.
+    timer: Option<StatementTimer>,
 }
 
 impl RowStream {
-    /// The next batch of rows; `None` at the end.
-    pub async fn next(&mut self) -> ExecResult<Option<Batch>> {
+    /// The stream with its statement's metrics recorded by `timer` when it ends.
+    pub fn timed(mut self, timer: StatementTimer) -> RowStream {
+        self.timer = Some(timer);
+        self
+    }
+
+    /// The next batch of rows, still counted in the statement's memory budget until it is
+    /// dropped; `None` at the end.
+    pub async fn next(&mut self) -> ExecResult<Option<HeldBatch>> {
         if self.ended {
             return Ok(None);
         }
@@ -103,8 +144,12 @@ impl RowStream {
                 "the query stopped without finishing its result",
             )),
         };
-        // Done: the statement leaves SHOW QUERIES.
+        // Done: the statement's metrics are recorded (before the end reaches the client) and
+        // it leaves SHOW QUERIES.
         self.ended = true;
+        if let Some(t) = self.timer.take() {
+            t.finish(r.is_ok());
+        }
         self.registration = None;
         r
     }
@@ -144,6 +189,10 @@ struct Messages {
     source: Option<Source>,
     /// A batch being cut into messages, and the next row to send.
     pending: Option<(Batch, usize)>,
+    /// The memory budget share of the batch in `pending`, or of the one whose last piece went
+    /// out last: given back when the transport asks for the next message, so after it took
+    /// that piece.
+    pending_held: Option<Reservation>,
     cap: usize,
     rows: u64,
     /// The affected rows of a finished statement (a stream reports its rows).
@@ -168,13 +217,21 @@ impl Messages {
                     return Ok(Some(piece));
                 }
             }
+            // Every piece of the last batch has been taken.
+            self.pending_held = None;
             let next = match &mut self.source {
                 None => None,
-                Some(Source::Batch(b)) => b.take(),
-                Some(Source::Stream(s)) => s.next().await?,
+                Some(Source::Batch(b)) => b.take().map(|b| (b, None)),
+                Some(Source::Stream(s)) => s.next().await?.map(|h| {
+                    let (b, held) = h.into_parts();
+                    (b, Some(held))
+                }),
             };
             match next {
-                Some(b) => self.pending = Some((b, 0)),
+                Some((b, held)) => {
+                    self.pending = Some((b, 0));
+                    self.pending_held = held;
+                }
                 None => {
                     self.source = None;
                     return Ok(None);
@@ -234,6 +291,7 @@ pub fn messages(reply: Reply) -> ResultMessages {
         header: Some(header),
         source: Some(source),
         pending: None,
+        pending_held: None,
         cap: tidal_sql::batch_rows(&fields),
         rows: 0,
         affected,
@@ -285,7 +343,7 @@ impl SqlService {
         let streams = self.open_fragments(&plan, &budget).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(RESULT_STREAM_BUFFER);
         let fields = pipe.fields().to_vec();
-        let producer = tokio::spawn(produce(pipe, streams, tx, queries::current()));
+        let producer = tokio::spawn(produce(pipe, streams, tx, budget, queries::current()));
         Ok(Reply::Stream(RowStream {
             fields,
             precision,
@@ -294,6 +352,7 @@ impl SqlService {
             ended: false,
             _producer: AbortOnDrop(vec![producer]),
             registration: None,
+            timer: None,
         }))
     }
 
@@ -342,11 +401,14 @@ impl SqlService {
 
 /// Feeds the fragment streams, in order, through the pipeline into `tx` until the result is
 /// complete, the reader goes away, or the statement is killed or times out; then sends the
-/// end marker or the error.
+/// end marker or the error. Each result batch is held against `budget` from before it waits
+/// in `tx` until it is sent, so the budget shows what the stream buffers and a query whose
+/// buffered batches would take it past its limit fails instead.
 async fn produce(
     mut pipe: tidal_sql::RowPipeline,
     streams: Vec<FragmentStream>,
-    tx: tokio::sync::mpsc::Sender<ExecResult<Option<Batch>>>,
+    tx: tokio::sync::mpsc::Sender<ExecResult<Option<HeldBatch>>>,
+    budget: MemoryBudget,
     running: Option<Arc<Running>>,
 ) {
     let gone = || ExecError::new(StatusCode::ExecutionError, "the result's reader went away");
@@ -356,6 +418,7 @@ async fn produce(
         for mut f in streams {
             while let Some(b) = f.next().await? {
                 if let Some(out) = pipe.push(b)? {
+                    let out = HeldBatch::hold(out, &budget)?;
                     tx.send(Ok(Some(out))).await.map_err(|_| gone())?;
                 }
                 if pipe.done() {
@@ -364,6 +427,7 @@ async fn produce(
             }
         }
         for out in pipe.finish()? {
+            let out = HeldBatch::hold(out, &budget)?;
             tx.send(Ok(Some(out))).await.map_err(|_| gone())?;
         }
         Ok(())
@@ -426,5 +490,116 @@ mod tests {
         assert!(
             matches!(&msgs[1].as_ref().unwrap().part, Some(Part::End(e)) if e.affected_rows == 3)
         );
+    }
+
+    fn ints(from: i64, n: i64) -> Batch {
+        Batch::new(
+            vec![Field::new("v", DataType::BigInt)],
+            vec![Column::new(ColumnData::Int((from..from + n).collect()))],
+        )
+    }
+
+    /// A stream fed by the test instead of a producer task.
+    fn test_stream(
+        capacity: usize,
+    ) -> (
+        tokio::sync::mpsc::Sender<ExecResult<Option<HeldBatch>>>,
+        RowStream,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(capacity);
+        let rows = RowStream {
+            fields: vec![Field::new("v", DataType::BigInt)],
+            precision: Precision::Millis,
+            db: "db1".into(),
+            rx,
+            ended: false,
+            _producer: AbortOnDrop(Vec::new()),
+            registration: None,
+            timer: None,
+        };
+        (tx, rows)
+    }
+
+    #[tokio::test]
+    async fn buffered_batches_count_in_the_budget_until_they_are_sent() {
+        // Two batches of 10,000 rows: each goes out as 3 messages of at most 4096 rows.
+        let budget = MemoryBudget::new(1 << 20, "query_memory_max_bytes");
+        let one = tidal_sql::memory::batch_bytes(&ints(0, 10_000));
+        let (tx, rows) = test_stream(4);
+        for from in [0, 10_000] {
+            let held = HeldBatch::hold(ints(from, 10_000), &budget).unwrap();
+            tx.send(Ok(Some(held))).await.unwrap();
+        }
+        tx.send(Ok(None)).await.unwrap();
+        assert_eq!(budget.used_bytes(), 2 * one, "queued batches are counted");
+
+        let mut msgs = messages(Reply::Stream(rows));
+        assert!(matches!(
+            msgs.next().await.unwrap().unwrap().part,
+            Some(Part::Header(_))
+        ));
+        let mut sent_rows = 0;
+        let mut used_per_message = Vec::new();
+        loop {
+            match msgs.next().await.unwrap().unwrap().part {
+                Some(Part::Rows(b)) => {
+                    sent_rows += b.columns[0].ints.len();
+                    used_per_message.push(budget.used_bytes());
+                }
+                Some(Part::End(e)) => {
+                    assert_eq!(e.affected_rows, 20_000);
+                    break;
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(sent_rows, 20_000);
+        // The first batch is held while its 3 pieces go out, given back when the transport
+        // asks for the message after its last piece; the second one then until the end.
+        assert_eq!(
+            used_per_message,
+            [2 * one, 2 * one, 2 * one, one, one, one],
+            "budget use after each rows message"
+        );
+        assert_eq!(budget.used_bytes(), 0, "all given back at the end");
+        assert!(budget.peak_bytes() >= 2 * one);
+
+        // Past the limit, queueing one more batch fails the query with the limit error.
+        let small = MemoryBudget::new(one + one / 2, "query_memory_max_bytes");
+        let first = HeldBatch::hold(ints(0, 10_000), &small).unwrap();
+        let e = HeldBatch::hold(ints(0, 10_000), &small)
+            .err()
+            .expect("a second batch does not fit");
+        assert_eq!(e.code, StatusCode::ResourceExhausted, "{}", e.message);
+        assert!(e.message.contains(BUFFERED), "{}", e.message);
+        drop(first);
+        assert_eq!(small.used_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_or_collected_stream_gives_its_batches_back() {
+        let budget = MemoryBudget::new(0, "query_memory_max_bytes");
+        let (tx, rows) = test_stream(4);
+        for from in [0, 10_000] {
+            let held = HeldBatch::hold(ints(from, 10_000), &budget).unwrap();
+            tx.send(Ok(Some(held))).await.unwrap();
+        }
+        let mut msgs = messages(Reply::Stream(rows));
+        msgs.next().await.unwrap().unwrap(); // header
+        msgs.next().await.unwrap().unwrap(); // first rows
+        assert!(budget.used_bytes() > 0);
+        drop(msgs);
+        assert_eq!(budget.used_bytes(), 0, "the reader went away");
+
+        // Collecting: every batch moves from the stream's share to the collected result's.
+        let (tx, rows) = test_stream(4);
+        for from in [0, 10_000] {
+            let held = HeldBatch::hold(ints(from, 10_000), &budget).unwrap();
+            tx.send(Ok(Some(held))).await.unwrap();
+        }
+        tx.send(Ok(None)).await.unwrap();
+        let o = Reply::Stream(rows).collect().await.unwrap();
+        assert_eq!(o.batch.map(|b| b.num_rows()), Some(20_000));
+        assert_eq!(budget.used_bytes(), 0);
     }
 }
