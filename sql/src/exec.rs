@@ -7,6 +7,7 @@ use crate::expr::PExpr;
 use crate::expr::{broadcast, eval, true_rows};
 use crate::memory::{batch_bytes, column_bytes, row_bytes, type_bytes, MemoryBudget, Reservation};
 use crate::plan::{Fragment, FragmentOp, InputCol, Node, QueryPlan, ScanTarget, TBNAME_TYPE};
+use crate::prune::BlockPred;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -35,6 +36,21 @@ pub trait ScanSource {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<Column>, String>;
+
+    /// `scan` for a fragment with a row filter: storage may leave out the blocks for which
+    /// `prune` says, from their statistics, that no row passes the filter. The default reads
+    /// every row.
+    fn scan_filtered(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: &BlockPred,
+    ) -> Result<Vec<Column>, String> {
+        let _ = prune;
+        self.scan(uid, ts_min, ts_max, columns)
+    }
 
     /// Like `scan`, for aggregation: storage may answer whole blocks with their statistics
     /// (one [`ColSummary`] per requested column) instead of their rows. Pieces are disjoint in
@@ -294,6 +310,7 @@ fn latest_rows(
     out: &mut Batch,
     agg: Option<&mut BufferedAgg>,
     pre: Option<&mut HashMap<TableUid, Option<Vec<Column>>>>,
+    prune: Option<&BlockPred>,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
     match mode {
@@ -329,7 +346,7 @@ fn latest_rows(
                 if lo > hi {
                     continue;
                 }
-                let scanned = src.scan(meta.uid, lo, hi, scan_cols).map_err(err)?;
+                let scanned = scan_rows(src, meta.uid, lo, hi, scan_cols, prune).map_err(err)?;
                 let n = scanned.first().map(Column::len).unwrap_or(0);
                 if n == 0 {
                     continue;
@@ -399,6 +416,22 @@ fn latest_rows(
             }
             process_rows(f, out, agg, meta, schema, scan_cols, cols)
         }
+    }
+}
+
+/// One subtable's rows in `lo..=hi`; with a row filter that block statistics can decide,
+/// blocks none of whose rows pass it are left out.
+fn scan_rows(
+    src: &dyn ScanSource,
+    uid: TableUid,
+    lo: i64,
+    hi: i64,
+    columns: &[usize],
+    prune: Option<&BlockPred>,
+) -> Result<Vec<Column>, String> {
+    match prune {
+        Some(p) => src.scan_filtered(uid, lo, hi, columns, p),
+        None => src.scan(uid, lo, hi, columns),
     }
 }
 
@@ -1016,6 +1049,10 @@ fn run_fragment(
         FragmentOp::PartialAgg { keys, aggs } => latest_mode(f, keys, aggs),
         FragmentOp::Project { .. } => None,
     };
+    let prune = f
+        .filter
+        .as_ref()
+        .and_then(|p| BlockPred::compile(p, &f.layout));
     // LAST_ROW over many subtables of a STABLE (tag-filtered above): fetch every
     // last row in one call (the storage answers cache hits under one lock), and feed the ones
     // that qualify (time range, row filter) to the aggregation as one batch. A subtable whose
@@ -1120,6 +1157,7 @@ fn run_fragment(
                 &mut out.buf,
                 agg.as_mut(),
                 prefetched.as_mut(),
+                prune.as_ref(),
             )?;
             continue;
         }
@@ -1130,9 +1168,10 @@ fn run_fragment(
                     break;
                 }
                 check_cancelled(cancelled)?;
-                let scanned = src.scan(meta.uid, lo, hi, &scan_cols).map_err(|e| {
-                    SqlError::Execution(format!("scan of table {}: {e}", meta.name))
-                })?;
+                let scanned = scan_rows(src, meta.uid, lo, hi, &scan_cols, prune.as_ref())
+                    .map_err(|e| {
+                        SqlError::Execution(format!("scan of table {}: {e}", meta.name))
+                    })?;
                 process_rows_until(
                     f, out, None, meta, schema, &scan_cols, scanned, cancelled, budget,
                 )?;
@@ -1141,9 +1180,15 @@ fn run_fragment(
         }
         let pieces = match &sma {
             Some(_) => src.scan_pieces(meta.uid, f.ts_min, f.ts_max, &scan_cols),
-            None => src
-                .scan(meta.uid, f.ts_min, f.ts_max, &scan_cols)
-                .map(|c| vec![ScanPiece::Rows(c)]),
+            None => scan_rows(
+                src,
+                meta.uid,
+                f.ts_min,
+                f.ts_max,
+                &scan_cols,
+                prune.as_ref(),
+            )
+            .map(|c| vec![ScanPiece::Rows(c)]),
         }
         .map_err(|e| SqlError::Execution(format!("scan of table {}: {e}", meta.name)))?;
         for piece in pieces {

@@ -25,6 +25,7 @@
 //!   functions, TOP/BOTTOM/SAMPLE, DISTINCT, SLIMIT).
 //! - `explain`: EXPLAIN [ANALYZE] text.
 //! - `memory`: per-query memory accounting ([`MemoryBudget`]).
+//! - `prune`: which blocks can hold a row passing a row filter, from their statistics.
 //! - `stream`: the coordinator part of plans that stream batch by batch ([`RowPipeline`]).
 
 pub mod agg;
@@ -39,6 +40,7 @@ pub mod lexer;
 pub mod memory;
 pub mod parser;
 pub mod plan;
+pub mod prune;
 pub mod stream;
 
 pub use agg::{AggFunc, AggSpec};

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{
-    Column, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, Value, VgroupId,
+    Column, DataType, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, Value, VgroupId,
 };
 use tidal_proto::convert::{
     batch_to_wire, options_from_wire, range_of, schema_from_wire, schema_to_wire,
@@ -442,6 +442,30 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
         self.0.ranges_desc(uid).map_err(|e| e.to_string())
     }
+    fn scan_filtered(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: &tidal_sql::prune::BlockPred,
+    ) -> Result<Vec<Column>, String> {
+        let types = self
+            .0
+            .column_types(uid, prune.columns())
+            .map_err(|e| e.to_string())?;
+        let may_match = |rows: u32, stats: &[tidal_vnode::ColStats]| {
+            let sums: Vec<tidal_sql::ColSummary> = stats
+                .iter()
+                .zip(&types)
+                .map(|(s, t)| col_summary(s, *t))
+                .collect();
+            prune.may_match(u64::from(rows), &sums)
+        };
+        self.0
+            .scan_filtered(uid, ts_min, ts_max, columns, prune.columns(), &may_match)
+            .map_err(|e| e.to_string())
+    }
     fn scan_pieces(
         &self,
         uid: TableUid,
@@ -473,16 +497,21 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
                     cols: stats
                         .iter()
                         .zip(&types)
-                        .map(|(s, t)| tidal_sql::ColSummary {
-                            count: s.count as u64,
-                            min: s.min.to_value(*t),
-                            max: s.max.to_value(*t),
-                            sum: s.sum.to_value(*t),
-                        })
+                        .map(|(s, t)| col_summary(s, *t))
                         .collect(),
                 },
             })
             .collect())
+    }
+}
+
+/// A block's statistics of one column as the SQL executor takes them.
+fn col_summary(s: &tidal_vnode::ColStats, t: DataType) -> tidal_sql::ColSummary {
+    tidal_sql::ColSummary {
+        count: u64::from(s.count),
+        min: s.min.to_value(t),
+        max: s.max.to_value(t),
+        sum: s.sum.to_value(t),
     }
 }
 

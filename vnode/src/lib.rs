@@ -1315,6 +1315,45 @@ impl VnodeCore {
         Ok(merged.into_iter().skip(1).collect())
     }
 
+    /// [`VnodeCore::scan`] for a query with a row filter: a data block for which
+    /// `may_match(rows, stats)` says no (`stats` holds one [`ColStats`] per entry of
+    /// `stat_columns`, from the block's SMA, without reading the block) is left out. The result
+    /// is the scan minus rows that fail the filter: a row of a skipped block fails it, and a
+    /// newer write of the same ts lives in an STT file or a memtable, which are always read.
+    pub fn scan_filtered(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        stat_columns: &[usize],
+        may_match: &dyn Fn(u32, &[ColStats]) -> bool,
+    ) -> Result<Vec<Column>, VnodeError> {
+        let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
+        let skip =
+            |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
+                let all = d.read_sma(e)?;
+                let stats: Vec<ColStats> = stat_columns
+                    .iter()
+                    .map(|ci| {
+                        // A column added after the block was written is NULL in all its rows.
+                        all.get(*ci).copied().unwrap_or(ColStats {
+                            count: 0,
+                            nulls: e.loc.rows,
+                            min: SmaVal::None,
+                            max: SmaVal::None,
+                            sum: SmaVal::None,
+                        })
+                    })
+                    .collect();
+                Ok(!may_match(e.loc.rows, &stats))
+            };
+        let runs =
+            files.runs_skipping(uid, ts_min, ts_max, self.window_units, &wanted, Some(&skip))?;
+        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
+        Ok(merged.into_iter().skip(1).collect())
+    }
+
     /// Like [`VnodeCore::scan`], for aggregation: data blocks that lie wholly inside the range and
     /// that no STT or memtable row overlaps come back as their SMA (one [`ColStats`] per
     /// requested column) without being read; everything else comes back as merged rows. The

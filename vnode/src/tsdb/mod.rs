@@ -9,7 +9,7 @@
 //! than every STT file and a later STT file is newer than an earlier one.
 
 use crate::block::BlockLoc;
-use crate::data_file::DataSet;
+use crate::data_file::{BlockEntry, DataSet};
 use crate::error::{Result, VnodeError};
 use crate::manifest::{DataRec, WindowRec};
 use crate::merge::{trim, Run};
@@ -47,6 +47,9 @@ pub fn window_bounds(fid: i64, window_units: i64) -> (i64, i64) {
     let lo = fid.saturating_mul(w);
     (lo, lo.saturating_add(w - 1))
 }
+
+/// Says whether a data block (of the given data set) can be left out of a scan.
+pub type SkipBlock<'a> = dyn Fn(&DataSet, &BlockEntry) -> Result<bool> + 'a;
 
 impl FileSet {
     /// Opens every file the manifest lists. A window whose files fail to open is kept as
@@ -160,6 +163,21 @@ impl FileSet {
         window_units: i64,
         wanted: &[(usize, DataType)],
     ) -> Result<Vec<Run>> {
+        self.runs_skipping(uid, lo, hi, window_units, wanted, None)
+    }
+
+    /// [`FileSet::runs`], leaving out the data blocks for which `skip` says yes (given the
+    /// window's data set and the block). Only data blocks, the oldest level, can be skipped:
+    /// a row of one that was later rewritten lives in an STT file or memtable, always read.
+    pub fn runs_skipping(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        window_units: i64,
+        wanted: &[(usize, DataType)],
+        skip: Option<&SkipBlock<'_>>,
+    ) -> Result<Vec<Run>> {
         let mut runs = Vec::new();
         if lo > hi {
             return Ok(runs);
@@ -176,6 +194,11 @@ impl FileSet {
             }
             if let Some(d) = &w.data {
                 for e in d.blocks(uid).iter().filter(|e| overlaps(&e.loc)) {
+                    if let Some(skip) = skip {
+                        if skip(d, e)? {
+                            continue;
+                        }
+                    }
                     let cols = d.read(e, wanted)?;
                     runs.push(Run {
                         prio: 0,
