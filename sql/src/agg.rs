@@ -9,6 +9,7 @@ use crate::error::SqlError;
 use crate::expr::{eval, eval_cow, f64s, PExpr};
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use tidal_common::types::PhysicalType;
 use tidal_common::{Batch, Column, ColumnData, DataType, Field, Value};
@@ -341,12 +342,22 @@ fn float_key(x: f64) -> u64 {
 
 /// One hash per row over the key columns, consistent with [`key_eq`]: equal keys hash
 /// equally (an integer and a timestamp with the same value are equal; NULLs equal NULLs).
+///
+/// A key column of one row when `n > 1` is a constant: its value holds on every row (see
+/// [`Aggregator::update_with_constants`]), and is hashed once.
 fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
     use std::hash::BuildHasher;
     let strings = foldhash::fast::FixedState::with_seed(HASH_SEED);
     let mut h = vec![HASH_SEED; n];
     let mut xs: Vec<u64> = vec![0; n];
     for c in cols {
+        if n > 1 && c.len() == 1 {
+            let x = hash_keys(&[c], 1).first().copied().unwrap_or(HASH_SEED);
+            for hi in h.iter_mut() {
+                *hi = fmix(hi.rotate_left(23) ^ x);
+            }
+            continue;
+        }
         match &c.data {
             ColumnData::Int(v) | ColumnData::Timestamp(v) => {
                 for (x, y) in xs.iter_mut().zip(v) {
@@ -371,6 +382,15 @@ fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
         }
     }
     h
+}
+
+/// The row of key column `c` that holds row `i`'s value: 0 for a one-row constant column.
+fn row_of(c: &Column, i: usize) -> usize {
+    if c.len() == 1 {
+        0
+    } else {
+        i
+    }
 }
 
 /// Whether key `a[i]` equals key `b[j]` (NULLs equal NULLs; integers and timestamps compare
@@ -534,7 +554,7 @@ impl Aggregator {
             }
         }
         for (k, c) in self.keys.iter_mut().zip(key_cols) {
-            k.push_row(c, i);
+            k.push_row(c, row_of(c, i));
         }
         self.push_states()
     }
@@ -547,10 +567,17 @@ impl Aggregator {
             return vec![0; n];
         }
         let hashes = hash_keys(key_cols, n);
+        // Constant columns (one row standing for all, see `hash_keys`) never differ between
+        // rows: only the others are compared.
+        let varying: Vec<&Column> = key_cols
+            .iter()
+            .copied()
+            .filter(|c| !(n > 1 && c.len() == 1))
+            .collect();
         let mut out: Vec<usize> = Vec::with_capacity(n);
         for (i, &h) in hashes.iter().enumerate() {
             // rows of one subtable / one window come in runs: reuse the previous group
-            if i > 0 && h == hashes[i - 1] && key_cols.iter().all(|c| eq_rows(c, i, i - 1)) {
+            if i > 0 && h == hashes[i - 1] && varying.iter().all(|c| eq_rows(c, i, i - 1)) {
                 out.push(out[i - 1]);
                 continue;
             }
@@ -558,7 +585,11 @@ impl Aggregator {
             let found = self
                 .table
                 .find(h, |&(eh, g)| {
-                    eh == h && key_cols.iter().zip(keys).all(|(c, k)| key_eq(c, i, k, g))
+                    eh == h
+                        && key_cols
+                            .iter()
+                            .zip(keys)
+                            .all(|(c, k)| key_eq(c, row_of(c, i), k, g))
                 })
                 .map(|e| e.1);
             let g = match found {
@@ -576,12 +607,30 @@ impl Aggregator {
 
     /// Feeds raw input rows.
     pub fn update(&mut self, keys: &[PExpr], cols: &[Column], n: usize) -> Result<(), SqlError> {
+        self.update_with_constants(keys, &[], cols, n)
+    }
+
+    /// [`Aggregator::update`] where some keys have one value over all `n` rows, given as a
+    /// one-row column in `constants` (by key position; `None` or missing: evaluate the key
+    /// over `cols`). A subtable's tags and name are such keys: they are neither built for
+    /// every row nor hashed and compared per row.
+    pub fn update_with_constants(
+        &mut self,
+        keys: &[PExpr],
+        constants: &[Option<Column>],
+        cols: &[Column],
+        n: usize,
+    ) -> Result<(), SqlError> {
         if n == 0 {
             return Ok(());
         }
         let key_cols = keys
             .iter()
-            .map(|k| eval_cow(k, cols, n))
+            .enumerate()
+            .map(|(k, e)| match constants.get(k) {
+                Some(Some(c)) if c.len() == 1 => Ok(Cow::Borrowed(c)),
+                _ => eval_cow(e, cols, n),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let key_refs: Vec<&Column> = key_cols.iter().map(|c| &**c).collect();
         let gids = self.group_ids(&key_refs, n);

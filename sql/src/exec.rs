@@ -156,6 +156,42 @@ pub trait ScanSource {
         let _ = uid;
         Ok(vec![(i64::MIN, i64::MAX)])
     }
+
+    /// `ranges_desc` over many subtables: the time ranges holding rows of any of them.
+    fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
+        let _ = uids;
+        Ok(vec![(i64::MIN, i64::MAX)])
+    }
+
+    /// The rows in `ts_min..=ts_max` of many subtables of one STABLE (as `scan`, or as
+    /// `scan_filtered` with `prune`), concatenated in `uids` order, with each one's row count.
+    /// Storage may read them under one snapshot and their block statistics in bulk.
+    fn scan_many(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: Option<&BlockPred>,
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        let mut counts = Vec::with_capacity(uids.len());
+        let mut out: Vec<Column> = Vec::new();
+        for uid in uids {
+            let cols = match prune {
+                Some(p) => self.scan_filtered(*uid, ts_min, ts_max, columns, p)?,
+                None => self.scan(*uid, ts_min, ts_max, columns)?,
+            };
+            counts.push(cols.first().map(Column::len).unwrap_or(0));
+            if out.is_empty() {
+                out = cols;
+            } else {
+                for (o, c) in out.iter_mut().zip(&cols) {
+                    o.extend(c);
+                }
+            }
+        }
+        Ok((counts, out))
+    }
 }
 
 fn check_cancelled(cancelled: &AtomicBool) -> Result<(), SqlError> {
@@ -166,6 +202,12 @@ fn check_cancelled(cancelled: &AtomicBool) -> Result<(), SqlError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Subtable runs aggregated with their constant keys evaluated once (this thread's).
+    pub(crate) static CONSTANT_KEY_RUNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Blocks answered from summaries (tests check the path is taken).
@@ -309,16 +351,12 @@ fn latest_rows(
     scan_cols: &[usize],
     out: &mut Batch,
     agg: Option<&mut BufferedAgg>,
-    pre: Option<&mut HashMap<TableUid, Option<Vec<Column>>>>,
     prune: Option<&BlockPred>,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
     match mode {
         LatestMode::LastRow => {
-            let last = match pre.and_then(|p| p.remove(&meta.uid)) {
-                Some(r) => r,
-                None => src.last_row(meta.uid, scan_cols).map_err(err)?,
-            };
+            let last = src.last_row(meta.uid, scan_cols).map_err(err)?;
             if let Some(row) = last {
                 let ts = row
                     .first()
@@ -417,6 +455,91 @@ fn latest_rows(
             process_rows(f, out, agg, meta, schema, scan_cols, cols)
         }
     }
+}
+
+/// Subtables searched together by [`latest_matching`]: one storage call and one filter
+/// evaluation per group and time window.
+const LATEST_SEARCH_TABLES: usize = 4096;
+
+/// LAST_ROW with a time range or row filter over subtables whose last row does not qualify:
+/// the latest qualifying row of each, searched newest time window first across all of them
+/// at once (one storage call, one filter evaluation per window), each subtable leaving the
+/// search at the first window where it has one. Blocks whose statistics rule the filter out
+/// are not read.
+#[allow(clippy::too_many_arguments)]
+fn latest_matching(
+    f: &Fragment,
+    src: &dyn ScanSource,
+    schema: &StableSchema,
+    scan_cols: &[usize],
+    keys: &[PExpr],
+    a: &mut BufferedAgg,
+    metas: Vec<Arc<TableMeta>>,
+    prune: Option<&BlockPred>,
+    cancelled: &AtomicBool,
+) -> Result<(), SqlError> {
+    let err = |e: String| SqlError::Execution(format!("LAST_ROW search: {e}"));
+    for group in metas.chunks(LATEST_SEARCH_TABLES) {
+        let mut pending: Vec<Arc<TableMeta>> = group.to_vec();
+        let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
+        for (lo, hi) in src.ranges_desc_many(&uids).map_err(err)? {
+            let (lo, hi) = (lo.max(f.ts_min), hi.min(f.ts_max));
+            if lo > hi {
+                continue;
+            }
+            if pending.is_empty() {
+                break;
+            }
+            check_cancelled(cancelled)?;
+            let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
+            let (counts, rows) = src
+                .scan_many(&uids, lo, hi, scan_cols, prune)
+                .map_err(err)?;
+            let n: usize = counts.iter().sum();
+            if n == 0 {
+                continue;
+            }
+            // The subtable of each row, for its tags and tbname.
+            let mut row_metas: Vec<&TableMeta> = Vec::with_capacity(n);
+            for (m, c) in pending.iter().zip(&counts) {
+                row_metas.extend(std::iter::repeat_n(&**m, *c));
+            }
+            let mut by_idx: HashMap<usize, Column> = scan_cols
+                .iter()
+                .copied()
+                .zip(rows.iter().cloned())
+                .collect();
+            let cols = multi_table_layout(&f.layout, &row_metas, schema, &mut by_idx)?;
+            let pass = match &f.filter {
+                None => vec![true; n],
+                Some(pred) => {
+                    let mut m = vec![false; n];
+                    for i in true_rows(&eval(pred, &cols, n)?, n) {
+                        m[i] = true;
+                    }
+                    m
+                }
+            };
+            // Rows are in ts order within each subtable: its last passing row is the answer.
+            let mut take = Vec::new();
+            let mut still = Vec::new();
+            let mut start = 0;
+            for (m, c) in pending.iter().zip(&counts) {
+                let end = start + c;
+                match (start..end).rev().find(|i| pass[*i]) {
+                    Some(i) => take.push(i),
+                    None => still.push(m.clone()),
+                }
+                start = end;
+            }
+            if !take.is_empty() {
+                let picked = cols.iter().map(|c| c.take(&take)).collect();
+                a.update(keys, picked, take.len())?;
+            }
+            pending = still;
+        }
+    }
+    Ok(())
 }
 
 /// One subtable's rows in `lo..=hi`; with a row filter that block statistics can decide,
@@ -1023,7 +1146,6 @@ fn run_fragment(
 ) -> Result<(), SqlError> {
     let metas = tag_filtered(f, src, target_tables(f, src)?, true)?;
     let mut scan_cols: Vec<usize> = vec![0];
-    let mut prefetched: Option<HashMap<TableUid, Option<Vec<Column>>>> = None;
     for c in &f.layout {
         if let InputCol::Col(i) = c {
             if !scan_cols.contains(i) {
@@ -1038,6 +1160,7 @@ fn run_fragment(
             Aggregator::new(keys.iter().map(|k| k.data_type()).collect(), aggs.clone()),
             budget.reserve(0, "GROUP BY state")?,
             row_bytes(&f.output_fields()) + GROUP_OVERHEAD_BYTES,
+            constant_keys(f, keys, aggs),
         )),
         FragmentOp::Project { .. } => None,
     };
@@ -1055,8 +1178,8 @@ fn run_fragment(
         .and_then(|p| BlockPred::compile(p, &f.layout));
     // LAST_ROW over many subtables of a STABLE (tag-filtered above): fetch every
     // last row in one call (the storage answers cache hits under one lock), and feed the ones
-    // that qualify (time range, row filter) to the aggregation as one batch. A subtable whose
-    // last row does not qualify goes through the per-subtable search below.
+    // that qualify (time range, row filter) to the aggregation as one batch. The subtables
+    // whose last row does not qualify are searched together ([`latest_matching`]).
     let mut metas = metas;
     if let (Some(LatestMode::LastRow), ScanTarget::Stable(stable), Some(a)) =
         (latest, &f.target, agg.as_mut())
@@ -1111,19 +1234,22 @@ fn run_fragment(
                 a.update(keys, cols, good.len())?;
             }
             let bad: Vec<usize> = (0..n).filter(|i| !ok[*i]).collect();
-            prefetched = Some(
-                bad.iter()
-                    .map(|j| {
-                        let row = rows.iter().map(|c| c.slice(*j, j + 1)).collect();
-                        (found[*j].uid, Some(row))
-                    })
-                    .collect(),
-            );
             let retry: Vec<Arc<TableMeta>> = bad
                 .iter()
                 .filter_map(|j| pos.get(*j).and_then(|k| metas.get(*k)).cloned())
                 .collect();
-            metas = retry;
+            latest_matching(
+                f,
+                src,
+                &schema,
+                &scan_cols,
+                keys,
+                a,
+                retry,
+                prune.as_ref(),
+                cancelled,
+            )?;
+            metas = Vec::new();
         }
     }
     for meta in &metas {
@@ -1156,7 +1282,6 @@ fn run_fragment(
                 &scan_cols,
                 &mut out.buf,
                 agg.as_mut(),
-                prefetched.as_mut(),
                 prune.as_ref(),
             )?;
             continue;
@@ -1254,6 +1379,8 @@ struct BufferedAgg {
     agg: Aggregator,
     buf: Vec<Column>,
     n: usize,
+    /// The group keys constant within one subtable (see [`constant_keys`]).
+    constant_keys: Option<ConstantKeys>,
     /// The group state's estimated bytes, held against the fragment's budget.
     mem: Reservation,
     group_bytes: u64,
@@ -1266,11 +1393,17 @@ const GROUP_OVERHEAD_BYTES: u64 = 32;
 const AGG_BATCH_ROWS: usize = 4096;
 
 impl BufferedAgg {
-    fn new(agg: Aggregator, mem: Reservation, group_bytes: u64) -> BufferedAgg {
+    fn new(
+        agg: Aggregator,
+        mem: Reservation,
+        group_bytes: u64,
+        constant_keys: Option<ConstantKeys>,
+    ) -> BufferedAgg {
         BufferedAgg {
             agg,
             buf: Vec::new(),
             n: 0,
+            constant_keys,
             mem,
             group_bytes,
         }
@@ -1304,6 +1437,20 @@ impl BufferedAgg {
         Ok(())
     }
 
+    /// Feeds one subtable's rows whose constant keys are given as one-row columns (the rows
+    /// buffered so far go first, keeping arrival order).
+    fn update_with_constants(
+        &mut self,
+        keys: &[PExpr],
+        constants: &[Option<Column>],
+        cols: Vec<Column>,
+        n: usize,
+    ) -> Result<(), SqlError> {
+        self.flush(keys)?;
+        self.agg.update_with_constants(keys, constants, &cols, n)?;
+        self.account()
+    }
+
     fn flush(&mut self, keys: &[PExpr]) -> Result<(), SqlError> {
         if self.n > 0 {
             let cols = std::mem::take(&mut self.buf);
@@ -1313,6 +1460,64 @@ impl BufferedAgg {
         }
         Ok(())
     }
+}
+
+/// Rows of one subtable from which its constant group keys are evaluated once instead of
+/// built for every row (below it, buffering small runs across subtables is cheaper).
+const CONSTANT_KEYS_MIN_ROWS: usize = 256;
+
+/// Which group keys of a partial aggregation are constant within one subtable (they read only
+/// tags and the subtable name), and which tags and whether the name the fragment reads per row
+/// (row filter, the other keys, aggregate arguments, carried values, selector order): rows can
+/// then be processed with only those built as columns, the constant keys evaluated once.
+#[derive(Clone, Debug)]
+struct ConstantKeys {
+    /// Per group key.
+    constant: Vec<bool>,
+    /// Tags (by index) read per row.
+    row_tags: Vec<usize>,
+    row_tbname: bool,
+}
+
+fn constant_keys(f: &Fragment, keys: &[PExpr], aggs: &[AggSpec]) -> Option<ConstantKeys> {
+    let only_tags = |e: &PExpr| {
+        let mut ins = Vec::new();
+        collect_inputs(e, &mut ins);
+        ins.iter()
+            .all(|i| matches!(f.layout.get(*i), Some(InputCol::Tag(_) | InputCol::Tbname)))
+    };
+    let constant: Vec<bool> = keys.iter().map(only_tags).collect();
+    if !constant.iter().any(|c| *c) {
+        return None;
+    }
+    let mut per_row: Vec<&PExpr> = f.filter.iter().collect();
+    per_row.extend(
+        keys.iter()
+            .zip(&constant)
+            .filter(|(_, c)| !**c)
+            .map(|(k, _)| k),
+    );
+    for a in aggs {
+        per_row.extend(a.arg.iter().chain(a.ts.iter()).chain(a.carry.iter()));
+    }
+    let mut ins = Vec::new();
+    for e in per_row {
+        collect_inputs(e, &mut ins);
+    }
+    let mut row_tags = Vec::new();
+    let mut row_tbname = false;
+    for i in ins {
+        match f.layout.get(i) {
+            Some(InputCol::Tag(t)) if !row_tags.contains(t) => row_tags.push(*t),
+            Some(InputCol::Tbname) => row_tbname = true,
+            _ => {}
+        }
+    }
+    Some(ConstantKeys {
+        constant,
+        row_tags,
+        row_tbname,
+    })
 }
 
 /// Feeds one scanned run of rows through layout, filter and the fragment's operator.
@@ -1367,7 +1572,7 @@ fn process_rows_until(
 fn process_rows(
     f: &Fragment,
     out: &mut Batch,
-    agg: Option<&mut BufferedAgg>,
+    mut agg: Option<&mut BufferedAgg>,
     meta: &TableMeta,
     schema: &StableSchema,
     scan_cols: &[usize],
@@ -1389,6 +1594,13 @@ fn process_rows(
             }
             let mut by_idx: HashMap<usize, Column> =
                 scan_cols.iter().copied().zip(scanned).collect();
+            if let (FragmentOp::PartialAgg { keys, .. }, Some(a)) = (&f.op, agg.as_deref_mut()) {
+                if let Some(plan) = a.constant_keys.clone() {
+                    if n >= CONSTANT_KEYS_MIN_ROWS {
+                        return constant_key_rows(f, a, keys, &plan, meta, schema, by_idx, n);
+                    }
+                }
+            }
             let mut cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
             let mut n = n;
             if let Some(pred) = &f.filter {
@@ -1418,6 +1630,83 @@ fn process_rows(
         }
     }
     Ok(())
+}
+
+/// [`process_rows`] for a partial aggregation whose constant keys (see [`constant_keys`]) are
+/// evaluated once over the subtable's tags; only the tags read per row are built as columns.
+#[allow(clippy::too_many_arguments)]
+fn constant_key_rows(
+    f: &Fragment,
+    a: &mut BufferedAgg,
+    keys: &[PExpr],
+    plan: &ConstantKeys,
+    meta: &TableMeta,
+    schema: &StableSchema,
+    mut by_idx: HashMap<usize, Column>,
+    n: usize,
+) -> Result<(), SqlError> {
+    // Empty columns stand in for the tags and name nothing reads per row.
+    let mut cols = layout_with(
+        &f.layout,
+        schema,
+        &mut by_idx,
+        |i, t| {
+            if plan.row_tags.contains(&i) {
+                broadcast(meta.tags.get(i).unwrap_or(&Value::Null), t, n)
+            } else {
+                Column::empty(t, 0)
+            }
+        },
+        || {
+            if plan.row_tbname {
+                broadcast(&Value::Str(meta.name.clone()), TBNAME_TYPE, n)
+            } else {
+                Column::empty(TBNAME_TYPE, 0)
+            }
+        },
+    )?;
+    let mut n = n;
+    if let Some(pred) = &f.filter {
+        let keep = true_rows(&eval(pred, &cols, n)?, n);
+        if keep.len() < n {
+            cols = cols.iter().map(|c| c.take(&keep)).collect();
+            n = keep.len();
+        }
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    // One row of the subtable's tags and name (the columns' values are never read here).
+    let one: Vec<Column> = f
+        .layout
+        .iter()
+        .map(|c| match c {
+            InputCol::Tag(i) => {
+                let t = schema
+                    .tags
+                    .get(*i)
+                    .map(|d| d.data_type)
+                    .unwrap_or(TBNAME_TYPE);
+                broadcast(meta.tags.get(*i).unwrap_or(&Value::Null), t, 1)
+            }
+            InputCol::Tbname => broadcast(&Value::Str(meta.name.clone()), TBNAME_TYPE, 1),
+            InputCol::Col(_) => Column::empty(DataType::Timestamp, 1),
+        })
+        .collect();
+    #[cfg(test)]
+    CONSTANT_KEY_RUNS.with(|c| c.set(c.get() + 1));
+    let constants = keys
+        .iter()
+        .zip(&plan.constant)
+        .map(|(k, c)| {
+            if *c {
+                eval(k, &one, 1).map(Some)
+            } else {
+                Ok(None)
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    a.update_with_constants(keys, &constants, cols, n)
 }
 
 /// Feeds a block's statistics to the aggregator; `false` when this block cannot be (it spans

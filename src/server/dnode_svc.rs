@@ -466,6 +466,49 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             .scan_filtered(uid, ts_min, ts_max, columns, prune.columns(), &may_match)
             .map_err(|e| e.to_string())
     }
+    fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
+        self.0.ranges_desc_many(uids).map_err(|e| e.to_string())
+    }
+    fn scan_many(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: Option<&tidal_sql::prune::BlockPred>,
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        let Some(prune) = prune else {
+            return self
+                .0
+                .scan_many(uids, ts_min, ts_max, columns, &[], None)
+                .map_err(|e| e.to_string());
+        };
+        let Some(first) = uids.first() else {
+            return Ok((Vec::new(), Vec::new()));
+        };
+        let types = self
+            .0
+            .column_types(*first, prune.columns())
+            .map_err(|e| e.to_string())?;
+        let may_match = |rows: u32, stats: &[tidal_vnode::ColStats]| {
+            let sums: Vec<tidal_sql::ColSummary> = stats
+                .iter()
+                .zip(&types)
+                .map(|(s, t)| col_summary(s, *t))
+                .collect();
+            prune.may_match(u64::from(rows), &sums)
+        };
+        self.0
+            .scan_many(
+                uids,
+                ts_min,
+                ts_max,
+                columns,
+                prune.columns(),
+                Some(&may_match),
+            )
+            .map_err(|e| e.to_string())
+    }
     fn scan_pieces(
         &self,
         uid: TableUid,

@@ -171,7 +171,46 @@ fn check(v: &Vnode, model: &Model, rng: &mut StdRng, step: usize) {
             .map(|(k, r)| (*k, r.clone()))
             .collect();
         assert_eq!(got, want, "{t} v > {x} in {lo}..={hi} step {step}");
-        PRUNED_BLOCKS.fetch_add(u64::from(skipped.get()), std::sync::atomic::Ordering::Relaxed);
+        PRUNED_BLOCKS.fetch_add(
+            u64::from(skipped.get()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    // Many subtables in one call: each one's rows, as its own (filtered) scan gives them.
+    let uids: Vec<TableUid> = model
+        .keys()
+        .filter_map(|t| v.table(t))
+        .map(|t| t.uid)
+        .collect();
+    let lo = rng.random_range(0..6 * MINUTE_MS);
+    let hi = lo + rng.random_range(0..4 * MINUTE_MS);
+    let x = rng.random_range(-120.0..120.0f64);
+    let may_match = |_rows: u32, stats: &[ColStats]| {
+        stats[0].count > 0 && matches!(stats[0].max, SmaVal::Float(m) if m > x)
+    };
+    let wanted_rows = |cols: &[Column], filtered: bool| -> Vec<(i64, Row)> {
+        (0..cols[0].len())
+            .map(|i| (cols[0].get(i).as_i64().unwrap(), value_row(cols, i)))
+            .filter(|(_, r)| !filtered || r.0.is_some_and(|a| a > x))
+            .collect()
+    };
+    for filtered in [false, true] {
+        let m: Option<&MayMatch<'_>> = filtered.then_some(&may_match);
+        let (counts, all) = v.scan_many(&uids, lo, hi, &[0, 1, 2, 3], &[1], m).unwrap();
+        assert_eq!(counts.len(), uids.len());
+        let mut at = 0;
+        for (uid, c) in uids.iter().zip(&counts) {
+            let one: Vec<Column> = all.iter().map(|col| col.slice(at, at + c)).collect();
+            at += c;
+            let alone = v.scan(*uid, lo, hi, &[0, 1, 2, 3]).unwrap();
+            assert_eq!(
+                wanted_rows(&one, filtered),
+                wanted_rows(&alone, filtered),
+                "scan_many (filtered {filtered}) of uid {} in {lo}..={hi} step {step}",
+                uid.0
+            );
+        }
+        assert_eq!(at, all.first().map(Column::len).unwrap_or(0));
     }
 }
 

@@ -615,6 +615,13 @@ fn merge_with_memtables(
     })
 }
 
+/// Says from a block's row count and statistics whether it may hold a row passing a filter.
+pub type MayMatch<'a> = dyn Fn(u32, &[ColStats]) -> bool + 'a;
+
+/// Subtables whose memtable rows [`VnodeCore::scan_many`] copies under one state lock (writers
+/// wait for it).
+pub const SCAN_MANY_LOCK_TABLES: usize = 1024;
+
 /// The STABLE schema of live subtable `uid`.
 fn schema_of(st: &State, uid: TableUid) -> Result<&StableSchema> {
     let t = st
@@ -1315,6 +1322,92 @@ impl VnodeCore {
         Ok(merged.into_iter().skip(1).collect())
     }
 
+    /// [`VnodeCore::scan_filtered`] (or [`VnodeCore::scan`] without `may_match`) for many
+    /// subtables of one STABLE: returns the number of rows of each entry of `uids` and their
+    /// rows concatenated in that order. The memtables are read under one lock per
+    /// [`SCAN_MANY_LOCK_TABLES`] subtables, and the SMA records of the data blocks are read in
+    /// runs of neighbours ([`data_file::DataSet::read_smas`]) instead of one read per block.
+    #[allow(clippy::type_complexity)]
+    pub fn scan_many(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        stat_columns: &[usize],
+        may_match: Option<&MayMatch<'_>>,
+    ) -> Result<(Vec<usize>, Vec<Column>), VnodeError> {
+        let mut counts = Vec::with_capacity(uids.len());
+        let mut out: Vec<Column> = Vec::new();
+        for part in uids.chunks(SCAN_MANY_LOCK_TABLES) {
+            let mut wanted: Option<Vec<(usize, DataType)>> = None;
+            let (files, mems) = {
+                let st = self.state.read();
+                let mut mems = Vec::with_capacity(part.len());
+                // The columns come from the STABLE: looked up again only when it changes.
+                let mut stable: Option<&str> = None;
+                for uid in part {
+                    let t = st
+                        .meta
+                        .table_by_uid(*uid)
+                        .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+                    if stable != Some(t.stable.as_str()) {
+                        let w = self.wanted_of(&st, *uid, columns)?;
+                        if wanted.as_ref().is_some_and(|first| *first != w) {
+                            return Err(VnodeError::InvalidArgument(format!(
+                                "scan of many subtables: subtable uid {} has other column types than the first",
+                                uid.0
+                            )));
+                        }
+                        wanted = Some(w);
+                        stable = Some(t.stable.as_str());
+                    }
+                    let w = wanted.as_deref().unwrap_or(&[]);
+                    let frozen = st
+                        .frozen
+                        .as_ref()
+                        .map(|f| f.mem.range_columns(*uid, ts_min, ts_max, w));
+                    mems.push((frozen, st.mem.range_columns(*uid, ts_min, ts_max, w)));
+                }
+                (st.files.clone(), mems)
+            };
+            let Some(wanted) = wanted else { continue };
+            if out.is_empty() {
+                out = wanted
+                    .iter()
+                    .skip(1)
+                    .map(|(_, t)| Column::empty(*t, 0))
+                    .collect();
+            }
+            let skipped = match may_match {
+                Some(m) => {
+                    files.pruned_blocks(part, ts_min, ts_max, self.window_units, stat_columns, m)?
+                }
+                None => tsdb::PrunedBlocks::default(),
+            };
+            let skip =
+                |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
+                    Ok(skipped.contains(&(std::ptr::from_ref(d) as usize, e.sma_off)))
+                };
+            for (uid, (frozen, mem)) in part.iter().zip(mems) {
+                let runs = files.runs_skipping(
+                    *uid,
+                    ts_min,
+                    ts_max,
+                    self.window_units,
+                    &wanted,
+                    (!skipped.is_empty()).then_some(&skip as &tsdb::SkipBlock<'_>),
+                )?;
+                let merged = merge_with_memtables(runs, frozen, mem, &wanted);
+                counts.push(merged.first().map(Column::len).unwrap_or(0));
+                for (o, c) in out.iter_mut().zip(merged.iter().skip(1)) {
+                    o.extend(c);
+                }
+            }
+        }
+        Ok((counts, out))
+    }
+
     /// [`VnodeCore::scan`] for a query with a row filter: a data block for which
     /// `may_match(rows, stats)` says no (`stats` holds one [`ColStats`] per entry of
     /// `stat_columns`, from the block's SMA, without reading the block) is left out. The result
@@ -1327,7 +1420,7 @@ impl VnodeCore {
         ts_max: i64,
         columns: &[usize],
         stat_columns: &[usize],
-        may_match: &dyn Fn(u32, &[ColStats]) -> bool,
+        may_match: &MayMatch<'_>,
     ) -> Result<Vec<Column>, VnodeError> {
         let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
         let skip =
@@ -1336,14 +1429,9 @@ impl VnodeCore {
                 let stats: Vec<ColStats> = stat_columns
                     .iter()
                     .map(|ci| {
-                        // A column added after the block was written is NULL in all its rows.
-                        all.get(*ci).copied().unwrap_or(ColStats {
-                            count: 0,
-                            nulls: e.loc.rows,
-                            min: SmaVal::None,
-                            max: SmaVal::None,
-                            sum: SmaVal::None,
-                        })
+                        all.get(*ci)
+                            .copied()
+                            .unwrap_or(ColStats::all_null(e.loc.rows))
                     })
                     .collect();
                 Ok(!may_match(e.loc.rows, &stats))
@@ -1418,13 +1506,9 @@ impl VnodeCore {
                         .iter()
                         .skip(1)
                         .map(|(ci, _)| {
-                            all.get(*ci).copied().unwrap_or(ColStats {
-                                count: 0,
-                                nulls: e.loc.rows,
-                                min: SmaVal::None,
-                                max: SmaVal::None,
-                                sum: SmaVal::None,
-                            })
+                            all.get(*ci)
+                                .copied()
+                                .unwrap_or(ColStats::all_null(e.loc.rows))
                         })
                         .collect();
                     pieces.push(ScanPiece::Sma {
@@ -1836,31 +1920,42 @@ impl VnodeCore {
     /// The time windows that hold rows of `uid` (files and memtables), newest first, each as
     /// an inclusive ts range.
     pub fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>> {
+        self.ranges_desc_many(&[uid])
+    }
+
+    /// The time windows that hold rows of any of `uids`, newest first (one state lock for all).
+    pub fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>> {
         let st = self.state.read();
-        st.meta
-            .table_by_uid(uid)
-            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        for uid in uids {
+            st.meta
+                .table_by_uid(*uid)
+                .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        }
         let mut fids: Vec<i64> = Vec::new();
         for (fid, w) in &st.files.windows {
             let has = w.damaged.is_some()
-                || w.stts.iter().any(|s| !s.blocks(uid).is_empty())
-                || w.data.as_ref().is_some_and(|d| !d.blocks(uid).is_empty());
+                || uids.iter().any(|uid| {
+                    w.stts.iter().any(|s| !s.blocks(*uid).is_empty())
+                        || w.data.as_ref().is_some_and(|d| !d.blocks(*uid).is_empty())
+                });
             if has {
                 fids.push(*fid);
             }
         }
         let mems = [Some(&st.mem), st.frozen.as_ref().map(|f| &f.mem)];
         for m in mems.into_iter().flatten() {
-            if let Some((lo, hi)) = m.ts_bounds(uid) {
-                let (a, b) = (
-                    tsdb::fid_of(lo, self.window_units),
-                    tsdb::fid_of(hi, self.window_units),
-                );
-                if b.saturating_sub(a) > 4096 {
-                    // Very sparse memtable rows: one range covers them.
-                    return Ok(vec![(i64::MIN, i64::MAX)]);
+            for uid in uids {
+                if let Some((lo, hi)) = m.ts_bounds(*uid) {
+                    let (a, b) = (
+                        tsdb::fid_of(lo, self.window_units),
+                        tsdb::fid_of(hi, self.window_units),
+                    );
+                    if b.saturating_sub(a) > 4096 {
+                        // Very sparse memtable rows: one range covers them.
+                        return Ok(vec![(i64::MIN, i64::MAX)]);
+                    }
+                    fids.extend(a..=b);
                 }
-                fids.extend(a..=b);
             }
         }
         fids.sort_unstable_by(|a, b| b.cmp(a));

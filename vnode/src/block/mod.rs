@@ -223,6 +223,20 @@ pub struct ColStats {
     pub sum: SmaVal,
 }
 
+impl ColStats {
+    /// The statistics of a column that is NULL in all `rows` rows (one added to the STABLE
+    /// after the block was written).
+    pub fn all_null(rows: u32) -> ColStats {
+        ColStats {
+            count: 0,
+            nulls: rows,
+            min: SmaVal::None,
+            max: SmaVal::None,
+            sum: SmaVal::None,
+        }
+    }
+}
+
 /// A statistic in its column's physical domain.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum SmaVal {

@@ -45,6 +45,12 @@ pub struct BlockEntry {
     pub sma_len: u32,
 }
 
+/// Unread bytes between two SMA records that [`DataSet::read_smas`] still reads through
+/// rather than issuing a second read.
+pub const SMA_READ_GAP_BYTES: u64 = 4096;
+/// Most bytes one read of [`DataSet::read_smas`] covers.
+pub const SMA_READ_SPAN_BYTES: u64 = 1 << 20;
+
 /// One committed version of a window's data files.
 pub struct DataSet {
     pub data_id: u64,
@@ -274,6 +280,50 @@ impl DataSet {
             e.sma_len as usize,
         )?;
         block::decode_sma(&b, &self.sma.path, e.sma_off)
+    }
+
+    /// [`DataSet::read_sma`] for many blocks, in the order given. Records that lie close
+    /// together in the SMA file (the blocks of neighbouring subtables are written side by side)
+    /// are read with one read per run of at most [`SMA_READ_SPAN_BYTES`].
+    pub fn read_smas(&self, entries: &[&BlockEntry]) -> Result<Vec<Vec<ColStats>>> {
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        order.sort_unstable_by_key(|i| entries.get(*i).map(|e| e.sma_off));
+        let mut out: Vec<Vec<ColStats>> = vec![Vec::new(); entries.len()];
+        let mut k = 0;
+        while k < order.len() {
+            let first = entries[order[k]];
+            let start = first.sma_off;
+            let mut end = start + u64::from(first.sma_len);
+            let mut j = k + 1;
+            while let Some(e) = order.get(j).map(|i| entries[*i]) {
+                let e_end = e.sma_off + u64::from(e.sma_len);
+                if e.sma_off > end + SMA_READ_GAP_BYTES || e_end - start > SMA_READ_SPAN_BYTES {
+                    break;
+                }
+                end = end.max(e_end);
+                j += 1;
+            }
+            let buf = block::read_at(
+                &self.sma.file,
+                &self.sma.path,
+                start,
+                (end - start) as usize,
+            )?;
+            for i in &order[k..j] {
+                let e = entries[*i];
+                let at = (e.sma_off - start) as usize;
+                let rec = buf.get(at..at + e.sma_len as usize).ok_or_else(|| {
+                    block::corrupt(
+                        &self.sma.path,
+                        e.sma_off,
+                        "SMA record outside its read".into(),
+                    )
+                })?;
+                out[*i] = block::decode_sma(rec, &self.sma.path, e.sma_off)?;
+            }
+            k = j;
+        }
+        Ok(out)
     }
 
     pub fn disk_bytes(&self) -> u64 {

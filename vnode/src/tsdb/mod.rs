@@ -8,7 +8,7 @@
 //! window's files never compete with another window's; within a window, data blocks are older
 //! than every STT file and a later STT file is newer than an earlier one.
 
-use crate::block::BlockLoc;
+use crate::block::{BlockLoc, ColStats};
 use crate::data_file::{BlockEntry, DataSet};
 use crate::error::{Result, VnodeError};
 use crate::manifest::{DataRec, WindowRec};
@@ -47,6 +47,9 @@ pub fn window_bounds(fid: i64, window_units: i64) -> (i64, i64) {
     let lo = fid.saturating_mul(w);
     (lo, lo.saturating_add(w - 1))
 }
+
+/// Data blocks left out of a scan: (the address of their data set, their SMA offset).
+pub type PrunedBlocks = HashSet<(usize, u64), foldhash::fast::RandomState>;
 
 /// Says whether a data block (of the given data set) can be left out of a scan.
 pub type SkipBlock<'a> = dyn Fn(&DataSet, &BlockEntry) -> Result<bool> + 'a;
@@ -164,6 +167,50 @@ impl FileSet {
         wanted: &[(usize, DataType)],
     ) -> Result<Vec<Run>> {
         self.runs_skipping(uid, lo, hi, window_units, wanted, None)
+    }
+
+    /// The data blocks of `uids` in `lo..=hi` for which `may_match` says no (from their SMA,
+    /// one [`ColStats`] per entry of `stat_columns`), each as (its data set's address, its SMA
+    /// offset): the keys a [`SkipBlock`] over this file set looks up. The SMA records of each
+    /// window are read in runs of neighbours.
+    pub fn pruned_blocks(
+        &self,
+        uids: &[TableUid],
+        lo: i64,
+        hi: i64,
+        window_units: i64,
+        stat_columns: &[usize],
+        may_match: &crate::MayMatch<'_>,
+    ) -> Result<PrunedBlocks> {
+        let mut out = PrunedBlocks::default();
+        if lo > hi {
+            return Ok(out);
+        }
+        let (flo, fhi) = (fid_of(lo, window_units), fid_of(hi, window_units));
+        for (_, w) in self.windows.range(flo..=fhi) {
+            // A damaged window fails the scan that reads it (see `runs`).
+            let Some(d) = &w.data else { continue };
+            let entries: Vec<&BlockEntry> = uids
+                .iter()
+                .flat_map(|u| d.blocks(*u))
+                .filter(|e| e.loc.ts_max >= lo && e.loc.ts_min <= hi)
+                .collect();
+            let smas = d.read_smas(&entries)?;
+            for (e, all) in entries.iter().zip(smas) {
+                let stats: Vec<ColStats> = stat_columns
+                    .iter()
+                    .map(|ci| {
+                        all.get(*ci)
+                            .copied()
+                            .unwrap_or(ColStats::all_null(e.loc.rows))
+                    })
+                    .collect();
+                if !may_match(e.loc.rows, &stats) {
+                    out.insert((std::ptr::from_ref(d.as_ref()) as usize, e.sma_off));
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// [`FileSet::runs`], leaving out the data blocks for which `skip` says yes (given the
