@@ -479,6 +479,12 @@ fn latest_matching(
     cancelled: &AtomicBool,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("LAST_ROW search: {e}"));
+    let filter_reads_tags = f.filter.as_ref().is_some_and(|p| {
+        let mut ins = Vec::new();
+        collect_inputs(p, &mut ins);
+        ins.iter()
+            .any(|i| matches!(f.layout.get(*i), Some(InputCol::Tag(_) | InputCol::Tbname)))
+    });
     for group in metas.chunks(LATEST_SEARCH_TABLES) {
         let mut pending: Vec<Arc<TableMeta>> = group.to_vec();
         let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
@@ -499,20 +505,31 @@ fn latest_matching(
             if n == 0 {
                 continue;
             }
-            // The subtable of each row, for its tags and tbname.
-            let mut row_metas: Vec<&TableMeta> = Vec::with_capacity(n);
-            for (m, c) in pending.iter().zip(&counts) {
-                row_metas.extend(std::iter::repeat_n(&**m, *c));
-            }
-            let mut by_idx: HashMap<usize, Column> = scan_cols
-                .iter()
-                .copied()
-                .zip(rows.iter().cloned())
-                .collect();
-            let cols = multi_table_layout(&f.layout, &row_metas, schema, &mut by_idx)?;
             let pass = match &f.filter {
                 None => vec![true; n],
                 Some(pred) => {
+                    let mut by_idx: HashMap<usize, Column> = scan_cols
+                        .iter()
+                        .copied()
+                        .zip(rows.iter().cloned())
+                        .collect();
+                    let cols = if filter_reads_tags {
+                        // The subtable of each row, for its tags and tbname.
+                        let mut row_metas: Vec<&TableMeta> = Vec::with_capacity(n);
+                        for (m, c) in pending.iter().zip(&counts) {
+                            row_metas.extend(std::iter::repeat_n(&**m, *c));
+                        }
+                        multi_table_layout(&f.layout, &row_metas, schema, &mut by_idx)?
+                    } else {
+                        // Only the selected rows get their tags (below).
+                        layout_with(
+                            &f.layout,
+                            schema,
+                            &mut by_idx,
+                            |_, t| Column::empty(t, 0),
+                            || Column::empty(TBNAME_TYPE, 0),
+                        )?
+                    };
                     let mut m = vec![false; n];
                     for i in true_rows(&eval(pred, &cols, n)?, n) {
                         m[i] = true;
@@ -522,18 +539,27 @@ fn latest_matching(
             };
             // Rows are in ts order within each subtable: its last passing row is the answer.
             let mut take = Vec::new();
+            let mut taken: Vec<&TableMeta> = Vec::new();
             let mut still = Vec::new();
             let mut start = 0;
             for (m, c) in pending.iter().zip(&counts) {
                 let end = start + c;
                 match (start..end).rev().find(|i| pass[*i]) {
-                    Some(i) => take.push(i),
+                    Some(i) => {
+                        take.push(i);
+                        taken.push(m);
+                    }
                     None => still.push(m.clone()),
                 }
                 start = end;
             }
             if !take.is_empty() {
-                let picked = cols.iter().map(|c| c.take(&take)).collect();
+                let mut by_idx: HashMap<usize, Column> = scan_cols
+                    .iter()
+                    .copied()
+                    .zip(rows.iter().map(|c| c.take(&take)))
+                    .collect();
+                let picked = multi_table_layout(&f.layout, &taken, schema, &mut by_idx)?;
                 a.update(keys, picked, take.len())?;
             }
             pending = still;
