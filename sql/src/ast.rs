@@ -341,6 +341,16 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// The six comparison operators.
+    pub const COMPARISONS: [BinOp; 6] = [
+        BinOp::Eq,
+        BinOp::NotEq,
+        BinOp::Lt,
+        BinOp::LtEq,
+        BinOp::Gt,
+        BinOp::GtEq,
+    ];
+
     pub fn symbol(self) -> &'static str {
         match self {
             BinOp::Add => "+",

@@ -1627,15 +1627,8 @@ fn process_rows(
                     }
                 }
             }
-            let mut cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
-            let mut n = n;
-            if let Some(pred) = &f.filter {
-                let keep = true_rows(&eval(pred, &cols, n)?, n);
-                if keep.len() < n {
-                    cols = cols.iter().map(|c| c.take(&keep)).collect();
-                    n = keep.len();
-                }
-            }
+            let cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
+            let (cols, n) = filter_rows(f, cols, n)?;
             if n == 0 {
                 return Ok(());
             }
@@ -1658,6 +1651,23 @@ fn process_rows(
     Ok(())
 }
 
+/// The rows of `cols` (`n` of them) that pass the fragment's row filter.
+fn filter_rows(
+    f: &Fragment,
+    cols: Vec<Column>,
+    n: usize,
+) -> Result<(Vec<Column>, usize), SqlError> {
+    let Some(pred) = &f.filter else {
+        return Ok((cols, n));
+    };
+    let keep = true_rows(&eval(pred, &cols, n)?, n);
+    if keep.len() == n {
+        return Ok((cols, n));
+    }
+    let m = keep.len();
+    Ok((cols.iter().map(|c| c.take(&keep)).collect(), m))
+}
+
 /// [`process_rows`] for a partial aggregation whose constant keys (see [`constant_keys`]) are
 /// evaluated once over the subtable's tags; only the tags read per row are built as columns.
 #[allow(clippy::too_many_arguments)]
@@ -1672,7 +1682,7 @@ fn constant_key_rows(
     n: usize,
 ) -> Result<(), SqlError> {
     // Empty columns stand in for the tags and name nothing reads per row.
-    let mut cols = layout_with(
+    let cols = layout_with(
         &f.layout,
         schema,
         &mut by_idx,
@@ -1691,14 +1701,7 @@ fn constant_key_rows(
             }
         },
     )?;
-    let mut n = n;
-    if let Some(pred) = &f.filter {
-        let keep = true_rows(&eval(pred, &cols, n)?, n);
-        if keep.len() < n {
-            cols = cols.iter().map(|c| c.take(&keep)).collect();
-            n = keep.len();
-        }
-    }
+    let (cols, n) = filter_rows(f, cols, n)?;
     if n == 0 {
         return Ok(());
     }
@@ -2216,14 +2219,7 @@ mod tag_pred_tests {
         let inp = |i: usize| Box::new(PExpr::Input(i, types[i]));
         let lit = |v: Value, t: DataType| Box::new(PExpr::Lit(v, t));
         let cmp = |op: BinOp, a: Box<PExpr>, b: Box<PExpr>| PExpr::Bin(op, a, b, DataType::Bool);
-        let ops = [
-            BinOp::Eq,
-            BinOp::NotEq,
-            BinOp::Lt,
-            BinOp::LtEq,
-            BinOp::Gt,
-            BinOp::GtEq,
-        ];
+        let ops = BinOp::COMPARISONS;
         let mut preds = Vec::new();
         for op in ops {
             preds.push(cmp(

@@ -232,14 +232,7 @@ mod tests {
     fn never_prunes_a_block_with_a_passing_row() {
         let layout = [InputCol::Col(3)];
         let values = [-1.0, -0.0, 0.0, 0.1, 0.5, 1.0, f64::NAN];
-        let ops = [
-            BinOp::Eq,
-            BinOp::NotEq,
-            BinOp::Lt,
-            BinOp::LtEq,
-            BinOp::Gt,
-            BinOp::GtEq,
-        ];
+        let ops = BinOp::COMPARISONS;
         let mut preds = Vec::new();
         for v in [-0.0, 0.0, 0.1, 0.5, 2.0] {
             for op in ops {

@@ -454,14 +454,7 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             .0
             .column_types(uid, prune.columns())
             .map_err(|e| e.to_string())?;
-        let may_match = |rows: u32, stats: &[tidal_vnode::ColStats]| {
-            let sums: Vec<tidal_sql::ColSummary> = stats
-                .iter()
-                .zip(&types)
-                .map(|(s, t)| col_summary(s, *t))
-                .collect();
-            prune.may_match(u64::from(rows), &sums)
-        };
+        let may_match = sma_matcher(prune, &types);
         self.0
             .scan_filtered(uid, ts_min, ts_max, columns, prune.columns(), &may_match)
             .map_err(|e| e.to_string())
@@ -490,14 +483,7 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             .0
             .column_types(*first, prune.columns())
             .map_err(|e| e.to_string())?;
-        let may_match = |rows: u32, stats: &[tidal_vnode::ColStats]| {
-            let sums: Vec<tidal_sql::ColSummary> = stats
-                .iter()
-                .zip(&types)
-                .map(|(s, t)| col_summary(s, *t))
-                .collect();
-            prune.may_match(u64::from(rows), &sums)
-        };
+        let may_match = sma_matcher(prune, &types);
         self.0
             .scan_many(
                 uids,
@@ -545,6 +531,22 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
                 },
             })
             .collect())
+    }
+}
+
+/// The storage's block test for a row filter: converts a block's SMA to the executor's
+/// summaries (`types`: of the filter's columns) and asks `prune`.
+fn sma_matcher<'a>(
+    prune: &'a tidal_sql::prune::BlockPred,
+    types: &'a [DataType],
+) -> impl Fn(u32, &[tidal_vnode::ColStats]) -> bool + 'a {
+    move |rows, stats| {
+        let sums: Vec<tidal_sql::ColSummary> = stats
+            .iter()
+            .zip(types)
+            .map(|(s, t)| col_summary(s, *t))
+            .collect();
+        prune.may_match(u64::from(rows), &sums)
     }
 }
 

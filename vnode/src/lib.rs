@@ -1426,14 +1426,7 @@ impl VnodeCore {
         let skip =
             |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
                 let all = d.read_sma(e)?;
-                let stats: Vec<ColStats> = stat_columns
-                    .iter()
-                    .map(|ci| {
-                        all.get(*ci)
-                            .copied()
-                            .unwrap_or(ColStats::all_null(e.loc.rows))
-                    })
-                    .collect();
+                let stats = ColStats::project(&all, stat_columns, e.loc.rows);
                 Ok(!may_match(e.loc.rows, &stats))
             };
         let runs =

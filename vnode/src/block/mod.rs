@@ -235,6 +235,15 @@ impl ColStats {
             sum: SmaVal::None,
         }
     }
+
+    /// The statistics of `columns` (STABLE column indices) out of a block's SMA `all`, for a
+    /// block of `rows` rows: a column the block predates is all NULL.
+    pub fn project(all: &[ColStats], columns: &[usize], rows: u32) -> Vec<ColStats> {
+        columns
+            .iter()
+            .map(|ci| all.get(*ci).copied().unwrap_or(ColStats::all_null(rows)))
+            .collect()
+    }
 }
 
 /// A statistic in its column's physical domain.

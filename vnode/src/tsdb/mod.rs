@@ -197,14 +197,7 @@ impl FileSet {
                 .collect();
             let smas = d.read_smas(&entries)?;
             for (e, all) in entries.iter().zip(smas) {
-                let stats: Vec<ColStats> = stat_columns
-                    .iter()
-                    .map(|ci| {
-                        all.get(*ci)
-                            .copied()
-                            .unwrap_or(ColStats::all_null(e.loc.rows))
-                    })
-                    .collect();
+                let stats = ColStats::project(&all, stat_columns, e.loc.rows);
                 if !may_match(e.loc.rows, &stats) {
                     out.insert((std::ptr::from_ref(d.as_ref()) as usize, e.sma_off));
                 }
