@@ -815,7 +815,7 @@ impl TagPred {
                 _,
             ) => match (input(a), constant(b), constant(a), input(b)) {
                 (Some(i), Some(v), _, _) => TagPred::Cmp(*op, i, v),
-                (_, _, Some(v), Some(i)) => TagPred::Cmp(flip(*op), i, v),
+                (_, _, Some(v), Some(i)) => TagPred::Cmp(op.flip(), i, v),
                 _ => return None,
             },
             PExpr::Not(a) => TagPred::Not(Box::new(TagPred::compile(a, layout, schema)?)),
@@ -898,17 +898,6 @@ impl TagPred {
                 TagVal::Float(x) => Some(list.contains_f64(x) != *negated),
             },
         })
-    }
-}
-
-/// `a op b` is `b flip(op) a`.
-fn flip(op: BinOp) -> BinOp {
-    match op {
-        BinOp::Lt => BinOp::Gt,
-        BinOp::LtEq => BinOp::GtEq,
-        BinOp::Gt => BinOp::Lt,
-        BinOp::GtEq => BinOp::LtEq,
-        o => o,
     }
 }
 

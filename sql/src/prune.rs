@@ -89,16 +89,6 @@ fn is_numeric(t: DataType) -> bool {
     )
 }
 
-fn flip(op: BinOp) -> BinOp {
-    match op {
-        BinOp::Lt => BinOp::Gt,
-        BinOp::LtEq => BinOp::GtEq,
-        BinOp::Gt => BinOp::Lt,
-        BinOp::GtEq => BinOp::LtEq,
-        other => other,
-    }
-}
-
 fn compile(e: &PExpr, layout: &[InputCol], columns: &mut Vec<usize>) -> Node {
     match e {
         PExpr::Bin(BinOp::And, a, b, _) => Node::And(vec![
@@ -123,7 +113,7 @@ fn compile(e: &PExpr, layout: &[InputCol], columns: &mut Vec<usize>) -> Node {
                     None => Node::Any,
                 },
                 (PExpr::Lit(v, _), x) if numeric_lit(v) => match column_of(x, layout, columns) {
-                    Some(k) => Node::Cmp(k, flip(*op), v.clone()),
+                    Some(k) => Node::Cmp(k, op.flip(), v.clone()),
                     None => Node::Any,
                 },
                 _ => Node::Any,
