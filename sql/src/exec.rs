@@ -352,6 +352,7 @@ fn latest_rows(
     out: &mut Batch,
     agg: Option<&mut BufferedAgg>,
     prune: Option<&BlockPred>,
+    cancelled: &AtomicBool,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("scan of table {}: {e}", meta.name));
     match mode {
@@ -378,35 +379,22 @@ fn latest_rows(
             } else {
                 return Ok(());
             }
-            // The latest row does not qualify: the latest one that does, newest window first.
-            for (lo, hi) in src.ranges_desc(meta.uid).map_err(err)? {
-                let (lo, hi) = (lo.max(f.ts_min), hi.min(f.ts_max));
-                if lo > hi {
-                    continue;
-                }
-                let scanned = scan_rows(src, meta.uid, lo, hi, scan_cols, prune).map_err(err)?;
-                let n = scanned.first().map(Column::len).unwrap_or(0);
-                if n == 0 {
-                    continue;
-                }
-                let keep = match &f.filter {
-                    None => vec![n - 1],
-                    Some(pred) => {
-                        let mut by_idx: HashMap<usize, Column> =
-                            scan_cols.iter().copied().zip(scanned.clone()).collect();
-                        let cols = layout_columns(&f.layout, meta, schema, &mut by_idx, n)?;
-                        true_rows(&eval(pred, &cols, n)?, n)
-                            .last()
-                            .map(|i| vec![*i])
-                            .unwrap_or_default()
-                    }
-                };
-                if !keep.is_empty() {
-                    let row = scanned.iter().map(|c| c.take(&keep)).collect();
-                    return process_rows(f, out, agg, meta, schema, scan_cols, row);
-                }
-            }
-            Ok(())
+            // The latest row does not qualify: the latest one that does, searched as for many
+            // subtables.
+            let (Some(a), FragmentOp::PartialAgg { keys, .. }) = (agg, &f.op) else {
+                return Ok(());
+            };
+            latest_matching(
+                f,
+                src,
+                schema,
+                scan_cols,
+                keys,
+                a,
+                &[meta],
+                prune,
+                cancelled,
+            )
         }
         LatestMode::Last => {
             let value_cols: Vec<usize> = scan_cols.iter().copied().filter(|c| *c != 0).collect();
@@ -474,7 +462,7 @@ fn latest_matching(
     scan_cols: &[usize],
     keys: &[PExpr],
     a: &mut BufferedAgg,
-    metas: Vec<Arc<TableMeta>>,
+    metas: &[&TableMeta],
     prune: Option<&BlockPred>,
     cancelled: &AtomicBool,
 ) -> Result<(), SqlError> {
@@ -486,7 +474,7 @@ fn latest_matching(
             .any(|i| matches!(f.layout.get(*i), Some(InputCol::Tag(_) | InputCol::Tbname)))
     });
     for group in metas.chunks(LATEST_SEARCH_TABLES) {
-        let mut pending: Vec<Arc<TableMeta>> = group.to_vec();
+        let mut pending: Vec<&TableMeta> = group.to_vec();
         let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
         for (lo, hi) in src.ranges_desc_many(&uids).map_err(err)? {
             let (lo, hi) = (lo.max(f.ts_min), hi.min(f.ts_max));
@@ -517,7 +505,7 @@ fn latest_matching(
                         // The subtable of each row, for its tags and tbname.
                         let mut row_metas: Vec<&TableMeta> = Vec::with_capacity(n);
                         for (m, c) in pending.iter().zip(&counts) {
-                            row_metas.extend(std::iter::repeat_n(&**m, *c));
+                            row_metas.extend(std::iter::repeat_n(*m, *c));
                         }
                         multi_table_layout(&f.layout, &row_metas, schema, &mut by_idx)?
                     } else {
@@ -549,7 +537,7 @@ fn latest_matching(
                         take.push(i);
                         taken.push(m);
                     }
-                    None => still.push(m.clone()),
+                    None => still.push(*m),
                 }
                 start = end;
             }
@@ -1253,6 +1241,7 @@ fn run_fragment(
                 .iter()
                 .filter_map(|j| pos.get(*j).and_then(|k| metas.get(*k)).cloned())
                 .collect();
+            let retry: Vec<&TableMeta> = retry.iter().map(|m| &**m).collect();
             latest_matching(
                 f,
                 src,
@@ -1260,7 +1249,7 @@ fn run_fragment(
                 &scan_cols,
                 keys,
                 a,
-                retry,
+                &retry,
                 prune.as_ref(),
                 cancelled,
             )?;
@@ -1298,6 +1287,7 @@ fn run_fragment(
                 &mut out.buf,
                 agg.as_mut(),
                 prune.as_ref(),
+                cancelled,
             )?;
             continue;
         }

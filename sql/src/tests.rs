@@ -3078,3 +3078,33 @@ fn constant_tag_keys_give_the_answers_of_per_row_keys() {
         }
     }
 }
+
+#[test]
+fn last_row_of_one_subtable_with_a_filter_matches_a_row_scan() {
+    // One subtable whose newest row fails the filter or range: the search for the latest row
+    // that passes (shared with the many-subtable path) must find what a scan ends with.
+    let cut = T0 + 50_000;
+    let mut found = 0;
+    for t in 0..TRUCKS {
+        for cond in [
+            "WHERE velocity <= 5".to_string(),
+            format!("WHERE ts <= {cut}"),
+            "WHERE velocity IS NULL".to_string(),
+            format!("WHERE velocity > 3 AND ts < {cut}"),
+        ] {
+            let fast = run(&format!(
+                "SELECT last_row(ts), last_row(velocity) FROM r_truck_{t} {cond}"
+            ));
+            let all = run(&format!(
+                "SELECT ts, velocity FROM r_truck_{t} {cond} ORDER BY ts"
+            ));
+            let want: Vec<Vec<Value>> = rows(&all).last().cloned().into_iter().collect();
+            found += want.len();
+            assert_eq!(rows(&fast), want, "r_truck_{t} {cond}");
+        }
+    }
+    assert!(
+        found > TRUCKS,
+        "only {found} subtables had a qualifying row"
+    );
+}
