@@ -9,7 +9,7 @@ mod common;
 use common::{rows, shell, spawn, Proc};
 use std::time::{Duration, Instant};
 use tidal_client::Client;
-use tidal_common::{StatusCode, Value};
+use tidal_common::Value;
 
 const SUBTABLES: usize = 2;
 const ROWS_PER_SUBTABLE: usize = 100_000;
@@ -75,21 +75,7 @@ fn local_passes_the_query_memory_limit_to_every_child() {
                 .execute("SELECT ts, COUNT(*) FROM m GROUP BY ts", "ql")
                 .await
                 .expect_err("a GROUP BY past the limit");
-            assert_eq!(
-                e.code,
-                StatusCode::ResourceExhausted,
-                "{node}: {}",
-                e.message
-            );
-            assert!(
-                e.message.starts_with("query memory limit exceeded: ")
-                    && e.message.ends_with(&format!(
-                        "needs more than {MEMORY_MAX_BYTES} bytes (query_memory_max_bytes); \
-                         add a filter or raise the limit"
-                    )),
-                "{node}: {}",
-                e.message
-            );
+            common::assert_memory_limit_error(&e, MEMORY_MAX_BYTES, node);
             // Within the limit, the same node answers.
             let g = c
                 .execute("SELECT k, COUNT(*) FROM m GROUP BY k ORDER BY k", "ql")

@@ -61,16 +61,7 @@ fn queries_past_the_memory_limit_fail_and_the_node_stays_healthy() {
             .execute(sort, "ml")
             .await
             .expect_err("a sort past the limit");
-        assert_eq!(e.code, StatusCode::ResourceExhausted, "{}", e.message);
-        assert!(
-            e.message.starts_with("query memory limit exceeded: ")
-                && e.message.ends_with(&format!(
-                    "needs more than {MEMORY_MAX_BYTES} bytes (query_memory_max_bytes); \
-                     add a filter or raise the limit"
-                )),
-            "{}",
-            e.message
-        );
+        common::assert_memory_limit_error(&e, MEMORY_MAX_BYTES, "sort");
         let e = match c.query_stream(sort, "ml").await {
             Err(e) => e,
             Ok(mut s) => loop {

@@ -506,3 +506,23 @@ pub async fn load_scan_data(
         }
     }
 }
+
+/// Asserts that `e` is the per-query memory-limit error for a limit of `max_bytes`
+/// (RESOURCE_EXHAUSTED, naming the key and what to do); `ctx` prefixes the failure message.
+pub fn assert_memory_limit_error(e: &tidal_client::ClientError, max_bytes: u64, ctx: &str) {
+    assert_eq!(
+        e.code,
+        tidal_common::StatusCode::ResourceExhausted,
+        "{ctx}: {}",
+        e.message
+    );
+    assert!(
+        e.message.starts_with("query memory limit exceeded: ")
+            && e.message.ends_with(&format!(
+                "needs more than {max_bytes} bytes (query_memory_max_bytes); \
+                 add a filter or raise the limit"
+            )),
+        "{ctx}: {}",
+        e.message
+    );
+}
