@@ -232,8 +232,13 @@ impl From<tidal_common::Precision> for Precision {
 pub fn parse_lines(body: &[u8]) -> Lines<'_> {
     Lines {
         buf: body,
+        // One validation of the whole body instead of one per token: tokens end at ASCII
+        // delimiters, so every token of a valid body is a char-boundary slice of it.
+        text: std::str::from_utf8(body).ok(),
         pos: 0,
         line_no: 0,
+        tags_hint: 0,
+        fields_hint: 0,
     }
 }
 
@@ -247,15 +252,37 @@ pub fn parse_line(line: &[u8]) -> Result<Option<Line<'_>>, ParseError> {
 /// Iterator returned by [`parse_lines`].
 pub struct Lines<'a> {
     buf: &'a [u8],
+    /// `buf` as text when all of it is valid UTF-8 (the usual case); otherwise each token is
+    /// validated on its own, so that only the bad lines fail.
+    text: Option<&'a str>,
     pos: usize,
     /// Number of the line that starts at `pos`, minus one.
     line_no: usize,
+    /// Tags and fields of the previous line: the next line's vectors are allocated at that
+    /// size, as lines of a body tend to look alike.
+    tags_hint: usize,
+    fields_hint: usize,
 }
 
-impl<'a> Iterator for Lines<'a> {
-    type Item = Result<Line<'a>, ParseError>;
+impl Default for Line<'_> {
+    fn default() -> Self {
+        Line {
+            line_no: 0,
+            measurement: Cow::Borrowed(""),
+            tags: Vec::new(),
+            fields: Vec::new(),
+            timestamp: None,
+        }
+    }
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
+impl<'a> Lines<'a> {
+    /// Parses the next point into `line`, reusing its vectors (no allocation per line once
+    /// they are large enough). Returns the point's series key as written (the measurement
+    /// and the tag set, escapes included: equal bytes mean the same measurement and tags in
+    /// the same order), or the line's error (then `line` holds no meaningful point). `None`
+    /// at the end of the body.
+    pub fn next_into(&mut self, line: &mut Line<'a>) -> Option<Result<&'a [u8], ParseError>> {
         loop {
             if self.pos >= self.buf.len() {
                 return None;
@@ -265,6 +292,7 @@ impl<'a> Iterator for Lines<'a> {
             let line_no = self.line_no;
             let mut p = Parser {
                 buf: self.buf,
+                text: self.text,
                 pos: start,
                 line_start: start,
                 line_no,
@@ -291,13 +319,15 @@ impl<'a> Iterator for Lines<'a> {
                 }
                 _ => {}
             }
-            let result = p.line();
+            let series_start = p.pos;
+            let result = p.line_into(line);
             // Strings may span newlines; keep the line count in step with the body.
             self.line_no += p.extra_newlines;
             match result {
-                Ok(line) => {
+                Ok(series_end) => {
                     self.pos = p.pos;
-                    return Some(Ok(line));
+                    let series = self.buf.get(series_start..series_end).unwrap_or(&[]);
+                    return Some(Ok(series));
                 }
                 Err((column_pos, kind)) => {
                     // After an error the quoting state is unknown: resume at the next newline
@@ -326,6 +356,26 @@ impl<'a> Iterator for Lines<'a> {
                     return Some(Err(err));
                 }
             }
+        }
+    }
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = Result<Line<'a>, ParseError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut line = Line {
+            tags: Vec::with_capacity(self.tags_hint),
+            fields: Vec::with_capacity(self.fields_hint),
+            ..Line::default()
+        };
+        match self.next_into(&mut line)? {
+            Ok(_) => {
+                self.tags_hint = line.tags.len();
+                self.fields_hint = line.fields.len();
+                Some(Ok(line))
+            }
+            Err(e) => Some(Err(e)),
         }
     }
 }
@@ -365,6 +415,8 @@ type PResult<T> = Result<T, (usize, ErrorKind)>;
 
 struct Parser<'a> {
     buf: &'a [u8],
+    /// `buf` as text if it is all valid UTF-8 (see [`Lines::text`]).
+    text: Option<&'a str>,
     pos: usize,
     /// Start of the current logical line (for columns).
     line_start: usize,
@@ -411,13 +463,24 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn line(&mut self) -> PResult<Line<'a>> {
+    /// Parses a line into `out` (its vectors cleared and reused); returns where the series
+    /// key (measurement and tags) ends.
+    fn line_into(&mut self, out: &mut Line<'a>) -> PResult<usize> {
+        out.line_no = self.line_no;
+        out.timestamp = None;
+        out.tags.clear();
+        out.fields.clear();
+        let tags = &mut out.tags;
+        let fields = &mut out.fields;
         let m_pos = self.pos;
         let measurement = self.token(Section::Measurement)?;
         if measurement.is_empty() {
             return Err((m_pos, ErrorKind::MissingMeasurement));
         }
-        let mut tags: Vec<(Cow<'a, str>, Cow<'a, str>)> = Vec::new();
+        out.measurement = measurement;
+        // Keys seen in this line as a 64-bit filter: a key whose bit is clear cannot repeat
+        // one before it, which spares the pairwise comparisons for nearly every key.
+        let mut tag_keys = 0u64;
         while self.peek() == Some(b',') {
             self.pos += 1;
             let k_pos = self.pos;
@@ -437,11 +500,14 @@ impl<'a> Parser<'a> {
             if self.peek() == Some(b'=') {
                 return Err((self.pos, ErrorKind::UnescapedEquals(key.into_owned())));
             }
-            if tags.iter().any(|(k, _)| *k == key) {
+            let bit = key_bit(&key);
+            if tag_keys & bit != 0 && tags.iter().any(|(k, _)| *k == key) {
                 return Err((k_pos, ErrorKind::DuplicateTag(key.into_owned())));
             }
+            tag_keys |= bit;
             tags.push((key, value));
         }
+        let series_end = self.pos;
         // The field set starts after one or more spaces.
         // Tokens end only at ',' ' ' '=' or the line end, and ',' '=' were consumed above.
         if self.peek() != Some(b' ') {
@@ -451,7 +517,7 @@ impl<'a> Parser<'a> {
         if self.at_line_end() {
             return Err((self.pos, ErrorKind::MissingFields));
         }
-        let mut fields: Vec<(Cow<'a, str>, FieldValue<'a>)> = Vec::new();
+        let mut field_keys = 0u64;
         loop {
             let k_pos = self.pos;
             let key = self.token(Section::Key)?;
@@ -463,7 +529,14 @@ impl<'a> Parser<'a> {
             }
             self.pos += 1;
             let value = self.field_value(&key)?;
-            match fields.iter_mut().find(|(k, _)| *k == key) {
+            let bit = key_bit(&key);
+            let repeated = if field_keys & bit != 0 {
+                fields.iter_mut().find(|(k, _)| *k == key)
+            } else {
+                None
+            };
+            field_keys |= bit;
+            match repeated {
                 Some(slot) => slot.1 = value,
                 None => fields.push((key, value)),
             }
@@ -483,9 +556,12 @@ impl<'a> Parser<'a> {
             } else {
                 let t_pos = self.pos;
                 let raw = self.bare();
-                let text = String::from_utf8_lossy(raw);
-                let ts = parse_int(raw)
-                    .ok_or_else(|| (t_pos, ErrorKind::InvalidTimestamp(text.into_owned())))?;
+                let ts = parse_int(raw).ok_or_else(|| {
+                    (
+                        t_pos,
+                        ErrorKind::InvalidTimestamp(String::from_utf8_lossy(raw).into_owned()),
+                    )
+                })?;
                 self.skip_blanks();
                 if !self.at_line_end() {
                     let rest_pos = self.pos;
@@ -514,13 +590,18 @@ impl<'a> Parser<'a> {
             ));
         };
         self.finish_line();
-        Ok(Line {
-            line_no: self.line_no,
-            measurement,
-            tags,
-            fields,
-            timestamp,
-        })
+        out.timestamp = timestamp;
+        Ok(series_end)
+    }
+
+    /// `buf[start..end]` as text: a slice of the validated body when there is one, else
+    /// validated here (the error at the first bad byte).
+    fn text(&self, start: usize, end: usize) -> PResult<&'a str> {
+        if let Some(s) = self.text.and_then(|t| t.get(start..end)) {
+            return Ok(s);
+        }
+        let raw = self.buf.get(start..end).unwrap_or(&[]);
+        std::str::from_utf8(raw).map_err(|e| (start + e.valid_up_to(), ErrorKind::InvalidUtf8))
     }
 
     /// A token up to an unescaped delimiter of `section` or the end of the line, unescaped.
@@ -547,9 +628,7 @@ impl<'a> Parser<'a> {
                 _ => self.pos += 1,
             }
         }
-        let raw = self.buf.get(start..self.pos).unwrap_or(&[]);
-        let s = std::str::from_utf8(raw)
-            .map_err(|e| (start + e.valid_up_to(), ErrorKind::InvalidUtf8))?;
+        let s = self.text(start, self.pos)?;
         if !has_escape {
             return Ok(Cow::Borrowed(s));
         }
@@ -615,13 +694,14 @@ impl<'a> Parser<'a> {
                 if !is_integer_text(digits, false) {
                     return Err(invalid());
                 }
-                std::str::from_utf8(digits)
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
+                parse_u64(digits)
                     .map(FieldValue::UInt)
                     .ok_or_else(out_of_range)
             }
             _ => {
+                if let Some(f) = simple_float(raw) {
+                    return Ok(FieldValue::Float(f));
+                }
                 if !is_float_text(raw) {
                     return Err(invalid());
                 }
@@ -658,19 +738,18 @@ impl<'a> Parser<'a> {
                 Some(_) => self.pos += 1,
             }
         }
-        let raw = self.buf.get(start..self.pos).unwrap_or(&[]);
+        let end = self.pos;
         self.pos += 1; // closing quote
-        if raw.len() > STRING_FIELD_BYTES_MAX {
+        if end - start > STRING_FIELD_BYTES_MAX {
             return Err((
                 open,
                 ErrorKind::StringTooLong {
                     field: key.to_string(),
-                    len: raw.len(),
+                    len: end - start,
                 },
             ));
         }
-        let s = std::str::from_utf8(raw)
-            .map_err(|e| (start + e.valid_up_to(), ErrorKind::InvalidUtf8))?;
+        let s = self.text(start, end)?;
         if !has_escape {
             return Ok(FieldValue::Str(Cow::Borrowed(s)));
         }
@@ -678,6 +757,16 @@ impl<'a> Parser<'a> {
             c == b'"' || c == b'\\'
         }))))
     }
+}
+
+/// One of 64 bits for a key, from its length and end bytes: equal keys have equal bits, so
+/// a clear bit proves a key is new (see `line_into`).
+fn key_bit(k: &str) -> u64 {
+    let b = k.as_bytes();
+    let first = b.first().copied().map_or(0, u64::from);
+    let last = b.last().copied().map_or(0, u64::from);
+    let h = (b.len() as u64).wrapping_mul(7) ^ first.wrapping_mul(3) ^ last.rotate_left(3);
+    1u64 << (h & 63)
 }
 
 fn is_escapable(section: Section, c: u8) -> bool {
@@ -753,12 +842,73 @@ fn is_float_text(s: &[u8]) -> bool {
     }
 }
 
-/// A signed decimal integer without suffix; `None` if malformed or out of range.
+/// A signed decimal integer without suffix (`-?[0-9]+`); `None` if malformed or out of
+/// range.
 fn parse_int(s: &[u8]) -> Option<i64> {
-    if !is_integer_text(s, true) {
+    match s.split_first() {
+        Some((b'-', digits)) => 0i64.checked_sub_unsigned(parse_u64(digits)?),
+        _ => i64::try_from(parse_u64(s)?).ok(),
+    }
+}
+
+/// An unsigned decimal integer (`[0-9]+`); `None` if malformed or out of range.
+fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
         return None;
     }
-    std::str::from_utf8(s).ok()?.parse::<i64>().ok()
+    let mut v: u64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
+}
+
+/// Powers of ten that f64 holds exactly.
+const EXACT_POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The usual float text (`-?digits[.digits]`, no exponent, at most 15 significant digits)
+/// without the general parser: the digits as an integer below 2^53 and the power of ten are
+/// both exact in f64, so their one IEEE division is the correctly rounded value, the same
+/// as `str::parse` gives (Clinger's fast path). `None` for anything else, which then takes
+/// the general path.
+fn simple_float(s: &[u8]) -> Option<f64> {
+    let (neg, body) = match s.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, s),
+    };
+    let mut mantissa: u64 = 0;
+    let mut digits = 0usize;
+    let mut frac: Option<usize> = None;
+    for &b in body {
+        match b {
+            b'0'..=b'9' => {
+                digits += 1;
+                if digits > 15 {
+                    return None;
+                }
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                if let Some(f) = frac.as_mut() {
+                    *f += 1;
+                }
+            }
+            b'.' if frac.is_none() => frac = Some(0),
+            _ => return None,
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let scale = EXACT_POWERS_OF_TEN.get(frac.unwrap_or(0))?;
+    // 15 digits stay below 10^15 < 2^53, so `mantissa` converts exactly.
+    let v = mantissa as f64 / scale;
+    Some(if neg { -v } else { v })
 }
 
 impl fmt::Display for Precision {

@@ -409,3 +409,97 @@ fn serialization_round_trips() {
         assert_round_trip(&one(s));
     }
 }
+
+/// The float fast path must give exactly what the general parser gives, bit for bit, for
+/// every text it takes (and every text it declines must still parse as before).
+#[test]
+fn float_fast_path_matches_the_general_parser() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut texts: Vec<String> = vec![
+        "0".into(),
+        "-0".into(),
+        "0.1".into(),
+        "9007199254740993".into(),
+        "999999999999999".into(),
+        "0.000000000000001".into(),
+        "123456789012345.6".into(),
+        ".5".into(),
+        "5.".into(),
+    ];
+    for _ in 0..20_000 {
+        let digits = 1 + (next() % 18) as usize;
+        let mut t: String = (0..digits)
+            .map(|_| char::from(b'0' + (next() % 10) as u8))
+            .collect();
+        let dot = (next() % (digits as u64 + 2)) as usize;
+        if dot <= digits {
+            t.insert(dot, '.');
+        }
+        if next() % 2 == 0 {
+            t.insert(0, '-');
+        }
+        texts.push(t);
+    }
+    for t in texts {
+        let want: f64 = t.parse().unwrap();
+        if let Some(got) = simple_float(t.as_bytes()) {
+            assert_eq!(got.to_bits(), want.to_bits(), "{t}");
+        }
+        let line = format!("m f={t}");
+        assert_eq!(
+            *field(&one(&line), "f"),
+            FieldValue::Float(want),
+            "{t} through the parser"
+        );
+    }
+}
+
+/// `next_into` reuses one line and reports the series key as written.
+#[test]
+fn next_into_reuses_the_line_and_gives_the_series_key() {
+    let body = b"m,a=1,b=x f=1,g=2i 5\nbad line\nn f=2\nm,a=1,b=x f=3 6\n";
+    let mut lines = parse_lines(body);
+    let mut l = Line::default();
+    let mut seen = Vec::new();
+    while let Some(r) = lines.next_into(&mut l) {
+        match r {
+            Ok(key) => seen.push((
+                String::from_utf8_lossy(key).into_owned(),
+                l.line_no,
+                l.fields.len(),
+                l.timestamp,
+            )),
+            Err(e) => seen.push((format!("error {}", e.line), 0, 0, None)),
+        }
+    }
+    assert_eq!(
+        seen,
+        vec![
+            ("m,a=1,b=x".to_string(), 1, 2, Some(5)),
+            ("error 2".to_string(), 0, 0, None),
+            ("n".to_string(), 3, 1, None),
+            ("m,a=1,b=x".to_string(), 4, 1, Some(6)),
+        ]
+    );
+}
+
+/// Keys that share the duplicate filter's bit are still told apart, and a real repeat is
+/// still found, however many keys the line has.
+#[test]
+fn duplicate_keys_are_found_among_many() {
+    let fields: Vec<String> = (0..100).map(|i| format!("f{i}={i}")).collect();
+    let text = format!("m {},f37=-1", fields.join(","));
+    let l = one(&text);
+    assert_eq!(l.fields.len(), 100);
+    assert_eq!(*field(&l, "f37"), FieldValue::Float(-1.0));
+    let tags: Vec<String> = (0..100).map(|i| format!("t{i}=v")).collect();
+    assert_eq!(one(&format!("m,{} f=1", tags.join(","))).tags.len(), 100);
+    let e = err(&format!("m,{},t63=w f=1", tags.join(",")));
+    assert_eq!(e.kind, ErrorKind::DuplicateTag("t63".into()));
+}
