@@ -608,9 +608,14 @@ impl<'a> Parser<'a> {
     fn token(&mut self, section: Section) -> PResult<Cow<'a, str>> {
         let start = self.pos;
         let mut has_escape = false;
-        while let Some(b) = self.peek() {
-            match b {
-                b'\\' => {
+        let stops = match section {
+            Section::Measurement => &MEASUREMENT_STOPS,
+            Section::Key => &KEY_STOPS,
+        };
+        loop {
+            self.skip_to(stops);
+            match self.peek() {
+                Some(b'\\') => {
                     // An escape consumes the next byte only if it is one this section knows.
                     if let Some(n) = self.peek_at(1) {
                         if is_escapable(section, n) {
@@ -621,11 +626,9 @@ impl<'a> Parser<'a> {
                     }
                     self.pos += 1;
                 }
-                b'\n' => break,
-                b'\r' if is_line_end(self.peek_at(1)) => break,
-                b',' | b' ' => break,
-                b'=' if section == Section::Key => break,
-                _ => self.pos += 1,
+                // A `\r` inside a line is text; only before the line end does it end one.
+                Some(b'\r') if !is_line_end(self.peek_at(1)) => self.pos += 1,
+                _ => break,
             }
         }
         let s = self.text(start, self.pos)?;
@@ -635,16 +638,26 @@ impl<'a> Parser<'a> {
         Ok(Cow::Owned(unescape(s, |c| is_escapable(section, c))))
     }
 
+    /// Moves to the next byte that `stops` marks (or the end of the buffer). One table
+    /// lookup per byte instead of a chain of comparisons: tokens are most of a body.
+    fn skip_to(&mut self, stops: &[bool; 256]) {
+        let rest = self.buf.get(self.pos..).unwrap_or(&[]);
+        // Indexing a 256-entry table by a byte cannot go out of bounds.
+        self.pos += rest
+            .iter()
+            .position(|&b| stops[usize::from(b)])
+            .unwrap_or(rest.len());
+    }
+
     /// A bare run of bytes up to `,`, space, tab or the end of the line (no escapes).
     fn bare(&mut self) -> &'a [u8] {
         let start = self.pos;
-        while let Some(b) = self.peek() {
-            if matches!(b, b',' | b' ' | b'\t' | b'\n')
-                || (b == b'\r' && is_line_end(self.peek_at(1)))
-            {
-                break;
+        loop {
+            self.skip_to(&BARE_STOPS);
+            match self.peek() {
+                Some(b'\r') if !is_line_end(self.peek_at(1)) => self.pos += 1,
+                _ => break,
             }
-            self.pos += 1;
         }
         self.buf.get(start..self.pos).unwrap_or(&[])
     }
@@ -657,6 +670,10 @@ impl<'a> Parser<'a> {
         let raw = self.bare();
         if raw.is_empty() {
             return Err((v_pos, ErrorKind::MissingFieldValue(key.to_string())));
+        }
+        // The usual value first: plain decimal text is neither a boolean nor suffixed.
+        if let Some(f) = simple_float(raw) {
+            return Ok(FieldValue::Float(f));
         }
         let invalid = || {
             (
@@ -699,9 +716,6 @@ impl<'a> Parser<'a> {
                     .ok_or_else(out_of_range)
             }
             _ => {
-                if let Some(f) = simple_float(raw) {
-                    return Ok(FieldValue::Float(f));
-                }
                 if !is_float_text(raw) {
                     return Err(invalid());
                 }
@@ -768,6 +782,24 @@ fn key_bit(k: &str) -> u64 {
     let h = (b.len() as u64).wrapping_mul(7) ^ first.wrapping_mul(3) ^ last.rotate_left(3);
     1u64 << (h & 63)
 }
+
+/// A 256-entry table marking `bytes`.
+const fn byte_set(bytes: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
+        i += 1;
+    }
+    t
+}
+
+/// Bytes that may end a measurement (`\r` only before the line end; `\\` may escape).
+static MEASUREMENT_STOPS: [bool; 256] = byte_set(b"\\\n\r, ");
+/// Bytes that may end a tag key, tag value or field key.
+static KEY_STOPS: [bool; 256] = byte_set(b"\\\n\r, =");
+/// Bytes that may end a bare value (a number, a boolean, the timestamp).
+static BARE_STOPS: [bool; 256] = byte_set(b", \t\n\r");
 
 fn is_escapable(section: Section, c: u8) -> bool {
     match section {
