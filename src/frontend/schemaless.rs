@@ -21,12 +21,21 @@
 //!   the next; a concurrent writer adding the same column is resolved by re-reading the schema.
 //! - The schema sent with a write is the newest this frontend knows, so each vnode learns new
 //!   columns from the write itself (`WriteBatch.schemas`).
+//! - Two ways to the same result: a body whose STABLEs already hold all its keys (nearly
+//!   every body of a running feed) is converted in one pass into a block per STABLE and
+//!   vgroup (`prepare_known_schemas`); any other body is parsed whole, the schemas are
+//!   reconciled, then converted (`prepare_reconciling`). The first gives up, having done
+//!   nothing, wherever the second would change a schema.
+//! - A block holds each subtable's rows together, in line order (one run per subtable).
 
 use super::{ExecError, ExecResult};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use tidal_client::Client;
-use tidal_common::{ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode, Value};
+use tidal_client::{Client, RouteTable};
+use tidal_common::{
+    Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
+    Value,
+};
 use tidal_lineproto::{parse_lines, FieldValue, Line, Precision};
 
 /// Width of VARCHAR columns created for string fields. Values are stored at their own length;
@@ -145,6 +154,15 @@ fn field_to_value(v: &FieldValue<'_>, t: DataType) -> Result<Value, String> {
     );
     if !fits {
         return Err(format!("is {} but the column is {t}", v.type_name()));
+    }
+    // The types schemaless writes create take their values as they are (what `coerce` would
+    // return anyway); only other column types need converting and range checks.
+    match (v, t) {
+        (FieldValue::Float(f), DataType::Double) => return Ok(Value::Float(*f)),
+        (FieldValue::Int(i), DataType::BigInt) => return Ok(Value::Int(*i)),
+        (FieldValue::UInt(u), DataType::UBigInt) => return Ok(Value::UInt(*u)),
+        (FieldValue::Bool(b), DataType::Bool) => return Ok(Value::Bool(*b)),
+        _ => {}
     }
     let value = match v {
         FieldValue::Float(f) => Value::Float(*f),
@@ -270,6 +288,159 @@ pub fn subtable_name(line: &Line<'_>, stable: &str, child_table_tag: Option<&str
     format!("t_{}", fnv128(&parts))
 }
 
+/// A STABLE as [`Schemaless::prepare_known_schemas`] uses it: the lower-cased measurement,
+/// the schema with its name lookups, and the STABLE's block for each vgroup.
+struct FastStable {
+    name: String,
+    index: SchemaIndex,
+    /// Empty columns of the schema's types, for new blocks.
+    template: Vec<Column>,
+    /// Index into the body's blocks of this STABLE's block for vgroup i, once it has one.
+    blocks: Vec<Option<usize>>,
+    /// The column of the field key last seen at each position of a line: lines of one
+    /// STABLE repeat their keys in one order, so a string comparison usually replaces the
+    /// hash lookup.
+    recent: Vec<(String, usize)>,
+}
+
+impl FastStable {
+    fn new(name: String, schema: StableSchema, vgroups: usize) -> FastStable {
+        FastStable {
+            name,
+            template: schema
+                .columns
+                .iter()
+                .map(|c| Column::empty(c.data_type, 0))
+                .collect(),
+            index: SchemaIndex::new(schema),
+            blocks: vec![None; vgroups],
+            recent: Vec::new(),
+        }
+    }
+
+    /// [`SchemaIndex::column`] of the field key at position `pos` of a line.
+    fn column(&mut self, pos: usize, k: &str) -> Option<usize> {
+        if let Some((name, i)) = self.recent.get(pos) {
+            if name == k {
+                return Some(*i);
+            }
+        }
+        let i = self.index.column(k)?;
+        let known = self.recent.len();
+        match self.recent.get_mut(pos) {
+            Some(slot) => {
+                slot.0.clear();
+                slot.0.push_str(k);
+                slot.1 = i;
+            }
+            None if pos == known => self.recent.push((k.to_string(), i)),
+            None => {}
+        }
+        Some(i)
+    }
+}
+
+/// What a series key (as written) resolved to in one body: its STABLE and, once a line of it
+/// was converted, its (block, subtable) — `None` while its lines are all rejected.
+#[derive(Clone, Copy)]
+struct Series {
+    stable: usize,
+    table: Option<(usize, u32)>,
+}
+
+fn bad_stable_name(measurement: &str) -> String {
+    format!(
+        "measurement '{measurement}' cannot be a STABLE name: use letters, digits and '_', not starting with a digit"
+    )
+}
+
+fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
+    format!(
+        "timestamp {} ({from}) does not fit the database precision {to}",
+        line.timestamp.unwrap_or_default(),
+    )
+}
+
+fn ts_collision(field: &str) -> String {
+    format!("field '{field}' collides with the timestamp column '{TS_COLUMN}'")
+}
+
+/// `block` with each subtable's rows together, in their order: one run per subtable instead
+/// of one per line when the lines cycle through the series (TSBS files, and collectors that
+/// write one point per series per interval, do), as the vnode pays per run (a memtable
+/// piece per run and subtable). Rows of one subtable keep their order, so of two rows with
+/// one ts the later still wins. Errs only if the block's own invariants were broken.
+fn grouped_by_subtable(block: RowBlock) -> Result<RowBlock, String> {
+    let tables = block.num_tables();
+    let mut rows_of = vec![0usize; tables];
+    for (t, n) in block.runs() {
+        if let Some(c) = rows_of.get_mut(*t as usize) {
+            *c += *n as usize;
+        }
+    }
+    if block.runs().len() == rows_of.iter().filter(|n| **n > 0).count() {
+        return Ok(block);
+    }
+    // Where each subtable's rows start in the new order, then the old row of each new one.
+    let mut next = Vec::with_capacity(tables);
+    let mut at = 0usize;
+    for n in &rows_of {
+        next.push(at);
+        at += n;
+    }
+    let mut order = vec![0usize; at];
+    let mut row = 0usize;
+    for (t, n) in block.runs() {
+        let slot = next
+            .get_mut(*t as usize)
+            .ok_or_else(|| format!("a run names subtable {t} of {tables}"))?;
+        for _ in 0..*n {
+            *order
+                .get_mut(*slot)
+                .ok_or_else(|| format!("runs hold more than {at} rows"))? = row;
+            *slot += 1;
+            row += 1;
+        }
+    }
+    let columns = block
+        .columns()
+        .iter()
+        .map(|c| gather(c, &order))
+        .collect::<Option<Vec<Column>>>()
+        .ok_or("a column is shorter than the runs")?;
+    let runs = rows_of
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(t, n)| (t as u32, *n as u32))
+        .collect();
+    let mut parts = block.into_parts();
+    parts.runs = runs;
+    parts.columns = columns;
+    RowBlock::from_parts(parts)
+}
+
+/// Rows `order[0], order[1], ...` of `c`; `None` if one is out of range.
+fn gather(c: &Column, order: &[usize]) -> Option<Column> {
+    fn pick<T: Clone>(v: &[T], order: &[usize]) -> Option<Vec<T>> {
+        order.iter().map(|i| v.get(*i).cloned()).collect()
+    }
+    let data = match &c.data {
+        ColumnData::Bool(v) => ColumnData::Bool(pick(v, order)?),
+        ColumnData::Int(v) => ColumnData::Int(pick(v, order)?),
+        ColumnData::UInt(v) => ColumnData::UInt(pick(v, order)?),
+        ColumnData::Float(v) => ColumnData::Float(pick(v, order)?),
+        ColumnData::Str(v) => ColumnData::Str(pick(v, order)?),
+        ColumnData::Timestamp(v) => ColumnData::Timestamp(pick(v, order)?),
+    };
+    let nulls = if c.nulls.is_empty() {
+        Vec::new()
+    } else {
+        pick(&c.nulls, order)?
+    };
+    Some(Column { data, nulls })
+}
+
 /// Whether `name` is usable as a STABLE name (the mnode's rule: `[a-z_][a-z0-9_]*`).
 fn valid_stable_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -340,6 +511,220 @@ impl Schemaless {
         known: &(dyn Fn(&str) -> bool + Sync),
     ) -> ExecResult<Prepared> {
         let route = self.client.route(db).await?;
+        let mut p = match self
+            .prepare_known_schemas(db, &route, body, opts, known)
+            .await
+        {
+            Some(p) => p,
+            None => {
+                self.prepare_reconciling(db, &route, body, opts, known)
+                    .await?
+            }
+        };
+        for b in &mut p.blocks {
+            *b = grouped_by_subtable(std::mem::take(b))
+                .map_err(|e| ExecError::new(StatusCode::Internal, e))?;
+        }
+        Ok(p)
+    }
+
+    /// [`Schemaless::prepare`] for a body whose every STABLE exists with every key it uses,
+    /// as nearly every body of a running feed does: one pass, each line parsed into one
+    /// reused [`Line`] and converted at once, rows going straight into a block per STABLE and
+    /// vgroup (so the write path has nothing to split). `None` as soon as the body needs a
+    /// schema change (or anything else this path does not handle); nothing has been done
+    /// then, and [`Schemaless::prepare_reconciling`] starts over. When it returns a result,
+    /// it is the one `prepare_reconciling` would give: the same rows and the same rejected
+    /// lines with the same messages.
+    async fn prepare_known_schemas(
+        &self,
+        db: &str,
+        route: &RouteTable,
+        body: &[u8],
+        opts: &SchemalessOptions,
+        known: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Option<Prepared> {
+        let db_precision = Precision::from(route.precision);
+        let now = route.precision.now();
+        let child_table_tag = opts.child_table_tag.as_deref();
+        let mut out = SchemalessOutcome::default();
+        let mut stables: Vec<FastStable> = Vec::new();
+        let mut blocks: Vec<RowBlock> = Vec::new();
+        // Series key as written (measurement and tags) -> its STABLE and, once resolved, its
+        // subtable: one hash of a byte string per line instead of sorting and hashing the
+        // tags; different spellings of one series meet again in `subtables`.
+        let mut series: HashMap<&[u8], Series, foldhash::fast::RandomState> = HashMap::default();
+        // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
+        let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
+            HashMap::default();
+        let mut row: Vec<Value> = Vec::new();
+        let mut line = Line::default();
+        let mut lines = parse_lines(body);
+        while let Some(parsed) = lines.next_into(&mut line) {
+            let key = match parsed {
+                Ok(k) => k,
+                Err(e) => {
+                    out.reject(
+                        e.line,
+                        format!("column {}: {} (in '{}')", e.column, e.kind, e.snippet),
+                    );
+                    continue;
+                }
+            };
+            let hit = series.get(key).copied();
+            let si = match hit {
+                Some(s) => s.stable,
+                None => {
+                    let name = lower_case(&line.measurement);
+                    if !valid_stable_name(&name) {
+                        out.reject(line.line_no, bad_stable_name(&line.measurement));
+                        continue;
+                    }
+                    match stables.iter().position(|s| s.name == name) {
+                        Some(i) => i,
+                        None => {
+                            // Cached by the client; a STABLE that does not exist yet is the
+                            // slow path's to create.
+                            let schema = self.client.stable(db, &name).await.ok()?;
+                            stables.push(FastStable::new(
+                                name.into_owned(),
+                                schema,
+                                route.vgroups.len(),
+                            ));
+                            stables.len() - 1
+                        }
+                    }
+                }
+            };
+            let ts = match line.timestamp {
+                Some(t) => opts.precision.convert(t, db_precision),
+                None => Some(now),
+            };
+            let Some(ts) = ts else {
+                out.reject(
+                    line.line_no,
+                    bad_timestamp(&line, opts.precision, db_precision),
+                );
+                continue;
+            };
+            if let Some(bad) = line
+                .fields
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
+            {
+                out.reject(line.line_no, ts_collision(&bad.0));
+                continue;
+            }
+            let st = stables.get_mut(si)?;
+            // From here on the slow path would count the line's keys into the schema it
+            // needs: a key the schema lacks sends the body there.
+            let converted = row_if_known(st, &line, ts, &mut row)?;
+            if hit.is_none() {
+                let all_known = line
+                    .tags
+                    .iter()
+                    .all(|(k, _)| st.index.tag(k).is_some() || st.index.column(k).is_some());
+                if !all_known {
+                    return None;
+                }
+                series.insert(
+                    key,
+                    Series {
+                        stable: si,
+                        table: None,
+                    },
+                );
+            }
+            if let Err(msg) = converted {
+                out.reject(line.line_no, msg);
+                continue;
+            }
+            if let Some(Series {
+                table: Some((b, t)),
+                ..
+            }) = hit
+            {
+                blocks.get_mut(b)?.push_row(t, &row);
+                out.fields += line.fields.len() as u64;
+                continue;
+            }
+            let (skey, named) = subtable_key(&line, &st.name, child_table_tag);
+            let (b, t) = match subtables.get(&skey) {
+                Some((s, b, t)) if *s == si => (*b, *t),
+                // A subtable named by `child_table_tag` for two STABLEs: which line wins
+                // depends on the slow path's order of STABLEs, so let it decide.
+                Some(_) => return None,
+                None => {
+                    let name = match named {
+                        Some(n) => n.to_string(),
+                        None => format!("t_{}", fnv128_hex(skey)),
+                    };
+                    let tags = if known(&name) {
+                        None
+                    } else {
+                        match tags_of(&st.index, &line) {
+                            Ok(t) => Some(t),
+                            Err(msg) => {
+                                out.reject(line.line_no, msg);
+                                continue;
+                            }
+                        }
+                    };
+                    let vg = route.index_of(db, &name);
+                    let st = stables.get_mut(si)?;
+                    let b = match st.blocks.get(vg).copied().flatten() {
+                        Some(b) => b,
+                        None => {
+                            // Sized for this vgroup's share of the body so that its columns
+                            // seldom grow: a guess (a line taken as three times its series
+                            // key), capped so that no block reserves more bytes than the
+                            // body holds.
+                            let lines_est = body.len() / (3 * key.len().max(1));
+                            let rows = (lines_est / route.vgroups.len().max(1))
+                                .min(body.len() / (8 * st.template.len().max(1)));
+                            blocks.push(RowBlock::like(
+                                st.index.schema.name.clone(),
+                                &st.template,
+                                rows,
+                            ));
+                            *st.blocks.get_mut(vg)? = Some(blocks.len() - 1);
+                            blocks.len() - 1
+                        }
+                    };
+                    let t = blocks.get_mut(b)?.add_table(&name, tags);
+                    subtables.insert(skey, (si, b, t));
+                    (b, t)
+                }
+            };
+            series.insert(
+                key,
+                Series {
+                    stable: si,
+                    table: Some((b, t)),
+                },
+            );
+            blocks.get_mut(b)?.push_row(t, &row);
+            out.fields += line.fields.len() as u64;
+        }
+        blocks.retain(|b| b.num_tables() > 0);
+        out.errors.sort_by_key(|e| e.line);
+        Some(Prepared {
+            outcome: out,
+            schemas: stables.into_iter().map(|s| s.index.schema).collect(),
+            blocks,
+        })
+    }
+
+    /// [`Schemaless::prepare`] in full: every line parsed and kept, the STABLEs created or
+    /// extended for the keys they use, then the rows converted, one block per STABLE.
+    async fn prepare_reconciling(
+        &self,
+        db: &str,
+        route: &RouteTable,
+        body: &[u8],
+        opts: &SchemalessOptions,
+        known: &(dyn Fn(&str) -> bool + Sync),
+    ) -> ExecResult<Prepared> {
         let db_precision = Precision::from(route.precision);
         let mut out = SchemalessOutcome::default();
         // Parse, convert timestamps and group lines by STABLE, keeping line order.
@@ -358,13 +743,7 @@ impl Schemaless {
             };
             let stable = lower_case(&line.measurement);
             if !valid_stable_name(&stable) {
-                out.reject(
-                    line.line_no,
-                    format!(
-                        "measurement '{}' cannot be a STABLE name: use letters, digits and '_', not starting with a digit",
-                        line.measurement
-                    ),
-                );
+                out.reject(line.line_no, bad_stable_name(&line.measurement));
                 continue;
             }
             let ts = match line.timestamp {
@@ -374,12 +753,7 @@ impl Schemaless {
             let Some(ts) = ts else {
                 out.reject(
                     line.line_no,
-                    format!(
-                        "timestamp {} ({}) does not fit the database precision {}",
-                        line.timestamp.unwrap_or_default(),
-                        opts.precision,
-                        db_precision
-                    ),
+                    bad_timestamp(&line, opts.precision, db_precision),
                 );
                 continue;
             };
@@ -388,13 +762,7 @@ impl Schemaless {
                 .iter()
                 .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
             {
-                out.reject(
-                    line.line_no,
-                    format!(
-                        "field '{}' collides with the timestamp column '{TS_COLUMN}'",
-                        bad.0
-                    ),
-                );
+                out.reject(line.line_no, ts_collision(&bad.0));
                 continue;
             }
             by_stable.entry(stable).or_default().push((line, ts));
@@ -418,10 +786,10 @@ impl Schemaless {
                     continue;
                 }
             };
-            let index = SchemaIndex::new(&schema);
             let types: Vec<DataType> = schema.columns.iter().map(|c| c.data_type).collect();
             let bi = blocks.len();
             blocks.push(RowBlock::new(schema.name.clone(), &types));
+            let index = SchemaIndex::new(schema);
             // Tag sets as written -> subtable: the lines of one series repeat their tags in
             // one order, so most lines find their subtable with one fast hash of their tags
             // instead of the sorted, length-prefixed FNV hash that names it.
@@ -478,7 +846,7 @@ impl Schemaless {
                 blocks[bi].push_row(ti, &row);
                 out.fields += line.fields.len() as u64;
             }
-            schemas.push(schema);
+            schemas.push(index.schema);
         }
         blocks.retain(|b| b.num_tables() > 0);
         out.errors.sort_by_key(|e| e.line);
@@ -597,28 +965,28 @@ impl Schemaless {
 
 /// Name → position lookups of one schema. Exact names hit the maps; other spellings fall
 /// back to the schema's case-insensitive search.
-struct SchemaIndex<'s> {
-    schema: &'s StableSchema,
-    columns: HashMap<&'s str, usize, foldhash::fast::RandomState>,
-    tags: HashMap<&'s str, usize, foldhash::fast::RandomState>,
+struct SchemaIndex {
+    schema: StableSchema,
+    columns: HashMap<String, usize, foldhash::fast::RandomState>,
+    tags: HashMap<String, usize, foldhash::fast::RandomState>,
 }
 
-impl<'s> SchemaIndex<'s> {
-    fn new(schema: &'s StableSchema) -> SchemaIndex<'s> {
+impl SchemaIndex {
+    fn new(schema: StableSchema) -> SchemaIndex {
         SchemaIndex {
-            schema,
             columns: schema
                 .columns
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (c.name.as_str(), i))
+                .map(|(i, c)| (c.name.clone(), i))
                 .collect(),
             tags: schema
                 .tags
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (c.name.as_str(), i))
+                .map(|(i, c)| (c.name.clone(), i))
                 .collect(),
+            schema,
         }
     }
 
@@ -649,7 +1017,7 @@ fn lower_case<'a>(s: &Cow<'a, str>) -> Cow<'a, str> {
 /// A line as one row of the schema: the column values (NULL where the line has no field);
 /// an error names the first field that does not fit.
 #[cfg(test)]
-fn cols_of(index: &SchemaIndex<'_>, line: &Line<'_>, ts: i64) -> Result<Vec<Value>, String> {
+fn cols_of(index: &SchemaIndex, line: &Line<'_>, ts: i64) -> Result<Vec<Value>, String> {
     let mut cols = Vec::new();
     cols_into(index, line, ts, &mut cols)?;
     Ok(cols)
@@ -658,12 +1026,12 @@ fn cols_of(index: &SchemaIndex<'_>, line: &Line<'_>, ts: i64) -> Result<Vec<Valu
 /// [`cols_of`] into `cols` (resized to the schema's width), so that one vector serves every
 /// line of a body.
 fn cols_into(
-    index: &SchemaIndex<'_>,
+    index: &SchemaIndex,
     line: &Line<'_>,
     ts: i64,
     cols: &mut Vec<Value>,
 ) -> Result<(), String> {
-    let schema = index.schema;
+    let schema = &index.schema;
     cols.clear();
     cols.resize(schema.columns.len(), Value::Null);
     if let Some(c) = cols.first_mut() {
@@ -692,9 +1060,63 @@ fn cols_into(
     Ok(())
 }
 
+/// [`cols_into`] for a schema that may lack some of the line's keys: `None` when a field is
+/// neither a column nor a tag (the schema must grow first), else what `cols_into` gives: the
+/// row, or the error of the first field that does not fit.
+fn row_if_known(
+    st: &mut FastStable,
+    line: &Line<'_>,
+    ts: i64,
+    cols: &mut Vec<Value>,
+) -> Option<Result<(), String>> {
+    cols.clear();
+    cols.resize(st.index.schema.columns.len(), Value::Null);
+    if let Some(c) = cols.first_mut() {
+        *c = Value::Timestamp(ts);
+    }
+    // Every key is looked at, even after an error: a line the slow path rejects still
+    // adds its keys to the schema there.
+    let mut first_error: Option<String> = None;
+    for (pos, (k, v)) in line.fields.iter().enumerate() {
+        let column = st.column(pos, k);
+        let index = &st.index;
+        let schema = &index.schema;
+        match column.and_then(|i| schema.columns.get(i).map(|d| (i, d))) {
+            Some((i, def)) => {
+                if first_error.is_some() {
+                    continue;
+                }
+                match field_to_value(v, def.data_type) {
+                    Ok(value) => {
+                        if let Some(slot) = cols.get_mut(i) {
+                            *slot = value;
+                        }
+                    }
+                    Err(e) => {
+                        first_error = Some(format!(
+                            "field '{k}' {e}: type conflict with column '{}' {} of STABLE '{}'",
+                            def.name, def.data_type, schema.name
+                        ))
+                    }
+                }
+            }
+            None => {
+                index.tag(k)?;
+                first_error.get_or_insert_with(|| {
+                    format!(
+                        "field '{k}' is a tag of STABLE '{}', not a column",
+                        schema.name
+                    )
+                });
+            }
+        }
+    }
+    Some(first_error.map_or(Ok(()), Err))
+}
+
 /// The tag values of a line in the schema's tag order (NULL for tags it does not have).
-fn tags_of(index: &SchemaIndex<'_>, line: &Line<'_>) -> Result<Vec<Value>, String> {
-    let schema = index.schema;
+fn tags_of(index: &SchemaIndex, line: &Line<'_>) -> Result<Vec<Value>, String> {
+    let schema = &index.schema;
     let mut tags = vec![Value::Null; schema.tags.len()];
     for (k, v) in &line.tags {
         let Some((i, def)) = index
@@ -798,7 +1220,7 @@ mod tests {
     #[test]
     fn rows_follow_the_schema_and_conflicts_are_named() {
         let s = schema();
-        let ix = SchemaIndex::new(&s);
+        let ix = SchemaIndex::new(s);
         let l = line("m,host=a n=3i,f=1.5");
         let (cols, tags) = (cols_of(&ix, &l, 7).unwrap(), tags_of(&ix, &l).unwrap());
         assert_eq!(
@@ -822,6 +1244,70 @@ mod tests {
         assert!(e.contains("tag 'host'"), "{e}");
         let e = tags_of(&ix, &line("m,f=x n=1i")).unwrap_err();
         assert!(e.contains("not a tag"), "{e}");
+    }
+
+    /// Rows of interleaved subtables come out one run per subtable, each subtable's rows in
+    /// their order (so the later of two rows with one ts still wins at the vnode).
+    #[test]
+    fn blocks_are_grouped_by_subtable_in_row_order() {
+        let mut b = RowBlock::new("m", &[DataType::Timestamp, DataType::Double]);
+        let (a, c) = (b.add_table("a", None), b.add_table("c", None));
+        for (t, ts, v) in [
+            (a, 1, 1.0),
+            (c, 1, 2.0),
+            (a, 2, 3.0),
+            (c, 2, 4.0),
+            (a, 1, 5.0),
+        ] {
+            assert!(b.push_row(t, &[Value::Timestamp(ts), Value::Float(v)]));
+        }
+        assert_eq!(b.runs().len(), 5);
+        let g = grouped_by_subtable(b).unwrap();
+        assert_eq!(g.runs(), &[(a, 3), (c, 2)]);
+        assert_eq!(
+            g.columns()[0].data,
+            ColumnData::Timestamp(vec![1, 2, 1, 1, 2])
+        );
+        assert_eq!(
+            g.columns()[1].data,
+            ColumnData::Float(vec![1.0, 3.0, 5.0, 2.0, 4.0])
+        );
+    }
+
+    /// NULL masks move with their rows.
+    #[test]
+    fn grouping_keeps_nulls_with_their_rows() {
+        let mut b = RowBlock::new("m", &[DataType::Timestamp, DataType::Double]);
+        let (a, c) = (b.add_table("a", None), b.add_table("c", None));
+        for (t, ts, v) in [
+            (a, 1, Value::Null),
+            (c, 1, Value::Float(2.0)),
+            (a, 2, Value::Float(3.0)),
+        ] {
+            assert!(b.push_row(t, &[Value::Timestamp(ts), v]));
+        }
+        let g = grouped_by_subtable(b).unwrap();
+        assert_eq!(g.columns()[1].nulls, vec![true, false, false]);
+        assert_eq!(g.columns()[1].data, ColumnData::Float(vec![0.0, 3.0, 2.0]));
+    }
+
+    /// The recent-keys memo answers as the schema does when a line's keys change order or
+    /// count from one line to the next.
+    #[test]
+    fn field_key_memo_follows_reordered_keys() {
+        let mut st = FastStable::new("m".into(), schema(), 4);
+        let ix = SchemaIndex::new(schema());
+        for keys in [
+            vec!["f", "n", "s"],
+            vec!["n", "f"],
+            vec!["s", "n", "f"],
+            vec!["F", "x", "n"],
+            vec!["f"],
+        ] {
+            for (pos, k) in keys.iter().enumerate() {
+                assert_eq!(st.column(pos, k), ix.column(k), "{keys:?} at {pos}");
+            }
+        }
     }
 
     #[test]

@@ -348,11 +348,13 @@ async fn write(
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
-    let body: Vec<u8> = match encoding.as_deref() {
-        None | Some("") | Some("identity") => raw.to_vec(),
+    // A plain body is parsed where it was received (no copy of up to `limit` bytes).
+    let body: axum::body::Bytes = match encoding.as_deref() {
+        None | Some("") | Some("identity") => raw,
         Some("gzip") => tokio::task::spawn_blocking(move || gunzip(&raw, limit))
             .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??,
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??
+            .into(),
         Some(other) => {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
