@@ -264,10 +264,9 @@ async fn one_size(
                 let mut cell = Cell::default();
                 let t0 = Instant::now();
                 for (i, text) in texts.iter().enumerate() {
-                    let t = Instant::now();
-                    match engine.query(text).await {
-                        Ok(a) => {
-                            cell.ms.push(t.elapsed().as_secs_f64() * 1e3);
+                    match engine.query_timed(text).await {
+                        Ok((t_ms, a)) => {
+                            cell.ms.push(t_ms);
                             if i == 0 {
                                 cell.rows = Some(a.len());
                                 if model == "both" {

@@ -553,10 +553,9 @@ async fn tidal_phases(
         let mut error = None;
         let mut rows = None;
         for (i, text) in texts.iter().enumerate() {
-            let t = Instant::now();
-            match engine.query(text).await {
-                Ok(a) => {
-                    ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            match engine.query_timed(text).await {
+                Ok((t_ms, a)) => {
+                    ms.push(t_ms);
                     if i == 0 {
                         rows = Some(a.len());
                         first.push((*q, "tidal".into(), a));

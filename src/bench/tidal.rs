@@ -321,10 +321,24 @@ impl TidalEngine {
     }
 
     pub async fn query(&self, sql: &str) -> Result<Answer, String> {
+        self.query_timed(sql).await.map(|(_, a)| a)
+    }
+
+    /// [`TidalEngine::query`] with its latency in ms: to the whole result received and decoded
+    /// by the client library, before it is turned into an `Answer` for the comparison (the
+    /// peers are timed to their response in the same way).
+    pub async fn query_timed(&self, sql: &str) -> Result<(f64, Answer), String> {
+        let t = std::time::Instant::now();
         match tokio::time::timeout(QUERY_TIMEOUT, self.client.execute(sql, DB)).await {
             Err(_) => Err(format!("timed out after {} s", QUERY_TIMEOUT.as_secs())),
             Ok(Err(e)) => Err(e.to_string()),
-            Ok(Ok(r)) => Ok(r.batch.as_ref().map(Answer::from_batch).unwrap_or_default()),
+            Ok(Ok(r)) => {
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                Ok((
+                    ms,
+                    r.batch.as_ref().map(Answer::from_batch).unwrap_or_default(),
+                ))
+            }
         }
     }
 
