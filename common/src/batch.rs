@@ -62,6 +62,58 @@ impl Column {
         Column::new(ColumnData::empty(t, capacity))
     }
 
+    /// `n` rows of `v` as a column of type `t`: a value of another type is converted (numbers
+    /// to the column's number type) or, where it cannot be, NULL.
+    pub fn broadcast(v: &Value, t: DataType, n: usize) -> Column {
+        let data = match (t.physical(), v) {
+            (_, Value::Null) => {
+                let mut c = Column::empty(t, n);
+                for _ in 0..n {
+                    c.push(&Value::Null);
+                }
+                return c;
+            }
+            (PhysicalType::Bool, Value::Bool(b)) => ColumnData::Bool(vec![*b; n]),
+            (PhysicalType::Int, v) => ColumnData::Int(vec![v.as_i64().unwrap_or(0); n]),
+            (PhysicalType::Timestamp, v) => ColumnData::Timestamp(vec![v.as_i64().unwrap_or(0); n]),
+            (PhysicalType::UInt, Value::UInt(u)) => ColumnData::UInt(vec![*u; n]),
+            (PhysicalType::UInt, v) => {
+                ColumnData::UInt(vec![v.as_i64().unwrap_or(0).max(0) as u64; n])
+            }
+            (PhysicalType::Float, v) => ColumnData::Float(vec![v.as_f64().unwrap_or(0.0); n]),
+            (PhysicalType::Str, Value::Str(s)) => ColumnData::Str(vec![s.clone(); n]),
+            (_, v) => {
+                let mut c = Column::empty(t, n);
+                for _ in 0..n {
+                    c.push(v);
+                }
+                return c;
+            }
+        };
+        Column::new(data)
+    }
+
+    /// Appends a tag value to this column of the tag's type `t`, converted as
+    /// [`Column::broadcast`] converts it (a tag keeps the value it was created with when its
+    /// type is altered).
+    pub fn push_tag(&mut self, t: DataType, v: &Value) {
+        let direct = matches!(
+            (t.physical(), v),
+            (_, Value::Null)
+                | (PhysicalType::Bool, Value::Bool(_))
+                | (PhysicalType::Int, Value::Int(_))
+                | (PhysicalType::UInt, Value::UInt(_))
+                | (PhysicalType::Float, Value::Float(_))
+                | (PhysicalType::Str, Value::Str(_))
+                | (PhysicalType::Timestamp, Value::Timestamp(_))
+        );
+        if direct {
+            self.push(v);
+        } else {
+            self.extend(&Column::broadcast(v, t, 1));
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.data.len()
     }

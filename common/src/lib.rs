@@ -23,7 +23,7 @@ pub use batch::{Batch, Column, ColumnData, Field};
 pub use histogram::{HistogramSnapshot, LatencyHistogram, LATENCY_BOUNDS_SECONDS};
 pub use ids::{DnodeId, SchemaVersion, TableUid, VgroupId};
 pub use route::{hash_table_name, split_hash_space, vgroup_index, HashRange};
-pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, TableMeta};
+pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, StableTables, TableMeta};
 pub use status::StatusCode;
 pub use time::{parse_duration, Precision};
 pub use types::{DataType, Value};

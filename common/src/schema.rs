@@ -1,9 +1,12 @@
 //! Schemas: STABLE definitions, subtable metadata and database options.
 
+use crate::batch::Column;
 use crate::ids::{SchemaVersion, TableUid};
 use crate::time::Precision;
 use crate::types::{DataType, Value};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ColumnDef {
@@ -218,5 +221,176 @@ impl DbOptions {
             ));
         }
         Ok(())
+    }
+}
+
+/// The type of the `tbname` pseudo column.
+pub const TBNAME_TYPE: DataType = DataType::VarChar(192);
+
+/// The subtables of one STABLE on one vnode, in listing order (by name), with their names and tags also
+/// held as columns (one row per subtable, tags in the STABLE's tag types). A query over
+/// 100,000s of subtables filters and projects tags from these columns instead of chasing
+/// every subtable's own allocation (the tag filter, the key columns of `PARTITION BY` tags).
+/// A snapshot: the vnode builds a new one after any change to the STABLE's subtables or
+/// schema, identified by `version`.
+#[derive(Debug)]
+pub struct StableTables {
+    pub version: u64,
+    pub metas: Vec<Arc<TableMeta>>,
+    pub uids: Vec<TableUid>,
+    /// `tbname`, as a column.
+    pub names: Column,
+    /// One column per tag of the schema.
+    pub tags: Vec<Column>,
+    /// Position of each subtable by uid.
+    positions: HashMap<TableUid, u32, foldhash::fast::FixedState>,
+    /// Per tag, built on the first equality lookup: value hash -> positions holding it.
+    eq_index: Vec<OnceLock<HashMap<u64, Vec<u32>, foldhash::fast::FixedState>>>,
+}
+
+impl StableTables {
+    /// `metas`: the STABLE's subtables, in the order queries list them (a vnode's: by name).
+    pub fn build(schema: &StableSchema, version: u64, metas: Vec<Arc<TableMeta>>) -> StableTables {
+        let n = metas.len();
+        let mut names = Column::empty(TBNAME_TYPE, n);
+        let mut tags: Vec<Column> = schema
+            .tags
+            .iter()
+            .map(|d| Column::empty(d.data_type, n))
+            .collect();
+        let mut uids = Vec::with_capacity(n);
+        let mut positions = HashMap::with_capacity_and_hasher(n, Default::default());
+        for (i, m) in metas.iter().enumerate() {
+            names.push(&Value::Str(m.name.clone()));
+            for (k, (col, def)) in tags.iter_mut().zip(&schema.tags).enumerate() {
+                col.push_tag(def.data_type, m.tags.get(k).unwrap_or(&Value::Null));
+            }
+            uids.push(m.uid);
+            positions.insert(m.uid, i as u32);
+        }
+        let eq_index = tags.iter().map(|_| OnceLock::new()).collect();
+        StableTables {
+            version,
+            metas,
+            uids,
+            names,
+            tags,
+            positions,
+            eq_index,
+        }
+    }
+
+    /// Positions (ascending) of the subtables whose tag `k` may equal one of `values` (given
+    /// in the tag's type): every one that does, and possibly a few more (values are found by
+    /// hash), so the caller still applies its filter. `None` for an unknown tag.
+    pub fn candidates_eq(&self, k: usize, values: &[Value]) -> Option<Vec<usize>> {
+        let col = self.tags.get(k)?;
+        let index = self.eq_index.get(k)?.get_or_init(|| {
+            let mut idx: HashMap<u64, Vec<u32>, foldhash::fast::FixedState> = HashMap::default();
+            for i in 0..col.len() {
+                idx.entry(value_hash(&col.get(i)))
+                    .or_default()
+                    .push(i as u32);
+            }
+            idx
+        });
+        let mut out: Vec<usize> = Vec::new();
+        for v in values {
+            if let Some(p) = index.get(&value_hash(v)) {
+                out.extend(p.iter().map(|i| *i as usize));
+            }
+        }
+        if values.len() > 1 {
+            out.sort_unstable();
+            out.dedup();
+        }
+        Some(out)
+    }
+
+    pub fn len(&self) -> usize {
+        self.metas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.metas.is_empty()
+    }
+
+    /// The position of the subtable with `uid`, if it is one of these.
+    pub fn position(&self, uid: TableUid) -> Option<usize> {
+        self.positions.get(&uid).map(|p| *p as usize)
+    }
+}
+
+/// A hash under which equal values of one type meet (-0.0 as 0.0).
+fn value_hash(v: &Value) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = foldhash::fast::FixedState::default().build_hasher();
+    match v {
+        Value::Null => 0u8.hash(&mut h),
+        Value::Bool(b) => (1u8, *b).hash(&mut h),
+        Value::Int(i) | Value::Timestamp(i) => (2u8, *i).hash(&mut h),
+        Value::UInt(u) => (3u8, *u).hash(&mut h),
+        Value::Float(f) => (4u8, if *f == 0.0 { 0 } else { f.to_bits() }).hash(&mut h),
+        Value::Str(s) => (5u8, s.as_str()).hash(&mut h),
+    }
+    h.finish()
+}
+
+#[cfg(test)]
+mod stable_tables_tests {
+    use super::*;
+
+    #[test]
+    fn columns_hold_tags_in_the_tag_types_and_the_index_finds_every_match() {
+        let schema = StableSchema {
+            db: "db".into(),
+            name: "s".into(),
+            version: SchemaVersion(1),
+            columns: vec![ColumnDef::new("ts", DataType::Timestamp)],
+            tags: vec![
+                ColumnDef::new("name", DataType::VarChar(16)),
+                ColumnDef::new("w", DataType::Double),
+                ColumnDef::new("k", DataType::Int),
+            ],
+        };
+        let tags = [
+            (Value::Str("a".into()), Value::Float(-0.0), Value::Int(1)),
+            (Value::Null, Value::Float(0.0), Value::Int(2)),
+            // stored in another type than the tag's (a tag type altered later)
+            (Value::Str("a".into()), Value::Int(3), Value::Float(1.0)),
+            (Value::Str("b".into()), Value::Null, Value::Null),
+        ];
+        let metas: Vec<Arc<TableMeta>> = tags
+            .iter()
+            .enumerate()
+            .map(|(i, (a, b, c))| {
+                Arc::new(TableMeta {
+                    uid: TableUid(10 + i as u64),
+                    name: format!("t{i}"),
+                    stable: "s".into(),
+                    tags: vec![a.clone(), b.clone(), c.clone()],
+                })
+            })
+            .collect();
+        let st = StableTables::build(&schema, 7, metas);
+        assert_eq!(st.len(), 4);
+        assert_eq!(st.position(TableUid(12)), Some(2));
+        assert_eq!(st.position(TableUid(99)), None);
+        assert_eq!(st.names.get(3), Value::Str("t3".into()));
+        assert_eq!(st.tags[1].get(2), Value::Float(3.0));
+        assert_eq!(st.tags[2].get(2), Value::Int(1));
+        assert!(st.tags[0].is_null(1));
+        let s = |x: &str| Value::Str(x.into());
+        assert_eq!(st.candidates_eq(0, &[s("a")]), Some(vec![0, 2]));
+        assert_eq!(
+            st.candidates_eq(0, &[s("b"), s("a"), s("a")]),
+            Some(vec![0, 2, 3])
+        );
+        assert_eq!(st.candidates_eq(0, &[s("zz")]), Some(vec![]));
+        // -0.0 and 0.0 are one value
+        assert_eq!(st.candidates_eq(1, &[Value::Float(0.0)]), Some(vec![0, 1]));
+        assert_eq!(st.candidates_eq(1, &[Value::Float(3.0)]), Some(vec![2]));
+        assert_eq!(st.candidates_eq(2, &[Value::Int(1)]), Some(vec![0, 2]));
+        assert_eq!(st.candidates_eq(3, &[Value::Int(1)]), None);
     }
 }

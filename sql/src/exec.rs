@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tidal_common::{
-    types::PhysicalType, Batch, Column, ColumnData, DataType, Field, StableSchema, TableMeta,
-    TableUid, Value,
+    types::PhysicalType, Batch, Column, ColumnData, DataType, Field, StableSchema, StableTables,
+    TableMeta, TableUid, Value,
 };
 
 /// Most rows in one batch a fragment or a query result streams.
@@ -136,6 +136,13 @@ pub trait ScanSource {
                     .and_then(|i| Some((ts?.get(i).as_i64()?, c.get(i))))
             })
             .collect())
+    }
+
+    /// The subtables of `stable` with their names and tags as columns; `None` when the source
+    /// keeps no such snapshot (the caller then works from [`ScanSource::tables`]).
+    fn stable_tables(&self, stable: &str) -> Option<Arc<StableTables>> {
+        let _ = stable;
+        None
     }
 
     /// The subtables of `stable` whose tag `k` equals one of `values`, from a tag index;
@@ -716,6 +723,144 @@ pub fn fragment_tables(
     tag_filtered(f, src, target_tables(f, src)?, false)
 }
 
+/// The subtables a fragment reads on this vnode, after its target and tag filter.
+enum Selected {
+    /// Positions (ascending) into the STABLE's subtables as columns.
+    Columnar(Arc<StableTables>, Vec<usize>),
+    Metas(Vec<Arc<TableMeta>>),
+}
+
+impl Selected {
+    fn len(&self) -> usize {
+        match self {
+            Selected::Columnar(_, p) => p.len(),
+            Selected::Metas(m) => m.len(),
+        }
+    }
+
+    fn uids(&self) -> Vec<TableUid> {
+        match self {
+            Selected::Columnar(st, p) => p.iter().map(|i| st.uids[*i]).collect(),
+            Selected::Metas(m) => m.iter().map(|m| m.uid).collect(),
+        }
+    }
+
+    fn meta(&self, i: usize) -> Option<&TableMeta> {
+        match self {
+            Selected::Columnar(st, p) => p.get(i).and_then(|j| st.metas.get(*j)).map(|m| &**m),
+            Selected::Metas(m) => m.get(i).map(|m| &**m),
+        }
+    }
+
+    /// The fragment's input columns for entries `idx` (one row each): scanned columns from
+    /// `scanned` (one row per entry of `idx`, in order), tags and tbname built here.
+    fn layout(
+        &self,
+        layout: &[InputCol],
+        idx: &[usize],
+        schema: &StableSchema,
+        scanned: &mut HashMap<usize, Column>,
+    ) -> Result<Vec<Column>, SqlError> {
+        match self {
+            Selected::Columnar(st, p) => {
+                let rows: Vec<usize> = idx.iter().filter_map(|i| p.get(*i).copied()).collect();
+                columnar_layout(layout, st, &rows, schema, scanned)
+            }
+            Selected::Metas(m) => {
+                let metas: Vec<&TableMeta> =
+                    idx.iter().filter_map(|i| m.get(*i)).map(|m| &**m).collect();
+                multi_table_layout(layout, &metas, schema, scanned)
+            }
+        }
+    }
+
+    fn into_metas(self) -> Vec<Arc<TableMeta>> {
+        match self {
+            Selected::Columnar(st, p) => p.iter().map(|i| st.metas[*i].clone()).collect(),
+            Selected::Metas(m) => m,
+        }
+    }
+}
+
+/// [`multi_table_layout`] for rows `rows` of a STABLE's subtables as columns.
+fn columnar_layout(
+    layout: &[InputCol],
+    st: &StableTables,
+    rows: &[usize],
+    schema: &StableSchema,
+    scanned: &mut HashMap<usize, Column>,
+) -> Result<Vec<Column>, SqlError> {
+    layout_with(
+        layout,
+        schema,
+        scanned,
+        |i, t| match st.tags.get(i) {
+            Some(c) => c.take(rows),
+            // a tag added after the snapshot was taken
+            None => broadcast(&Value::Null, t, rows.len()),
+        },
+        || st.names.take(rows),
+    )
+}
+
+/// The subtables a fragment reads: for a STABLE whose subtables the source keeps as columns,
+/// positions into them, found from the tag index when the filter has an indexed equality and
+/// kept where the tag filter passes; otherwise [`tag_filtered`] over [`target_tables`].
+fn select_tables(f: &Fragment, src: &dyn ScanSource) -> Result<Selected, SqlError> {
+    let columnar = match &f.target {
+        ScanTarget::Stable(s) => src
+            .stable_tables(s)
+            .and_then(|st| Some((st, src.schema(s)?))),
+        ScanTarget::Table(_) => None,
+    };
+    let Some((st, schema)) = columnar else {
+        return Ok(Selected::Metas(tag_filtered(
+            f,
+            src,
+            target_tables(f, src)?,
+            true,
+        )?));
+    };
+    // `tag IN (..)` / `tag = ..`: the snapshot's own index of that tag gives the candidates
+    // (the filter still runs on them).
+    let indexed = indexed_tag_values(f).and_then(|(k, vals)| {
+        let t = schema.tags.get(k)?.data_type;
+        let vals: Option<Vec<Value>> = vals.into_iter().map(|v| t.coerce(v).ok()).collect();
+        st.candidates_eq(k, &vals?)
+    });
+    let candidates: Vec<usize> = indexed.unwrap_or_else(|| (0..st.len()).collect());
+    let Some(tf) = &f.tag_filter else {
+        return Ok(Selected::Columnar(st, candidates));
+    };
+    if let Some(p) = TagPred::compile(tf, &f.tag_layout, &schema) {
+        let mut keep = Vec::with_capacity(candidates.len());
+        let mut readable = true;
+        for &i in &candidates {
+            match p.eval(&(&*st, i)) {
+                Ok(Some(true)) => keep.push(i),
+                Ok(_) => {}
+                Err(Unreadable) => {
+                    readable = false;
+                    break;
+                }
+            }
+        }
+        if readable {
+            return Ok(Selected::Columnar(st, keep));
+        }
+    }
+    let mut keep = Vec::new();
+    for chunk in candidates.chunks(TAG_FILTER_CHUNK) {
+        let cols = columnar_layout(&f.tag_layout, &st, chunk, &schema, &mut HashMap::new())?;
+        for i in true_rows(&eval(tf, &cols, chunk.len())?, chunk.len()) {
+            if let Some(p) = chunk.get(i) {
+                keep.push(*p);
+            }
+        }
+    }
+    Ok(Selected::Columnar(st, keep))
+}
+
 /// Subtables whose tags are evaluated by one call of the tag filter: one evaluation over many
 /// subtables builds an IN list's set once, where one per subtable would make a long list
 /// (`name IN (<100,000 names>)`) quadratic.
@@ -745,6 +890,65 @@ struct TagSrc {
 
 /// A subtable whose tag value is not stored in the tag's type: evaluate it on columns.
 struct Unreadable;
+
+/// A subtable's tags as [`TagPred`] reads them: its catalog entry, or its row of a
+/// [`StableTables`].
+trait TagRow {
+    fn value(&self, c: &TagSrc) -> Result<TagVal<'_>, Unreadable>;
+}
+
+impl TagRow for TableMeta {
+    fn value(&self, c: &TagSrc) -> Result<TagVal<'_>, Unreadable> {
+        let v = match &c.col {
+            InputCol::Tbname => return Ok(TagVal::Str(&self.name)),
+            InputCol::Tag(k) => self.tags.get(*k),
+            InputCol::Col(_) => return Err(Unreadable),
+        };
+        Ok(match (c.phys, v) {
+            (_, None | Some(Value::Null)) => TagVal::Null,
+            (
+                PhysicalType::Int | PhysicalType::Timestamp,
+                Some(Value::Int(x) | Value::Timestamp(x)),
+            ) => TagVal::Int(*x),
+            (PhysicalType::Float, Some(Value::Float(x))) => TagVal::Float(*x),
+            (PhysicalType::Str, Some(Value::Str(s))) => TagVal::Str(s),
+            _ => return Err(Unreadable),
+        })
+    }
+}
+
+/// Row `.1` of the subtables `.0`. Their tag columns hold every value in its tag's type
+/// already (converted as the column path converts it), so a value is unreadable here only
+/// for a type the filter does not read in place.
+impl TagRow for (&StableTables, usize) {
+    fn value(&self, c: &TagSrc) -> Result<TagVal<'_>, Unreadable> {
+        let (st, i) = *self;
+        let col = match &c.col {
+            InputCol::Tbname => &st.names,
+            InputCol::Tag(k) => match st.tags.get(*k) {
+                Some(col) => col,
+                None => return Ok(TagVal::Null),
+            },
+            InputCol::Col(_) => return Err(Unreadable),
+        };
+        if col.is_null(i) {
+            return Ok(TagVal::Null);
+        }
+        Ok(match (c.phys, &col.data) {
+            (PhysicalType::Int | PhysicalType::Timestamp, ColumnData::Int(v))
+            | (PhysicalType::Int | PhysicalType::Timestamp, ColumnData::Timestamp(v)) => {
+                v.get(i).map_or(TagVal::Null, |x| TagVal::Int(*x))
+            }
+            (PhysicalType::Float, ColumnData::Float(v)) => {
+                v.get(i).map_or(TagVal::Null, |x| TagVal::Float(*x))
+            }
+            (PhysicalType::Str, ColumnData::Str(v)) => {
+                v.get(i).map_or(TagVal::Null, |x| TagVal::Str(x))
+            }
+            _ => return Err(Unreadable),
+        })
+    }
+}
 
 /// A tag or tbname value as the filter sees it.
 enum TagVal<'a> {
@@ -813,25 +1017,7 @@ impl TagPred {
         })
     }
 
-    fn value<'a>(c: &TagSrc, m: &'a TableMeta) -> Result<TagVal<'a>, Unreadable> {
-        let v = match &c.col {
-            InputCol::Tbname => return Ok(TagVal::Str(&m.name)),
-            InputCol::Tag(k) => m.tags.get(*k),
-            InputCol::Col(_) => return Err(Unreadable),
-        };
-        Ok(match (c.phys, v) {
-            (_, None | Some(Value::Null)) => TagVal::Null,
-            (
-                PhysicalType::Int | PhysicalType::Timestamp,
-                Some(Value::Int(x) | Value::Timestamp(x)),
-            ) => TagVal::Int(*x),
-            (PhysicalType::Float, Some(Value::Float(x))) => TagVal::Float(*x),
-            (PhysicalType::Str, Some(Value::Str(s))) => TagVal::Str(s),
-            _ => return Err(Unreadable),
-        })
-    }
-
-    fn eval(&self, m: &TableMeta) -> Result<Option<bool>, Unreadable> {
+    fn eval<R: TagRow + ?Sized>(&self, m: &R) -> Result<Option<bool>, Unreadable> {
         Ok(match self {
             TagPred::And(a, b) => match (a.eval(m)?, b.eval(m)?) {
                 (Some(false), _) | (_, Some(false)) => Some(false),
@@ -844,11 +1030,9 @@ impl TagPred {
                 _ => None,
             },
             TagPred::Not(a) => a.eval(m)?.map(|b| !b),
-            TagPred::IsNull(c, negated) => {
-                Some(matches!(TagPred::value(c, m)?, TagVal::Null) != *negated)
-            }
+            TagPred::IsNull(c, negated) => Some(matches!(m.value(c)?, TagVal::Null) != *negated),
             TagPred::Cmp(op, c, lit) => {
-                let o = match (TagPred::value(c, m)?, lit) {
+                let o = match (m.value(c)?, lit) {
                     (TagVal::Null, _) | (_, Value::Null) => return Ok(None),
                     (TagVal::Str(a), Value::Str(b)) => a.cmp(b.as_str()),
                     (TagVal::Int(a), Value::Int(b) | Value::Timestamp(b)) => a.cmp(b),
@@ -879,7 +1063,7 @@ impl TagPred {
                     _ => o.is_ge(),
                 })
             }
-            TagPred::In(c, list, negated) => match TagPred::value(c, m)? {
+            TagPred::In(c, list, negated) => match m.value(c)? {
                 TagVal::Null => None,
                 TagVal::Str(s) => Some(list.contains_str(s) != *negated),
                 TagVal::Int(x) => Some(list.contains_f64(x as f64) != *negated),
@@ -925,7 +1109,7 @@ fn tag_filtered(
             let before = keep.len();
             let mut unreadable = false;
             for m in chunk {
-                match p.eval(m) {
+                match p.eval(&**m) {
                     Ok(Some(true)) => keep.push(m.clone()),
                     Ok(_) => {}
                     Err(Unreadable) => {
@@ -1147,7 +1331,7 @@ fn run_fragment(
     budget: &MemoryBudget,
     out: &mut Emitter,
 ) -> Result<(), SqlError> {
-    let metas = tag_filtered(f, src, target_tables(f, src)?, true)?;
+    let selected = select_tables(f, src)?;
     let mut scan_cols: Vec<usize> = vec![0];
     for c in &f.layout {
         if let InputCol::Col(i) = c {
@@ -1183,26 +1367,22 @@ fn run_fragment(
     // last row in one call (the storage answers cache hits under one lock), and feed the ones
     // that qualify (time range, row filter) to the aggregation as one batch. The subtables
     // whose last row does not qualify are searched together ([`latest_matching`]).
-    let mut metas = metas;
-    if let (Some(LatestMode::LastRow), ScanTarget::Stable(stable), Some(a)) =
-        (latest, &f.target, agg.as_mut())
+    let mut selected = Some(selected);
+    if let (Some(LatestMode::LastRow), ScanTarget::Stable(stable), Some(a), Some(sel)) =
+        (latest, &f.target, agg.as_mut(), selected.as_ref())
     {
-        if metas.len() > 1 && f.ts_min <= f.ts_max {
+        if sel.len() > 1 && f.ts_min <= f.ts_max {
             let FragmentOp::PartialAgg { keys, .. } = &f.op else {
                 return Err(SqlError::Execution("LAST_ROW without aggregation".into()));
             };
             let Some(schema) = src.schema(stable) else {
                 return out.send(&a.agg.partial());
             };
-            let uids: Vec<TableUid> = metas.iter().map(|m| m.uid).collect();
+            let uids = sel.uids();
             let (pos, rows) = src
                 .last_rows_columns(stable, &uids, &scan_cols)
                 .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
-            let found: Vec<&TableMeta> = pos
-                .iter()
-                .filter_map(|k| metas.get(*k).map(|m| &**m))
-                .collect();
-            let n = found.len();
+            let n = pos.len();
             let ts: Vec<i64> = match rows.first() {
                 Some(c) => (0..c.len())
                     .map(|i| c.get(i).as_i64().unwrap_or(i64::MIN))
@@ -1214,7 +1394,7 @@ fn run_fragment(
                 .copied()
                 .zip(rows.iter().cloned())
                 .collect();
-            let cols = multi_table_layout(&f.layout, &found, &schema, &mut by_idx)?;
+            let cols = sel.layout(&f.layout, &pos, &schema, &mut by_idx)?;
             let mut ok: Vec<bool> = ts
                 .iter()
                 .map(|t| *t >= f.ts_min && *t <= f.ts_max)
@@ -1236,12 +1416,10 @@ fn run_fragment(
                 let cols = cols.iter().map(|c| c.take(&good)).collect();
                 a.update(keys, cols, good.len())?;
             }
-            let bad: Vec<usize> = (0..n).filter(|i| !ok[*i]).collect();
-            let retry: Vec<Arc<TableMeta>> = bad
-                .iter()
-                .filter_map(|j| pos.get(*j).and_then(|k| metas.get(*k)).cloned())
+            let retry: Vec<&TableMeta> = (0..n)
+                .filter(|i| !ok[*i])
+                .filter_map(|j| pos.get(j).and_then(|k| sel.meta(*k)))
                 .collect();
-            let retry: Vec<&TableMeta> = retry.iter().map(|m| &**m).collect();
             latest_matching(
                 f,
                 src,
@@ -1253,9 +1431,10 @@ fn run_fragment(
                 prune.as_ref(),
                 cancelled,
             )?;
-            metas = Vec::new();
+            selected = None;
         }
     }
+    let metas = selected.map(Selected::into_metas).unwrap_or_default();
     for meta in &metas {
         if f.limit.is_some_and(|l| out.rows() >= l) {
             break;

@@ -258,30 +258,7 @@ impl PExpr {
 
 /// Broadcasts a scalar to a column of `n` rows of type `t`.
 pub fn broadcast(v: &Value, t: DataType, n: usize) -> Column {
-    let data = match (t.physical(), v) {
-        (_, Value::Null) => {
-            let mut c = Column::empty(t, n);
-            for _ in 0..n {
-                c.push(&Value::Null);
-            }
-            return c;
-        }
-        (PhysicalType::Bool, Value::Bool(b)) => ColumnData::Bool(vec![*b; n]),
-        (PhysicalType::Int, v) => ColumnData::Int(vec![v.as_i64().unwrap_or(0); n]),
-        (PhysicalType::Timestamp, v) => ColumnData::Timestamp(vec![v.as_i64().unwrap_or(0); n]),
-        (PhysicalType::UInt, Value::UInt(u)) => ColumnData::UInt(vec![*u; n]),
-        (PhysicalType::UInt, v) => ColumnData::UInt(vec![v.as_i64().unwrap_or(0).max(0) as u64; n]),
-        (PhysicalType::Float, v) => ColumnData::Float(vec![v.as_f64().unwrap_or(0.0); n]),
-        (PhysicalType::Str, Value::Str(s)) => ColumnData::Str(vec![s.clone(); n]),
-        (_, v) => {
-            let mut c = Column::empty(t, n);
-            for _ in 0..n {
-                c.push(v);
-            }
-            return c;
-        }
-    };
-    Column::new(data)
+    Column::broadcast(v, t, n)
 }
 
 fn null_at(c: &Column, i: usize) -> bool {

@@ -30,8 +30,7 @@ pub trait Catalog {
     fn precision(&self, db: &str) -> Option<Precision>;
 }
 
-/// The type of the `tbname` pseudo column.
-pub const TBNAME_TYPE: DataType = DataType::VarChar(192);
+pub use tidal_common::schema::TBNAME_TYPE;
 
 /// A column of the per-subtable input batch built on the vnode.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

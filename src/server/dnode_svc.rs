@@ -390,6 +390,9 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
         self.0.tables(Some(stable))
     }
+    fn stable_tables(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
+        self.0.stable_tables(stable)
+    }
     fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
         self.0.table(name)
     }

@@ -82,7 +82,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{
     hash_table_name, Column, ColumnData, DataType, DbOptions, HashRange, RowBlock, RowBlockParts,
-    StableSchema, TableMeta, TableUid, Value, VgroupId, WriteBatch,
+    StableSchema, StableTables, TableMeta, TableUid, Value, VgroupId, WriteBatch,
 };
 
 const CONFIG_FILE: &str = "vnode.json";
@@ -232,7 +232,7 @@ impl State {
         for n in &names {
             self.drop_table(n);
         }
-        self.meta.stables.remove(stable);
+        self.meta.remove_stable(stable);
         names.len() as u32
     }
 
@@ -319,6 +319,8 @@ pub struct VnodeCore {
     /// Serialises file-set changes: flush, merge, compact, retention.
     bg: Mutex<()>,
     state: RwLock<State>,
+    /// The latest [`StableTables`] of each STABLE queried, rebuilt when its version moves.
+    stable_tables: Mutex<HashMap<String, Arc<StableTables>>>,
     /// Notified whenever a frozen memtable has been flushed (or failed to).
     flushed_cv: Condvar,
     flushed_lock: Mutex<()>,
@@ -795,6 +797,7 @@ impl VnodeCore {
             commit: Mutex::new(()),
             bg: Mutex::new(()),
             state: RwLock::new(state),
+            stable_tables: Mutex::new(HashMap::new()),
             flushed_cv: Condvar::new(),
             flushed_lock: Mutex::new(()),
             signal: Mutex::new(Signal::default()),
@@ -1230,6 +1233,35 @@ impl VnodeCore {
             .into_iter()
             .cloned()
             .collect()
+    }
+
+    /// The subtables of `stable` with their names and tags as columns (see
+    /// [`StableTables`]); `None` for a STABLE this vnode does not know. Built on first use after
+    /// any change to the STABLE and kept until the next one, so that a query over many
+    /// subtables neither lists nor reads every subtable's catalog entry.
+    pub fn stable_tables(&self, stable: &str) -> Option<Arc<StableTables>> {
+        let st = self.state.read();
+        let schema = st.meta.stables.get(stable)?;
+        let version = st.meta.version(stable);
+        if let Some(t) = self.stable_tables.lock().get(stable) {
+            if t.version == version {
+                return Some(t.clone());
+            }
+        }
+        let metas: Vec<Arc<TableMeta>> = st
+            .meta
+            .tables
+            .values()
+            .filter(|t| t.stable == stable)
+            .cloned()
+            .collect();
+        let built = Arc::new(StableTables::build(schema, version, metas));
+        let mut cache = self.stable_tables.lock();
+        // Drop what belongs to STABLEs that are gone (the map is otherwise bounded by the
+        // number of STABLEs).
+        cache.retain(|s, _| st.meta.stables.contains_key(s));
+        cache.insert(stable.to_string(), built.clone());
+        Some(built)
     }
 
     /// All subtables, or those of one STABLE; sorted by name.
@@ -2177,16 +2209,26 @@ impl VnodeCore {
         let mut positions = Vec::with_capacity(uids.len());
         let mut misses = Vec::new();
         let use_cache = st.cache.model.last_row;
+        // A current snapshot of the STABLE's subtables answers "is this one of them" from a
+        // compact map, without reading every subtable's catalog entry.
+        let members = self
+            .stable_tables
+            .lock()
+            .get(stable)
+            .filter(|t| t.version == st.meta.version(stable))
+            .cloned();
         for (k, uid) in uids.iter().enumerate() {
-            match st.meta.by_uid.get(uid) {
-                Some(t) if t.stable == stable => {}
-                Some(t) => {
+            let member = members.as_ref().map(|m| m.position(*uid).is_some());
+            match (member, st.meta.by_uid.get(uid)) {
+                (Some(true), _) => {}
+                (Some(false), None) | (None, None) => continue,
+                (None, Some(t)) if t.stable == stable => {}
+                (_, Some(t)) => {
                     return Err(VnodeError::InvalidArgument(format!(
                         "table '{}' belongs to STABLE '{}', not '{stable}'",
                         t.name, t.stable
                     )))
                 }
-                None => continue,
             }
             let hit = if use_cache {
                 st.cache.get_ref(*uid)

@@ -810,3 +810,78 @@ fn vnode_is_send_and_sync() {
     check::<Vnode>();
     check::<VnodeError>();
 }
+
+#[test]
+fn stable_tables_follow_creates_drops_and_schema_changes() {
+    let d = tempfile::tempdir().unwrap();
+    let v = open(d.path());
+    let s = schema(1);
+    let t = |n: &str, loc: &str| (n.to_string(), vec![Value::Str(loc.into()), Value::Int(1)]);
+    v.create_tables(
+        &s,
+        &[t("c", "north"), t("a", "south"), t("b", "north")],
+        false,
+    )
+    .unwrap();
+    let mut s2 = schema(1);
+    s2.name = "other".into();
+    v.create_tables(&s2, &[t("x", "west")], false).unwrap();
+    let names = |st: &StableTables| (0..st.len()).map(|i| st.names.get(i)).collect::<Vec<_>>();
+    let st = v.stable_tables("meters").unwrap();
+    assert_eq!(names(&st), ["a", "b", "c"].map(|n| Value::Str(n.into())));
+    assert_eq!(st.tags[0].get(0), Value::Str("south".into()));
+    assert_eq!(
+        st.candidates_eq(0, &[Value::Str("north".into())]),
+        Some(vec![1, 2])
+    );
+    // Unchanged: the same snapshot.
+    assert!(Arc::ptr_eq(&st, &v.stable_tables("meters").unwrap()));
+    // A new subtable of another STABLE leaves this one's snapshot current.
+    v.create_tables(&s2, &[t("y", "west")], false).unwrap();
+    assert!(Arc::ptr_eq(&st, &v.stable_tables("meters").unwrap()));
+
+    v.create_tables(&s, &[t("d", "east")], false).unwrap();
+    let st2 = v.stable_tables("meters").unwrap();
+    assert_eq!(
+        names(&st2),
+        ["a", "b", "c", "d"].map(|n| Value::Str(n.into()))
+    );
+    assert!(v.drop_table("b").unwrap());
+    let st3 = v.stable_tables("meters").unwrap();
+    assert_eq!(names(&st3), ["a", "c", "d"].map(|n| Value::Str(n.into())));
+    assert_eq!(
+        st3.candidates_eq(0, &[Value::Str("north".into())]),
+        Some(vec![1])
+    );
+
+    // With the snapshot current, LAST_ROW over the STABLE still refuses another STABLE's
+    // subtable and skips a dropped one.
+    v.write(&batch(vec![tw("a", None, &[(1, Some(1.0), None, None)])]))
+        .unwrap();
+    let a = v.table("a").unwrap().uid;
+    let x = v.table("x").unwrap().uid;
+    let (pos, cols) = v
+        .last_rows_columns("meters", &[a, TableUid(9999)], &[0, 1])
+        .unwrap();
+    assert_eq!(pos, [0]);
+    assert_eq!(cols[1].get(0), Value::Float(1.0));
+    assert!(v.last_rows_columns("meters", &[a, x], &[0]).is_err());
+
+    // A newer schema (a column added) makes a new snapshot.
+    let mut t = tw("a", None, &[(2, Some(2.0), None, None)]);
+    let mut extra = Column::empty(DataType::BigInt, 1);
+    extra.push(&Value::Int(42));
+    t.columns.push(extra);
+    let mut b = batch(vec![t]);
+    b.schemas = vec![schema(2)];
+    v.write(&b).unwrap();
+    let st4 = v.stable_tables("meters").unwrap();
+    assert_ne!(st4.version, st3.version);
+    assert_eq!(names(&st4), names(&st3));
+    drop(v);
+    let v = open(d.path());
+    assert_eq!(names(&v.stable_tables("meters").unwrap()), names(&st3));
+    assert_eq!(v.drop_stable("meters").unwrap(), 3);
+    assert!(v.stable_tables("meters").is_none());
+    assert_eq!(v.stable_tables("other").unwrap().len(), 2);
+}

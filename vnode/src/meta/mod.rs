@@ -9,6 +9,7 @@
 
 use crate::codec::{DResult, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tidal_common::{StableSchema, TableMeta, TableUid, Value};
 
@@ -29,7 +30,15 @@ pub struct Meta {
     /// index the first time a query filters on it by equality. Every index is kept exactly in
     /// step with `tables`.
     tag_index: HashMap<(String, usize), HashMap<TagKey, TagSet>>,
+    /// Per STABLE, a number that changes with every change to its schema or its subtables
+    /// (taken from one process-wide counter, so that it never repeats, even across a catalog
+    /// rebuilt from disk): a [`tidal_common::StableTables`] built at one version is current
+    /// while the version is unchanged.
+    versions: HashMap<String, u64>,
 }
+
+/// Source of [`Meta`]'s STABLE versions.
+static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
 
 /// The subtables with one tag value, by name.
 type TagSet = BTreeMap<String, Arc<TableMeta>>;
@@ -72,8 +81,30 @@ impl Meta {
             Some(old) if old.version >= s.version => {}
             _ => {
                 self.stables.insert(s.name.clone(), s.clone());
+                self.bump(&s.name);
             }
         }
+    }
+
+    /// Forgets STABLE `stable` (its subtables must be removed first).
+    pub fn remove_stable(&mut self, stable: &str) {
+        self.stables.remove(stable);
+        self.bump(stable);
+    }
+
+    fn bump(&mut self, stable: &str) {
+        let v = NEXT_VERSION.fetch_add(1, Ordering::Relaxed);
+        match self.versions.get_mut(stable) {
+            Some(old) => *old = v,
+            None => {
+                self.versions.insert(stable.to_string(), v);
+            }
+        }
+    }
+
+    /// The version of `stable`'s schema and subtables (see `versions`); 0 for one never seen.
+    pub fn version(&self, stable: &str) -> u64 {
+        self.versions.get(stable).copied().unwrap_or(0)
     }
 
     /// Whether `s` would change the stored schemas.
@@ -87,6 +118,7 @@ impl Meta {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
         self.remove_table(&t.name);
         let t = Arc::new(t);
+        self.bump(&t.stable);
         self.by_uid.insert(t.uid, t.clone());
         self.by_name.insert(t.name.clone(), t.clone());
         self.tag_index.entry((t.stable.clone(), 0)).or_default();
@@ -102,6 +134,7 @@ impl Meta {
 
     pub fn remove_table(&mut self, name: &str) -> Option<Arc<TableMeta>> {
         let t = self.tables.remove(name)?;
+        self.bump(&t.stable);
         self.by_uid.remove(&t.uid);
         self.by_name.remove(name);
         for ((stable, k), idx) in self.tag_index.iter_mut() {
