@@ -235,6 +235,8 @@ pub const TBNAME_TYPE: DataType = DataType::VarChar(192);
 /// schema, identified by `version`.
 #[derive(Debug)]
 pub struct StableTables {
+    /// The STABLE's name.
+    pub stable: String,
     pub version: u64,
     pub metas: Vec<Arc<TableMeta>>,
     pub uids: Vec<TableUid>,
@@ -270,6 +272,7 @@ impl StableTables {
         }
         let eq_index = tags.iter().map(|_| OnceLock::new()).collect();
         StableTables {
+            stable: schema.name.clone(),
             version,
             metas,
             uids,

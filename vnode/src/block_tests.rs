@@ -275,3 +275,40 @@ fn a_bad_block_fails_the_whole_batch() {
     let v = open(d.path(), range);
     assert_eq!(dump(&v).len(), 1);
 }
+
+#[test]
+fn combined_stats_keep_only_what_both_blocks_know() {
+    let s = |count, nulls, min, max| ColStats {
+        count,
+        nulls,
+        min,
+        max,
+        sum: SmaVal::Int(1),
+    };
+    let a = s(3, 1, SmaVal::Float(-1.0), SmaVal::Float(5.0));
+    let b = s(2, 0, SmaVal::Float(0.5), SmaVal::Float(9.0));
+    let c = a.combine(&b).unwrap();
+    assert_eq!((c.count, c.nulls), (5, 1));
+    assert_eq!(
+        (c.min, c.max, c.sum),
+        (SmaVal::Float(-1.0), SmaVal::Float(9.0), SmaVal::None)
+    );
+    // A block without values adds its NULLs and nothing else.
+    let empty = ColStats::all_null(4);
+    let c = a.combine(&empty).unwrap();
+    assert_eq!((c.count, c.nulls, c.min, c.max), (3, 5, a.min, a.max));
+    // One block with values but no known minimum: nothing is known of the minimum.
+    let unknown = s(2, 0, SmaVal::None, SmaVal::Float(1.0));
+    assert_eq!(a.combine(&unknown).unwrap().min, SmaVal::None);
+    assert_eq!(a.combine(&unknown).unwrap().max, SmaVal::Float(5.0));
+    let nan = s(1, 0, SmaVal::Float(f64::NAN), SmaVal::Float(f64::NAN));
+    assert_eq!(a.combine(&nan).unwrap().min, SmaVal::None);
+    let ints = s(1, 0, SmaVal::Int(-3), SmaVal::Int(7));
+    let c = ints
+        .combine(&s(1, 0, SmaVal::Int(2), SmaVal::Int(10)))
+        .unwrap();
+    assert_eq!((c.min, c.max), (SmaVal::Int(-3), SmaVal::Int(10)));
+    assert!(s(u32::MAX, 0, SmaVal::None, SmaVal::None)
+        .combine(&ints)
+        .is_none());
+}

@@ -322,6 +322,11 @@ fn random_writes_flushes_merges_and_restarts_match_a_model() {
     }
     let pruned = PRUNED_BLOCKS.load(std::sync::atomic::Ordering::Relaxed);
     assert!(pruned > 10, "filtered scans left out only {pruned} blocks");
+    let whole = crate::tsdb::WHOLE_DATA_SETS_PRUNED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        whole > 0,
+        "no scan of many subtables left out a whole data set"
+    );
 }
 
 #[test]

@@ -1371,6 +1371,22 @@ impl VnodeCore {
     ) -> Result<(Vec<usize>, Vec<Column>), VnodeError> {
         let mut counts = Vec::with_capacity(uids.len());
         let mut out: Vec<Column> = Vec::new();
+        // With a filter: when every subtable is one STABLE's, its statistics per data set
+        // can rule out a whole window at once.
+        let group = match (may_match, uids.first()) {
+            (Some(_), Some(first)) => {
+                let stable = self
+                    .state
+                    .read()
+                    .meta
+                    .table_by_uid(*first)
+                    .map(|t| t.stable.clone());
+                stable
+                    .and_then(|s| self.stable_tables(&s))
+                    .filter(|st| uids.iter().all(|u| st.position(*u).is_some()))
+            }
+            _ => None,
+        };
         for part in uids.chunks(SCAN_MANY_LOCK_TABLES) {
             let mut wanted: Option<Vec<(usize, DataType)>> = None;
             let (files, mems) = {
@@ -1412,14 +1428,19 @@ impl VnodeCore {
                     .collect();
             }
             let skipped = match may_match {
-                Some(m) => {
-                    files.pruned_blocks(part, ts_min, ts_max, self.window_units, stat_columns, m)?
-                }
+                Some(m) => files.pruned_blocks(
+                    part,
+                    (ts_min, ts_max),
+                    self.window_units,
+                    stat_columns,
+                    m,
+                    group.as_ref().map(|g| (g.stable.as_str(), &g.uids[..])),
+                )?,
                 None => tsdb::PrunedBlocks::default(),
             };
             let skip =
                 |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
-                    Ok(skipped.contains(&(std::ptr::from_ref(d) as usize, e.sma_off)))
+                    Ok(tsdb::is_pruned(&skipped, d, e))
                 };
             for (uid, (frozen, mem)) in part.iter().zip(mems) {
                 let runs = files.runs_skipping(

@@ -236,6 +236,39 @@ impl ColStats {
         }
     }
 
+    /// The statistics of two blocks' values together; `None` when the counts overflow. A
+    /// minimum (maximum) is kept only when both blocks that have values have one of the same
+    /// kind (otherwise nothing is known of it); the sum is not kept.
+    pub fn combine(&self, o: &ColStats) -> Option<ColStats> {
+        fn pick(a: SmaVal, b: SmaVal, a_has: bool, b_has: bool, lower: bool) -> SmaVal {
+            match (a_has, b_has) {
+                (false, false) => SmaVal::None,
+                (true, false) => a,
+                (false, true) => b,
+                (true, true) => match (a, b) {
+                    (SmaVal::Int(x), SmaVal::Int(y)) => {
+                        SmaVal::Int(if lower { x.min(y) } else { x.max(y) })
+                    }
+                    (SmaVal::UInt(x), SmaVal::UInt(y)) => {
+                        SmaVal::UInt(if lower { x.min(y) } else { x.max(y) })
+                    }
+                    (SmaVal::Float(x), SmaVal::Float(y)) if !x.is_nan() && !y.is_nan() => {
+                        SmaVal::Float(if lower { x.min(y) } else { x.max(y) })
+                    }
+                    _ => SmaVal::None,
+                },
+            }
+        }
+        let (a_has, b_has) = (self.count > 0, o.count > 0);
+        Some(ColStats {
+            count: self.count.checked_add(o.count)?,
+            nulls: self.nulls.checked_add(o.nulls)?,
+            min: pick(self.min, o.min, a_has, b_has, true),
+            max: pick(self.max, o.max, a_has, b_has, false),
+            sum: SmaVal::None,
+        })
+    }
+
     /// The statistics of `columns` (STABLE column indices) out of a block's SMA `all`, for a
     /// block of `rows` rows: a column the block predates is all NULL.
     pub fn project(all: &[ColStats], columns: &[usize], rows: u32) -> Vec<ColStats> {

@@ -14,7 +14,7 @@
 use crate::block::{self, BlockLoc, ColStats, ColumnCodec};
 use crate::error::{Result, VnodeError};
 use crate::fsutil::{self, FileRef};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -64,7 +64,27 @@ pub struct DataSet {
     head: FileRef,
     pub head_bytes: u64,
     index: BTreeMap<TableUid, Vec<BlockEntry>>,
+    /// Statistics over every block of a set of subtables (one STABLE's), by (its key,
+    /// columns): see [`DataSet::group_stats`]. The data set never changes, so neither do
+    /// they; bounded by [`GROUP_STATS_MAX`].
+    group_stats: parking_lot::Mutex<GroupStatsCache>,
 }
+
+/// [`DataSet::group_stats`] by (STABLE, columns).
+type GroupStatsCache = HashMap<(String, Vec<usize>), Option<GroupStats>>;
+
+/// A set of subtables' statistics over all their blocks in one data set: rows, and per
+/// column what [`ColStats`] says of one block (a minimum or maximum only where every block
+/// with values has one; sums are not kept).
+#[derive(Clone, Debug)]
+pub struct GroupStats {
+    pub rows: u32,
+    pub cols: Vec<ColStats>,
+}
+
+/// Most entries of one data set's [`DataSet::group_stats`] cache (STABLEs x column sets
+/// filtered on); past it the cache starts over.
+pub const GROUP_STATS_MAX: usize = 64;
 
 use crate::block::{corrupt, u32_at, u64_at};
 
@@ -257,7 +277,64 @@ impl DataSet {
             head,
             head_bytes,
             index,
+            group_stats: parking_lot::Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The statistics of `columns` over every block of `uids` (the subtables of the STABLE
+    /// named by `key`: the caller passes all of them, so that one computation serves every
+    /// query on that STABLE), computed from the SMA records on first use and then kept.
+    /// `None` when they cannot be summed up (more than `u32::MAX` rows).
+    pub fn group_stats(
+        &self,
+        key: &str,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<Option<GroupStats>> {
+        let k = (key.to_string(), columns.to_vec());
+        if let Some(g) = self.group_stats.lock().get(&k) {
+            return Ok(g.clone());
+        }
+        let entries: Vec<&BlockEntry> = uids.iter().flat_map(|u| self.blocks(*u)).collect();
+        let smas = self.read_smas(&entries)?;
+        let mut rows: u32 = 0;
+        let mut acc: Vec<Option<ColStats>> = vec![None; columns.len()];
+        let mut fits = true;
+        for (e, all) in entries.iter().zip(&smas) {
+            let Some(r) = rows.checked_add(e.loc.rows) else {
+                fits = false;
+                break;
+            };
+            rows = r;
+            for (a, s) in acc
+                .iter_mut()
+                .zip(ColStats::project(all, columns, e.loc.rows))
+            {
+                *a = Some(match a.take() {
+                    None => s,
+                    Some(t) => match t.combine(&s) {
+                        Some(c) => c,
+                        None => {
+                            fits = false;
+                            break;
+                        }
+                    },
+                });
+            }
+        }
+        let g = fits.then(|| GroupStats {
+            rows,
+            cols: acc
+                .into_iter()
+                .map(|a| a.unwrap_or(ColStats::all_null(0)))
+                .collect(),
+        });
+        let mut cache = self.group_stats.lock();
+        if cache.len() >= GROUP_STATS_MAX {
+            cache.clear();
+        }
+        cache.insert(k, g.clone());
+        Ok(g)
     }
 
     pub fn blocks(&self, uid: TableUid) -> &[BlockEntry] {

@@ -51,6 +51,20 @@ pub fn window_bounds(fid: i64, window_units: i64) -> (i64, i64) {
 /// Data blocks left out of a scan: (the address of their data set, their SMA offset).
 pub type PrunedBlocks = HashSet<(usize, u64), foldhash::fast::RandomState>;
 
+/// The `sma_off` under which [`PrunedBlocks`] marks a whole data set as left out.
+const WHOLE_DATA_SET: u64 = u64::MAX;
+
+/// Data sets [`FileSet::pruned_blocks`] left out whole (the model test asserts some were).
+#[cfg(test)]
+pub static WHOLE_DATA_SETS_PRUNED: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// Whether `p` leaves out block `e` of data set `d`.
+pub fn is_pruned(p: &PrunedBlocks, d: &DataSet, e: &BlockEntry) -> bool {
+    let addr = std::ptr::from_ref(d) as usize;
+    p.contains(&(addr, WHOLE_DATA_SET)) || p.contains(&(addr, e.sma_off))
+}
+
 /// Says whether a data block (of the given data set) can be left out of a scan.
 pub type SkipBlock<'a> = dyn Fn(&DataSet, &BlockEntry) -> Result<bool> + 'a;
 
@@ -176,11 +190,11 @@ impl FileSet {
     pub fn pruned_blocks(
         &self,
         uids: &[TableUid],
-        lo: i64,
-        hi: i64,
+        (lo, hi): (i64, i64),
         window_units: i64,
         stat_columns: &[usize],
         may_match: &crate::MayMatch<'_>,
+        stable: Option<(&str, &[TableUid])>,
     ) -> Result<PrunedBlocks> {
         let mut out = PrunedBlocks::default();
         if lo > hi {
@@ -190,6 +204,19 @@ impl FileSet {
         for (_, w) in self.windows.range(flo..=fhi) {
             // A damaged window fails the scan that reads it (see `runs`).
             let Some(d) = &w.data else { continue };
+            // `uids` all belong to `stable`: when no block of the whole STABLE in this data
+            // set can match, none of theirs can (one check for the window instead of one per
+            // block; a filter no truck passes in this window costs no SMA reads).
+            if let Some((name, all)) = stable {
+                if let Some(g) = d.group_stats(name, all, stat_columns)? {
+                    if !may_match(g.rows, &g.cols) {
+                        #[cfg(test)]
+                        WHOLE_DATA_SETS_PRUNED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        out.insert((std::ptr::from_ref(d.as_ref()) as usize, WHOLE_DATA_SET));
+                        continue;
+                    }
+                }
+            }
             let entries: Vec<&BlockEntry> = uids
                 .iter()
                 .flat_map(|u| d.blocks(*u))
