@@ -100,6 +100,10 @@ pub struct Results {
     /// Other benchmarks' reports in the charts' folder (docs/bench/*.md), linked at the end.
     #[serde(default)]
     pub other_reports: Vec<String>,
+    /// The last-point benchmark's report (`tidal bench lastrow`, docs/bench/lastrow.md) as it
+    /// was when this report was written: shown in full, its headings one level down.
+    #[serde(default)]
+    pub lastrow_report: Option<String>,
 }
 
 pub fn human_bytes(b: u64) -> String {
@@ -439,6 +443,24 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
             let _ = writeln!(s, "![{c}]({chart_dir}/{c})\n");
         }
     }
+    if let Some(text) = &r.lastrow_report {
+        let _ = writeln!(
+            s,
+            "## Last-point queries at 1,000 to 1,000,000 trucks\n\nFrom [{chart_dir}/lastrow.md]({chart_dir}/lastrow.md) (`tidal bench lastrow`, its own run and command below), included here as it was when this report was written.\n"
+        );
+        for line in text.lines() {
+            if line.starts_with("# ") {
+                // its title: the section heading above stands for it
+                continue;
+            }
+            if line.starts_with('#') {
+                let _ = writeln!(s, "#{line}");
+            } else {
+                let _ = writeln!(s, "{line}");
+            }
+        }
+        let _ = writeln!(s);
+    }
     if !r.other_reports.is_empty() {
         let _ = writeln!(s, "## Other benchmarks\n");
         for f in &r.other_reports {
@@ -523,6 +545,23 @@ mod tests {
         let qcpu = qcpu.split("\n\n").nth(1).unwrap();
         assert!(!qcpu.contains("line protocol"), "{qcpu}");
         assert!(qcpu.contains("| tidal | 3.0 | 2.00× |"), "{qcpu}");
+    }
+
+    /// The last-point report is shown in full under its own section, headings one level down.
+    #[test]
+    fn lastrow_report_is_included() {
+        let r = Results {
+            lastrow_report: Some("# Last-point queries\n\n## 1000 trucks\n\n| a |\n".into()),
+            ..Results::default()
+        };
+        let md = markdown(&r, "bench");
+        assert!(
+            md.contains("## Last-point queries at 1,000 to 1,000,000 trucks"),
+            "{md}"
+        );
+        assert!(!md.contains("\n## Last-point queries\n"), "{md}");
+        assert!(md.contains("\n### 1000 trucks\n\n| a |\n"), "{md}");
+        assert!(!markdown(&Results::default(), "bench").contains("Last-point"));
     }
 
     /// results.json files written before the variant existed still load.

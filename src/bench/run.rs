@@ -340,6 +340,7 @@ fn write_outputs(mut results: Results, out: &Path, chart_dir: &Path) -> Result<(
             v
         })
         .unwrap_or_default();
+    results.lastrow_report = std::fs::read_to_string(chart_dir.join("lastrow.md")).ok();
     let json = serde_json::to_string_pretty(&results)?;
     let json_path = chart_dir.join("results.json");
     std::fs::write(&json_path, json)
