@@ -667,24 +667,7 @@ fn multi_table_layout(
     let tag = |i: usize, t: DataType| {
         let mut col = Column::empty(t, n);
         for m in metas {
-            let v = m.tags.get(i).unwrap_or(&Value::Null);
-            // The common case (the value has the tag's type) pushes directly; anything else
-            // is converted as for a single subtable.
-            let direct = matches!(
-                (t.physical(), v),
-                (_, Value::Null)
-                    | (PhysicalType::Bool, Value::Bool(_))
-                    | (PhysicalType::Int, Value::Int(_))
-                    | (PhysicalType::UInt, Value::UInt(_))
-                    | (PhysicalType::Float, Value::Float(_))
-                    | (PhysicalType::Str, Value::Str(_))
-                    | (PhysicalType::Timestamp, Value::Timestamp(_))
-            );
-            if direct {
-                col.push(v);
-            } else {
-                col.extend(&broadcast(v, t, 1));
-            }
+            col.push_tag(t, m.tags.get(i).unwrap_or(&Value::Null));
         }
         col
     };
