@@ -14,6 +14,7 @@ pub mod schemaless;
 mod show;
 pub mod stream;
 mod users;
+pub mod write_merge;
 
 use catalog::Snapshot;
 use std::collections::HashMap;

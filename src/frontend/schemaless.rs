@@ -28,9 +28,11 @@
 //!   nothing, wherever the second would change a schema.
 //! - A block holds each subtable's rows together, in line order (one run per subtable).
 
+use super::write_merge::WriteMerger;
 use super::{ExecError, ExecResult};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use tidal_client::{Client, RouteTable};
 use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
@@ -117,10 +119,49 @@ impl Default for SchemalessOptions {
     }
 }
 
-/// The schemaless write path; cheap to clone (shares the client).
+/// The schemaless write path; cheap to clone (shares the client and the merging writer).
 #[derive(Clone)]
 pub struct Schemaless {
     client: Client,
+    /// Concurrent bodies of one caller share write RPCs per vgroup (see `write_merge`).
+    merger: WriteMerger,
+    known: Arc<KnownSubtables>,
+}
+
+/// Most subtables [`KnownSubtables`] remembers; when full it starts over (16 bytes each).
+pub const KNOWN_SUBTABLES_MAX: usize = 1 << 20;
+
+/// Subtables this frontend has written (so they existed then), per user and database: a
+/// later body leaves their tags out, sparing the conversion, the wire and the data node's
+/// check of the tags (TDengine ignores the tags of a write to an existing subtable anyway).
+/// A subtable dropped since makes the write fail with `TableNotFound`; the body is then
+/// written again with every tag and the set starts over. Keyed by a 128-bit hash: a false
+/// hit costs only that retry.
+#[derive(Default)]
+struct KnownSubtables {
+    set: parking_lot::Mutex<HashSet<u128, foldhash::fast::RandomState>>,
+}
+
+impl KnownSubtables {
+    fn key(user: &str, db: &str, table: &str) -> u128 {
+        fnv128_lanes([user.as_bytes(), db.as_bytes(), table.as_bytes()])
+    }
+
+    fn contains(&self, user: &str, db: &str, table: &str) -> bool {
+        self.set.lock().contains(&Self::key(user, db, table))
+    }
+
+    fn insert_all(&self, keys: &[u128]) {
+        let mut set = self.set.lock();
+        if set.len() + keys.len() > KNOWN_SUBTABLES_MAX {
+            set.clear();
+        }
+        set.extend(keys.iter().copied());
+    }
+
+    fn clear(&self) {
+        self.set.lock().clear();
+    }
 }
 
 /// What a line needs of its STABLE: the type of each field and the tag keys.
@@ -453,7 +494,11 @@ fn valid_stable_name(name: &str) -> bool {
 
 impl Schemaless {
     pub fn new(client: Client) -> Schemaless {
-        Schemaless { client }
+        Schemaless {
+            merger: WriteMerger::new(client.clone()),
+            known: Arc::default(),
+            client,
+        }
     }
 
     /// Parses `body` and writes its points into `db`. Errors of the whole request (unknown
@@ -464,10 +509,27 @@ impl Schemaless {
         body: &[u8],
         opts: &SchemalessOptions,
     ) -> ExecResult<SchemalessOutcome> {
+        // Whose subtables these are (the user of the forwarded token, verified by the layer
+        // that set it; "" for a frontend writing with its own identity).
+        let user = tidal_client::auth::current_caller()
+            .and_then(|t| tidal_client::auth::unverified_subject(&t))
+            .unwrap_or_default();
+        let mut use_known = true;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.write_once(db, body, opts).await {
+            match self
+                .write_once(db, body, opts, use_known.then_some(user.as_str()))
+                .await
+            {
+                // A subtable written without tags is gone (dropped since): forget what we
+                // knew and write the body again with every tag.
+                Err(e) if e.code == StatusCode::TableNotFound && use_known => {
+                    tracing::debug!(e.message, "schemaless write: a known subtable is gone");
+                    self.known.clear();
+                    use_known = false;
+                    attempt -= 1;
+                }
                 // A vnode knows a newer schema than our cache (another frontend altered the
                 // STABLE): re-read the schemas and convert again. Re-sending rows that some
                 // vgroups already took is harmless: a repeated (table, ts) overwrites.
@@ -485,15 +547,59 @@ impl Schemaless {
         db: &str,
         body: &[u8],
         opts: &SchemalessOptions,
+        user: Option<&str>,
     ) -> ExecResult<SchemalessOutcome> {
-        let p = self.prepare(db, body, opts, &|_| false).await?;
+        let known = |t: &str| user.is_some_and(|u| self.known.contains(u, db, t));
+        let preparing = self.merger.preparing(db);
+        let p = self.prepare(db, body, opts, &known).await?;
         let mut out = p.outcome;
-        if !p.blocks.is_empty() {
-            out.rows = self
-                .client
-                .write_blocks(db, &p.schemas, &p.blocks, &|_| false, None)
-                .await?
-                .rows;
+        if p.blocks.is_empty() {
+            return Ok(out);
+        }
+        // Per vgroup, for the merging writer: the map `prepare` routed with (cached, so the
+        // same one unless it was refreshed meanwhile; the writer re-routes if it is stale).
+        let route = self.client.route(db).await?;
+        let mut groups: BTreeMap<usize, Vec<RowBlock>> = BTreeMap::new();
+        for b in p.blocks {
+            for (vg, part) in b.split_by(|t| route.index_of(db, t)) {
+                groups.entry(vg).or_default().push(part);
+            }
+        }
+        let writes = groups.into_iter().map(|(vg, blocks)| {
+            // The subtables this write creates (or finds): those sent with tags.
+            let fresh: Vec<u128> = match user {
+                Some(u) => blocks
+                    .iter()
+                    .flat_map(|b| {
+                        (0..b.num_tables())
+                            .filter(|&i| b.tags(i).is_some())
+                            .map(move |i| KnownSubtables::key(u, db, b.table(i)))
+                    })
+                    .collect(),
+                None => Vec::new(),
+            };
+            let schemas: Vec<StableSchema> = p
+                .schemas
+                .iter()
+                .filter(|s| blocks.iter().any(|b| b.stable() == s.name))
+                .cloned()
+                .collect();
+            let write = self.merger.write(db, route.clone(), vg, schemas, blocks);
+            async move {
+                let r = write.await;
+                if r.is_ok() {
+                    self.known.insert_all(&fresh);
+                }
+                r
+            }
+        });
+        // Senders stop waiting for this body: its rows are about to be queued (the futures
+        // above queue them in their first poll).
+        drop(preparing);
+        // Every vgroup's write runs to its end (none is left half-sent by an early return);
+        // the first error is the body's.
+        for r in futures::future::join_all(writes).await {
+            out.rows += r?.rows;
         }
         Ok(out)
     }
