@@ -327,6 +327,11 @@ fn random_writes_flushes_merges_and_restarts_match_a_model() {
         whole > 0,
         "no scan of many subtables left out a whole data set"
     );
+    let short = crate::SCAN_MANY_SHORT_CIRCUITS.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        short > 0,
+        "no scan of many subtables was answered without reading a subtable"
+    );
 }
 
 #[test]

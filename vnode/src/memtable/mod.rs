@@ -426,6 +426,11 @@ impl Memtable {
         self.bytes
     }
 
+    /// Whether no subtable has rows here (a dropped subtable's entry is removed).
+    pub fn is_empty(&self) -> bool {
+        self.tables.is_empty()
+    }
+
     /// Inserts validated columns (equal lengths, column 0 = non-null timestamps), in WAL order.
     pub fn insert(&mut self, uid: TableUid, cols: &[Column]) {
         let t = self.tables.entry(uid).or_default();

@@ -233,6 +233,22 @@ impl FileSet {
         Ok(out)
     }
 
+    /// Whether every window overlapping `lo..=hi` has nothing `pruned` does not leave out:
+    /// no STT file, no damage, and a data set (if any) left out whole.
+    pub fn all_pruned(&self, lo: i64, hi: i64, window_units: i64, pruned: &PrunedBlocks) -> bool {
+        if lo > hi {
+            return true;
+        }
+        let (flo, fhi) = (fid_of(lo, window_units), fid_of(hi, window_units));
+        self.windows.range(flo..=fhi).all(|(_, w)| {
+            w.stts.is_empty()
+                && w.damaged.is_none()
+                && w.data.as_ref().is_none_or(|d| {
+                    pruned.contains(&(std::ptr::from_ref(d.as_ref()) as usize, WHOLE_DATA_SET))
+                })
+        })
+    }
+
     /// [`FileSet::runs`], leaving out the data blocks for which `skip` says yes (given the
     /// window's data set and the block). Only data blocks, the oldest level, can be skipped:
     /// a row of one that was later rewritten lives in an STT file or memtable, always read.
