@@ -11,6 +11,7 @@
 //! only, where the semantics agree.
 
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use tidal_common::{Batch, Precision, Value};
 use tidal_tsbs::QueryType;
 
@@ -237,8 +238,11 @@ pub fn compare(q: QueryType, answers: &[(String, Answer)]) -> Option<Check> {
         }
         check.engines.push((engine.clone(), same));
         if !same {
-            let missing: Vec<&Vec<String>> = want.iter().filter(|r| !got.contains(r)).collect();
-            let extra: Vec<&Vec<String>> = got.iter().filter(|r| !want.contains(r)).collect();
+            // Sets: answers run to 100,000s of rows at a million trucks.
+            let (got_set, want_set): (HashSet<&Vec<String>>, HashSet<&Vec<String>>) =
+                (got.iter().collect(), want.iter().collect());
+            let missing: Vec<&Vec<String>> = want.iter().filter(|r| !got_set.contains(r)).collect();
+            let extra: Vec<&Vec<String>> = got.iter().filter(|r| !want_set.contains(r)).collect();
             let mut note = format!(
                 "{engine}: {} rows vs Tidal's {}; {} of Tidal's rows not in {engine}'s, {} of {engine}'s not in Tidal's",
                 got.len(),
