@@ -395,6 +395,26 @@ fn bad_stable_name(measurement: &str) -> String {
     )
 }
 
+/// A line's timestamp in the database precision (`now` when it has none), or why the line is
+/// rejected: a timestamp out of range, or a field named like the timestamp column.
+fn line_ts(line: &Line<'_>, from: Precision, to: Precision, now: i64) -> Result<i64, String> {
+    let ts = match line.timestamp {
+        Some(t) => from.convert(t, to),
+        None => Some(now),
+    };
+    let Some(ts) = ts else {
+        return Err(bad_timestamp(line, from, to));
+    };
+    if let Some(bad) = line
+        .fields
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
+    {
+        return Err(ts_collision(&bad.0));
+    }
+    Ok(ts)
+}
+
 fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
     format!(
         "timestamp {} ({from}) does not fit the database precision {to}",
@@ -702,25 +722,13 @@ impl Schemaless {
                     }
                 }
             };
-            let ts = match line.timestamp {
-                Some(t) => opts.precision.convert(t, db_precision),
-                None => Some(now),
+            let ts = match line_ts(&line, opts.precision, db_precision, now) {
+                Ok(ts) => ts,
+                Err(e) => {
+                    out.reject(line.line_no, e);
+                    continue;
+                }
             };
-            let Some(ts) = ts else {
-                out.reject(
-                    line.line_no,
-                    bad_timestamp(&line, opts.precision, db_precision),
-                );
-                continue;
-            };
-            if let Some(bad) = line
-                .fields
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
-            {
-                out.reject(line.line_no, ts_collision(&bad.0));
-                continue;
-            }
             let st = stables.get_mut(si)?;
             // From here on the slow path would count the line's keys into the schema it
             // needs: a key the schema lacks sends the body there.
@@ -852,25 +860,13 @@ impl Schemaless {
                 out.reject(line.line_no, bad_stable_name(&line.measurement));
                 continue;
             }
-            let ts = match line.timestamp {
-                Some(t) => opts.precision.convert(t, db_precision),
-                None => Some(now),
+            let ts = match line_ts(&line, opts.precision, db_precision, now) {
+                Ok(ts) => ts,
+                Err(e) => {
+                    out.reject(line.line_no, e);
+                    continue;
+                }
             };
-            let Some(ts) = ts else {
-                out.reject(
-                    line.line_no,
-                    bad_timestamp(&line, opts.precision, db_precision),
-                );
-                continue;
-            };
-            if let Some(bad) = line
-                .fields
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(TS_COLUMN))
-            {
-                out.reject(line.line_no, ts_collision(&bad.0));
-                continue;
-            }
             by_stable.entry(stable).or_default().push((line, ts));
         }
         let mut schemas: Vec<StableSchema> = Vec::new();

@@ -104,6 +104,18 @@ fn rows(v: &Vnode, table: &str) -> Vec<(i64, Value, Value, Value)> {
         .collect()
 }
 
+/// Writes one row (`ts`, v = ts as a double, extra = `extra`) to `table` under schema version 2
+/// (which adds the column `extra`).
+fn write_with_schema_2(v: &Vnode, table: &str, ts: i64, extra: i64) {
+    let mut t = tw(table, None, &[(ts, Some(ts as f64), None, None)]);
+    let mut col = Column::empty(DataType::BigInt, 1);
+    col.push(&Value::Int(extra));
+    t.columns.push(col);
+    let mut b = batch(vec![t]);
+    b.schemas = vec![schema(2)];
+    v.write(&b).unwrap();
+}
+
 fn f(x: f64) -> Value {
     Value::Float(x)
 }
@@ -603,13 +615,7 @@ fn newer_schema_in_a_batch_replaces_the_stored_one() {
     )]))
     .unwrap();
     v.flush().unwrap();
-    let mut t = tw("t1", None, &[(2, Some(2.0), None, None)]);
-    let mut extra = Column::empty(DataType::BigInt, 1);
-    extra.push(&Value::Int(42));
-    t.columns.push(extra);
-    let mut b = batch(vec![t]);
-    b.schemas = vec![schema(2)];
-    v.write(&b).unwrap();
+    write_with_schema_2(&v, "t1", 2, 42);
     // An old client with version 1 and 4 columns now mismatches.
     let e = v
         .write(&batch(vec![tw("t1", None, &[(3, None, None, None)])]))
@@ -868,13 +874,7 @@ fn stable_tables_follow_creates_drops_and_schema_changes() {
     assert!(v.last_rows_columns("meters", &[a, x], &[0]).is_err());
 
     // A newer schema (a column added) makes a new snapshot.
-    let mut t = tw("a", None, &[(2, Some(2.0), None, None)]);
-    let mut extra = Column::empty(DataType::BigInt, 1);
-    extra.push(&Value::Int(42));
-    t.columns.push(extra);
-    let mut b = batch(vec![t]);
-    b.schemas = vec![schema(2)];
-    v.write(&b).unwrap();
+    write_with_schema_2(&v, "a", 2, 42);
     let st4 = v.stable_tables("meters").unwrap();
     assert_ne!(st4.version, st3.version);
     assert_eq!(names(&st4), names(&st3));
