@@ -453,6 +453,8 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
                 // its title: the section heading above stands for it
                 continue;
             }
+            // Its links are relative to the charts' folder, one level below this report.
+            let line = line.replace("](../", "](");
             if line.starts_with('#') {
                 let _ = writeln!(s, "#{line}");
             } else {
