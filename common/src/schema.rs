@@ -310,6 +310,19 @@ impl StableTables {
         Some(out)
     }
 
+    /// How many candidates [`StableTables::candidates_eq`] would give, if tag `k`'s index is
+    /// already built; `None` otherwise (or for an unknown tag). Never builds the index, so a
+    /// caller can ask it on a thread that must not wait for a scan of every subtable.
+    pub fn candidates_eq_count_if_indexed(&self, k: usize, values: &[Value]) -> Option<usize> {
+        let index = self.eq_index.get(k)?.get()?;
+        Some(
+            values
+                .iter()
+                .map(|v| index.get(&value_hash(v)).map_or(0, Vec::len))
+                .sum(),
+        )
+    }
+
     pub fn len(&self) -> usize {
         self.metas.len()
     }
@@ -384,7 +397,12 @@ mod stable_tables_tests {
         assert_eq!(st.tags[2].get(2), Value::Int(1));
         assert!(st.tags[0].is_null(1));
         let s = |x: &str| Value::Str(x.into());
+        // Counting never builds an index; once built, it counts what candidates_eq gives.
+        assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), None);
         assert_eq!(st.candidates_eq(0, &[s("a")]), Some(vec![0, 2]));
+        assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), Some(2));
+        assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a"), s("zz")]), Some(2));
+        assert_eq!(st.candidates_eq_count_if_indexed(1, &[Value::Float(0.0)]), None);
         assert_eq!(
             st.candidates_eq(0, &[s("b"), s("a"), s("a")]),
             Some(vec![0, 2, 3])

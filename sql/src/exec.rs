@@ -145,6 +145,13 @@ pub trait ScanSource {
         None
     }
 
+    /// [`ScanSource::stable_tables`] if the snapshot is already built and current; `None`
+    /// otherwise. Must not build one.
+    fn stable_tables_if_current(&self, stable: &str) -> Option<Arc<StableTables>> {
+        let _ = stable;
+        None
+    }
+
     /// The subtables of `stable` whose tag `k` equals one of `values`, from a tag index;
     /// `None` when the source has no index (the caller then filters every subtable).
     fn tables_by_tag(
@@ -295,6 +302,52 @@ fn indexed_tag_values(f: &Fragment) -> Option<(usize, Vec<Value>)> {
     let mut found = Vec::new();
     find(f.tag_filter.as_ref()?, &f.tag_layout, &mut found);
     found.into_iter().min_by_key(|(k, _)| *k)
+}
+
+/// The most subtables a [`is_point_lookup`] fragment reads on one vnode.
+pub const POINT_LOOKUP_TABLES_MAX: usize = 16;
+
+/// Whether `f` is a point lookup on `src`: the last rows of at most
+/// [`POINT_LOOKUP_TABLES_MAX`] subtables (one named table, or a tag equality whose index is
+/// built), with no row filter and no time range. Its work is a few last-row cache lookups, at
+/// worst each table's newest rows, so a server may run it on the thread that received it:
+/// handing it to a blocking pool and back costs more than running it. The answer is decided
+/// from what is already built (the STABLE's snapshot and the tag's index), never by building
+/// it; a fragment that would need either is not a point lookup.
+pub fn is_point_lookup(f: &Fragment, src: &dyn ScanSource) -> bool {
+    let FragmentOp::PartialAgg { keys, aggs } = &f.op else {
+        return false;
+    };
+    if f.filter.is_some()
+        || f.ts_min != i64::MIN
+        || f.ts_max != i64::MAX
+        || latest_mode(f, keys, aggs) != Some(LatestMode::LastRow)
+    {
+        return false;
+    }
+    match &f.target {
+        ScanTarget::Table(_) => true,
+        ScanTarget::Stable(s) => {
+            let Some((k, vals)) = indexed_tag_values(f) else {
+                return false;
+            };
+            let (Some(st), Some(schema)) = (src.stable_tables_if_current(s), src.schema(s)) else {
+                return false;
+            };
+            let Some(t) = schema.tags.get(k).map(|t| t.data_type) else {
+                return false;
+            };
+            let Some(vals) = vals
+                .into_iter()
+                .map(|v| t.coerce(v).ok())
+                .collect::<Option<Vec<Value>>>()
+            else {
+                return false;
+            };
+            st.candidates_eq_count_if_indexed(k, &vals)
+                .is_some_and(|n| n <= POINT_LOOKUP_TABLES_MAX)
+        }
+    }
 }
 
 /// How a fragment can be answered from each subtable's latest rows instead of a scan.

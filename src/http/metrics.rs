@@ -283,6 +283,27 @@ pub fn render(scrape: &Scrape) -> String {
             u8::from(d.result.is_ok())
         );
     }
+    family(
+        &mut out,
+        "tidal_dnode_fragments_total",
+        "counter",
+        "Query fragments the data node ran on one vnode, by thread: `request` for point lookups run where the call arrived, `pool` for the blocking pool.",
+    );
+    for d in &scrape.dnodes {
+        if let Ok(r) = &d.result {
+            for (thread, n) in [
+                ("request", r.fragments_inline),
+                ("pool", r.fragments_pooled),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tidal_dnode_fragments_total{{dnode=\"{}\",endpoint=\"{}\",thread=\"{thread}\"}} {n}",
+                    d.id,
+                    label(&d.addr),
+                );
+            }
+        }
+    }
     let vnodes: Vec<VnodeSample> = scrape
         .dnodes
         .iter()
@@ -453,6 +474,8 @@ mod tests {
                             stats: Some(stats(42)),
                         }],
                         statements: vec![statements("insert", 7, 0, 0)],
+                        fragments_inline: 5,
+                        fragments_pooled: 9,
                     }),
                 },
                 DnodeScrape {
@@ -467,6 +490,10 @@ mod tests {
         let labels = r#"db="i\"ot",vgroup="3",dnode="1""#;
         has(r#"tidal_dnode_up{dnode="1",endpoint="127.0.0.1:7001"} 1"#);
         has(r#"tidal_dnode_up{dnode="2",endpoint="127.0.0.1:7002"} 0"#);
+        has(
+            r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="request"} 5"#,
+        );
+        has(r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="pool"} 9"#);
         has(&format!("tidal_vnode_rows_written_total{{{labels}}} 42"));
         has(&format!(
             "tidal_vnode_wal_fsync_duration_seconds_bucket{{{labels},le=\"0.00005\"}} 2"

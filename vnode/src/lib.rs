@@ -1269,6 +1269,18 @@ impl VnodeCore {
         Some(built)
     }
 
+    /// The snapshot [`Vnode::stable_tables`] would give, if one is built and current; never
+    /// builds one (for callers that must stay cheap).
+    pub fn stable_tables_if_current(&self, stable: &str) -> Option<Arc<StableTables>> {
+        let st = self.state.read();
+        let version = st.meta.version(stable);
+        self.stable_tables
+            .lock()
+            .get(stable)
+            .filter(|t| t.version == version && st.meta.stables.contains_key(stable))
+            .cloned()
+    }
+
     /// All subtables, or those of one STABLE; sorted by name.
     pub fn tables(&self, stable: Option<&str>) -> Vec<Arc<TableMeta>> {
         self.state
