@@ -412,6 +412,43 @@ impl Column {
     }
 }
 
+impl Column {
+    /// [`Column::extend`] taking `other` by value: its strings move instead of being copied,
+    /// and an empty column becomes `other` whole (gathering results moves every row once).
+    pub fn extend_owned(&mut self, other: Column) {
+        let same = std::mem::discriminant(&self.data) == std::mem::discriminant(&other.data);
+        if !same {
+            self.extend(&other);
+            return;
+        }
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        let len = self.len();
+        let other_len = other.len();
+        match (&mut self.data, other.data) {
+            (ColumnData::Str(a), ColumnData::Str(b)) => a.extend(b),
+            (ColumnData::Bool(a), ColumnData::Bool(b)) => a.extend_from_slice(&b),
+            (ColumnData::Int(a), ColumnData::Int(b))
+            | (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a.extend_from_slice(&b),
+            (ColumnData::UInt(a), ColumnData::UInt(b)) => a.extend_from_slice(&b),
+            (ColumnData::Float(a), ColumnData::Float(b)) => a.extend_from_slice(&b),
+            _ => {}
+        }
+        if !other.nulls.is_empty() || !self.nulls.is_empty() {
+            if self.nulls.is_empty() {
+                self.nulls = vec![false; len];
+            }
+            if other.nulls.is_empty() {
+                self.nulls.extend(std::iter::repeat_n(false, other_len));
+            } else {
+                self.nulls.extend_from_slice(&other.nulls);
+            }
+        }
+    }
+}
+
 /// A named, typed output column of a batch.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Field {
@@ -480,6 +517,13 @@ impl Batch {
     pub fn append(&mut self, other: &Batch) {
         for (a, b) in self.columns.iter_mut().zip(other.columns.iter()) {
             a.extend(b);
+        }
+    }
+
+    /// [`Batch::append`] taking `other` by value (see [`Column::extend_owned`]).
+    pub fn append_owned(&mut self, other: Batch) {
+        for (a, b) in self.columns.iter_mut().zip(other.columns) {
+            a.extend_owned(b);
         }
     }
 

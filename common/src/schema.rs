@@ -401,8 +401,14 @@ mod stable_tables_tests {
         assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), None);
         assert_eq!(st.candidates_eq(0, &[s("a")]), Some(vec![0, 2]));
         assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), Some(2));
-        assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a"), s("zz")]), Some(2));
-        assert_eq!(st.candidates_eq_count_if_indexed(1, &[Value::Float(0.0)]), None);
+        assert_eq!(
+            st.candidates_eq_count_if_indexed(0, &[s("a"), s("zz")]),
+            Some(2)
+        );
+        assert_eq!(
+            st.candidates_eq_count_if_indexed(1, &[Value::Float(0.0)]),
+            None
+        );
         assert_eq!(
             st.candidates_eq(0, &[s("b"), s("a"), s("a")]),
             Some(vec![0, 2, 3])

@@ -348,16 +348,31 @@ fn float_key(x: f64) -> u64 {
 fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
     use std::hash::BuildHasher;
     let strings = foldhash::fast::FixedState::with_seed(HASH_SEED);
-    let mut h = vec![HASH_SEED; n];
+    // Leading constants fold into one seed, hashed once rather than once per row (the
+    // partition keys of a subtable's rows usually lead, its window start follows).
+    let lead = if n > 1 {
+        cols.iter().take_while(|c| c.len() == 1).count()
+    } else {
+        0
+    };
+    let seed = match lead {
+        0 => HASH_SEED,
+        _ => hash_keys(&cols[..lead], 1)
+            .first()
+            .copied()
+            .unwrap_or(HASH_SEED),
+    };
+    let mut h = vec![seed; n];
     let mut xs: Vec<u64> = vec![0; n];
-    for c in cols {
-        if n > 1 && c.len() == 1 {
-            let x = hash_keys(&[c], 1).first().copied().unwrap_or(HASH_SEED);
-            for hi in h.iter_mut() {
-                *hi = fmix(hi.rotate_left(23) ^ x);
-            }
-            continue;
-        }
+    for c in &cols[lead..] {
+        // A constant is folded in as its value, exactly as the same column varying would be:
+        // one group's rows may come as constants in one batch and as values in another.
+        let (c, rows) = if n > 1 && c.len() == 1 {
+            (*c, 1)
+        } else {
+            (*c, n)
+        };
+        let xs = &mut xs[..rows];
         match &c.data {
             ColumnData::Int(v) | ColumnData::Timestamp(v) => {
                 for (x, y) in xs.iter_mut().zip(v) {
@@ -377,8 +392,15 @@ fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
                 *x = NULL_KEY;
             }
         }
-        for (hi, x) in h.iter_mut().zip(&xs) {
-            *hi = fmix(hi.rotate_left(23) ^ *x);
+        if rows == 1 && n > 1 {
+            let x = xs[0];
+            for hi in h.iter_mut() {
+                *hi = fmix(hi.rotate_left(23) ^ x);
+            }
+        } else {
+            for (hi, x) in h.iter_mut().zip(xs.iter()) {
+                *hi = fmix(hi.rotate_left(23) ^ *x);
+            }
         }
     }
     h
@@ -1318,6 +1340,61 @@ mod tests {
                 .unwrap_or(Ordering::Equal)
         });
         rows
+    }
+
+    #[test]
+    fn a_constant_key_hashes_as_the_same_column_of_values() {
+        // Constants (one row standing for n) lead, trail or sit between varying keys, with
+        // NULLs: each row's hash equals that of the keys given row by row, so one group's
+        // rows meet whether a batch brings its tags as constants or as values.
+        let s = |x: &str| Column::new(ColumnData::Str(vec![x.to_string()]));
+        let mut null_int = Column::new(ColumnData::Int(vec![0]));
+        null_int.nulls = vec![true];
+        let consts = [
+            s("fleet"),
+            null_int,
+            Column::new(ColumnData::Float(vec![-0.0])),
+        ];
+        let ts = Column::new(ColumnData::Timestamp(vec![5, 5, 6, 7]));
+        let n = 4;
+        let broadcast = |c: &Column| {
+            let mut out = Column::empty(
+                match &c.data {
+                    ColumnData::Str(_) => DataType::VarChar(8),
+                    ColumnData::Int(_) => DataType::BigInt,
+                    _ => DataType::Double,
+                },
+                n,
+            );
+            for _ in 0..n {
+                out.push(&c.get(0));
+            }
+            out
+        };
+        let full: Vec<Column> = consts.iter().map(broadcast).collect();
+        for order in [[0, 1, 2, 3], [3, 0, 1, 2], [0, 3, 1, 2], [1, 2, 3, 0]] {
+            let pick = |k: usize, constant: bool| -> &Column {
+                match (k, constant) {
+                    (3, _) => &ts,
+                    (k, true) => &consts[k],
+                    (k, false) => &full[k],
+                }
+            };
+            let as_consts: Vec<&Column> = order.iter().map(|k| pick(*k, true)).collect();
+            let as_values: Vec<&Column> = order.iter().map(|k| pick(*k, false)).collect();
+            assert_eq!(
+                hash_keys(&as_consts, n),
+                hash_keys(&as_values, n),
+                "{order:?}"
+            );
+            let rows: Vec<u64> = (0..n)
+                .map(|i| {
+                    let one: Vec<Column> = as_values.iter().map(|c| c.take(&[i])).collect();
+                    hash_keys(&one.iter().collect::<Vec<_>>(), 1)[0]
+                })
+                .collect();
+            assert_eq!(hash_keys(&as_consts, n), rows, "{order:?} row by row");
+        }
     }
 
     #[test]

@@ -1222,7 +1222,7 @@ pub fn execute_fragment_with(
     let mut held = budget.reserve(0, "the fragment result")?;
     execute_fragment_stream(f, src, cancelled, budget, &mut |b| {
         held.resize(held.bytes() + batch_bytes(&b), "the fragment result")?;
-        all.append(&b);
+        all.append_owned(b);
         Ok(())
     })?;
     Ok(all)
@@ -2116,7 +2116,7 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
                         fields.len()
                     )));
                 }
-                out.append(&b);
+                out.append_owned(b);
             }
             Ok(out)
         }
@@ -2303,6 +2303,97 @@ const SORT_ROW_OVERHEAD_BYTES: u64 = 8 + 24;
 
 /// `b` sorted by `keys` (column, ascending), ties broken by the whole row so that the order
 /// never depends on the order in which vnode results arrived (row functions and LIMIT see it).
+/// Rows `x` and `y` of one column in [`Value::total_cmp`]'s order (NULL first), compared in
+/// place: a sort makes O(n log n) of these, and building `Value`s for them (a string copy
+/// each) cost more than the sort itself.
+fn cmp_rows(c: &Column, x: usize, y: usize) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (c.is_null(x), c.is_null(y)) {
+        (true, true) => return Ordering::Equal,
+        (true, false) => return Ordering::Less,
+        (false, true) => return Ordering::Greater,
+        (false, false) => {}
+    }
+    fn at<T: Ord + Copy>(d: &[T], x: usize, y: usize) -> Ordering {
+        match (d.get(x), d.get(y)) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        }
+    }
+    match &c.data {
+        ColumnData::Bool(d) => at(d, x, y),
+        ColumnData::Int(d) | ColumnData::Timestamp(d) => at(d, x, y),
+        ColumnData::UInt(d) => at(d, x, y),
+        ColumnData::Float(d) => match (d.get(x), d.get(y)) {
+            (Some(a), Some(b)) => a.total_cmp(b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        },
+        ColumnData::Str(d) => match (d.get(x), d.get(y)) {
+            (Some(a), Some(b)) => a.cmp(b),
+            (a, b) => a.is_some().cmp(&b.is_some()),
+        },
+    }
+}
+
+/// Per row of `c`, a number whose order is [`cmp_rows`]' order: NULL is 0, values count
+/// from 1 (a string by its rank among the column's distinct values). A sort compares these
+/// instead of the values: one integer comparison per key, whatever the type.
+fn order_codes(c: &Column) -> Vec<u128> {
+    let n = c.len();
+    let mut codes: Vec<u128> = match &c.data {
+        ColumnData::Bool(d) => d.iter().map(|v| u128::from(*v) + 1).collect(),
+        ColumnData::Int(d) | ColumnData::Timestamp(d) => d
+            .iter()
+            .map(|v| u128::from((*v as u64) ^ (1 << 63)) + 1)
+            .collect(),
+        ColumnData::UInt(d) => d.iter().map(|v| u128::from(*v) + 1).collect(),
+        ColumnData::Float(d) => d
+            .iter()
+            .map(|v| {
+                let bits = v.to_bits();
+                // f64::total_cmp's order as an unsigned integer
+                let key = if bits >> 63 == 1 {
+                    !bits
+                } else {
+                    bits | (1 << 63)
+                };
+                u128::from(key) + 1
+            })
+            .collect(),
+        ColumnData::Str(d) => {
+            // distinct values numbered in order of appearance, then ranked
+            let mut ids: HashMap<&str, u32> = HashMap::new();
+            let mut values: Vec<&str> = Vec::new();
+            let row_ids: Vec<u32> = d
+                .iter()
+                .map(|v| {
+                    *ids.entry(v.as_str()).or_insert_with(|| {
+                        values.push(v.as_str());
+                        (values.len() - 1) as u32
+                    })
+                })
+                .collect();
+            let mut order: Vec<u32> = (0..values.len() as u32).collect();
+            order.sort_unstable_by(|a, b| values[*a as usize].cmp(values[*b as usize]));
+            let mut rank = vec![0u32; values.len()];
+            for (r, id) in order.iter().enumerate() {
+                rank[*id as usize] = r as u32;
+            }
+            row_ids
+                .iter()
+                .map(|id| u128::from(rank[*id as usize]) + 1)
+                .collect()
+        }
+    };
+    codes.resize(n, 0);
+    for (code, null) in codes.iter_mut().zip(&c.nulls) {
+        if *null {
+            *code = 0;
+        }
+    }
+    codes
+}
+
 pub(crate) fn sort_batch(
     b: Batch,
     keys: &[(usize, bool)],
@@ -2320,29 +2411,21 @@ pub(crate) fn sort_batch(
             })
             .sum::<u64>();
     let _buffer = budget.reserve((n as u64).saturating_mul(per_row), "the sort buffer")?;
-    let kv: Vec<Vec<Value>> = (0..n)
-        .map(|i| {
-            keys.iter()
-                .map(|(c, _)| {
-                    b.columns
-                        .get(*c)
-                        .map(|col| col.get(i))
-                        .unwrap_or(Value::Null)
-                })
-                .collect()
-        })
+    let key_codes: Vec<(Vec<u128>, bool)> = keys
+        .iter()
+        .filter_map(|(c, asc)| Some((order_codes(b.columns.get(*c)?), *asc)))
         .collect();
     let mut idx: Vec<usize> = (0..n).collect();
     idx.sort_by(|&x, &y| {
-        for (k, (_, asc)) in keys.iter().enumerate() {
-            let o = kv[x][k].total_cmp(&kv[y][k]);
+        for (codes, asc) in &key_codes {
+            let o = codes[x].cmp(&codes[y]);
             let o = if *asc { o } else { o.reverse() };
             if o != std::cmp::Ordering::Equal {
                 return o;
             }
         }
         for c in &b.columns {
-            let o = c.get(x).total_cmp(&c.get(y));
+            let o = cmp_rows(c, x, y);
             if o != std::cmp::Ordering::Equal {
                 return o;
             }
@@ -2350,6 +2433,79 @@ pub(crate) fn sort_batch(
         std::cmp::Ordering::Equal
     });
     Ok(b.take(&idx))
+}
+
+#[cfg(test)]
+mod order_code_tests {
+    use super::*;
+
+    #[test]
+    fn order_codes_order_rows_as_cmp_rows_does() {
+        let mut x: u64 = 42;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let n = 300;
+        let floats = [
+            f64::NAN,
+            -f64::NAN,
+            -0.0,
+            0.0,
+            1.5,
+            -1.5,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+        ];
+        let ints = [i64::MIN, i64::MIN + 1, -1, 0, 1, i64::MAX - 1, i64::MAX];
+        let strs = [
+            "", "a", "ab", "b", "truck_1", "truck_10", "truck_2", "é", "Z",
+        ];
+        let mut cols = vec![
+            Column::new(ColumnData::Float(
+                (0..n)
+                    .map(|_| floats[next() as usize % floats.len()])
+                    .collect(),
+            )),
+            Column::new(ColumnData::Int(
+                (0..n).map(|_| ints[next() as usize % ints.len()]).collect(),
+            )),
+            Column::new(ColumnData::Timestamp(
+                (0..n).map(|_| ints[next() as usize % ints.len()]).collect(),
+            )),
+            Column::new(ColumnData::UInt(
+                (0..n)
+                    .map(|_| [0, 1, u64::MAX][next() as usize % 3])
+                    .collect(),
+            )),
+            Column::new(ColumnData::Bool((0..n).map(|_| next() % 2 == 0).collect())),
+            Column::new(ColumnData::Str(
+                (0..n)
+                    .map(|_| strs[next() as usize % strs.len()].to_string())
+                    .collect(),
+            )),
+        ];
+        for c in cols.iter_mut() {
+            c.nulls = (0..n).map(|_| next() % 7 == 0).collect();
+        }
+        for c in &cols {
+            let codes = order_codes(c);
+            for i in 0..n {
+                for j in 0..n {
+                    assert_eq!(
+                        codes[i].cmp(&codes[j]),
+                        cmp_rows(c, i, j),
+                        "{:?} {:?}",
+                        c.get(i),
+                        c.get(j)
+                    );
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

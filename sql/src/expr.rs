@@ -451,19 +451,51 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
         }
         PExpr::WinStart(a, interval, offset) => {
             let c = eval(a, cols, n)?;
-            let iv = (*interval).max(1);
-            let out: Vec<i64> = (0..n)
-                .map(|i| {
-                    let t = c.get(i).as_i64().unwrap_or(0);
-                    t.saturating_sub(t.saturating_sub(*offset).rem_euclid(iv))
-                })
-                .collect();
+            let out = match &c.data {
+                ColumnData::Int(ts) | ColumnData::Timestamp(ts) => {
+                    window_starts(ts.iter().copied(), *interval, *offset)
+                }
+                _ => window_starts(
+                    (0..n).map(|i| c.get(i).as_i64().unwrap_or(0)),
+                    *interval,
+                    *offset,
+                ),
+            };
             Ok(Column {
                 data: ColumnData::Timestamp(out),
                 nulls: c.nulls.clone(),
             })
         }
     }
+}
+
+/// The start of the `interval` window (shifted by `offset`) of each timestamp. A scan's rows
+/// come in time order, so most share the previous row's window: that one is reused while the
+/// timestamp stays inside it, and the division is paid once per window, not per row.
+fn window_starts(ts: impl Iterator<Item = i64>, interval: i64, offset: i64) -> Vec<i64> {
+    let iv = interval.max(1);
+    let start = |t: i64| t.saturating_sub(t.saturating_sub(offset).rem_euclid(iv));
+    // [lo, hi): the last window computed without saturation (empty at first).
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    ts.map(|t| {
+        if t >= lo && t < hi {
+            return lo;
+        }
+        // Reused only where nothing saturates, for any timestamp of [w, w + iv) (both ends
+        // checked: `t - offset` is monotonic in t): then each of them has window w.
+        let exact = t
+            .checked_sub(offset)
+            .and_then(|d| t.checked_sub(d.rem_euclid(iv)))
+            .and_then(|w| {
+                let end = w.checked_add(iv)?;
+                w.checked_sub(offset)?;
+                (end - 1).checked_sub(offset)?;
+                Some((w, end))
+            });
+        (lo, hi) = exact.unwrap_or((i64::MAX, i64::MIN));
+        start(t)
+    })
+    .collect()
 }
 
 /// Converts a value to the physical type of a column of type `t` (NULL when it cannot be).
@@ -858,4 +890,72 @@ pub fn like(s: &[char], p: &[char]) -> bool {
         pi += 1;
     }
     pi == p.len()
+}
+
+#[cfg(test)]
+mod window_start_tests {
+    use super::window_starts;
+
+    #[test]
+    fn reused_windows_match_the_formula_everywhere() {
+        let formula = |t: i64, iv: i64, off: i64| {
+            let iv = iv.max(1);
+            t.saturating_sub(t.saturating_sub(off).rem_euclid(iv))
+        };
+        let mut ts: Vec<i64> = vec![
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MIN + 599,
+            -1_000_001,
+            -601,
+            -600,
+            -599,
+            -1,
+            0,
+            1,
+            599,
+            600,
+            601,
+            1_451_606_400_000,
+            1_451_606_400_599,
+            1_451_606_400_600,
+            i64::MAX - 600,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        // in order, out of order and repeated, as scans and subqueries give them
+        let mut x: u64 = 99;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ts.push(match x % 3 {
+                0 => (x >> 2) as i64,
+                1 => 1_451_606_400_000 + (x % 100_000) as i64,
+                _ => *ts.last().unwrap_or(&0),
+            });
+        }
+        let mut sorted = ts.clone();
+        sorted.sort_unstable();
+        for (iv, off) in [
+            (600, 0),
+            (600, 17),
+            (600, -17),
+            (1, 0),
+            (0, 0),
+            (7, i64::MIN),
+            (i64::MAX, 3),
+        ] {
+            for input in [&ts, &sorted] {
+                let got = window_starts(input.iter().copied(), iv, off);
+                for (i, t) in input.iter().enumerate() {
+                    assert_eq!(
+                        got[i],
+                        formula(*t, iv, off),
+                        "ts {t} interval {iv} offset {off}"
+                    );
+                }
+            }
+        }
+    }
 }

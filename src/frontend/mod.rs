@@ -949,7 +949,7 @@ impl SqlService {
                         if let Some(b) = p.batch {
                             let b = batch_from_wire(b)?;
                             held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), WHAT)?;
-                            slot.batch.append(&b);
+                            slot.batch.append_owned(b);
                         }
                         if p.end {
                             slot.took = Some(start.elapsed());

@@ -101,7 +101,7 @@ impl Reply {
             // (released first, so that they are never counted twice).
             drop(queued);
             held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), COLLECTED)?;
-            all.append(&b);
+            all.append_owned(b);
         }
         Ok(Outcome::rows(&s.db, all, s.precision))
     }
