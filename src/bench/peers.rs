@@ -466,6 +466,9 @@ where
                 }
             });
         }
+        // The workers hold the only receivers: once they have all stopped (the first error
+        // stops each), a send fails instead of waiting forever for room.
+        drop(rx);
         let mut reader = BufReader::with_capacity(1 << 20, f);
         let mut chunk = Vec::with_capacity(lines * 200);
         let mut n = 0;
@@ -713,6 +716,30 @@ fn psql_session(texts: &[String]) -> QueryRun {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failing peer stops the load with its error: the reader, blocked on a full queue
+    /// when the last worker stops, gives up instead of waiting forever.
+    #[test]
+    fn a_failing_load_ends_with_its_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("lines");
+        let text: String = (0..5_000).map(|i| format!("m v={i}i {i}\n")).collect();
+        std::fs::write(&file, text).expect("write");
+        let sent = std::sync::atomic::AtomicU64::new(0);
+        let r = post_chunks(&file, 10, 2, |_| {
+            sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            Err("peer down".to_string())
+        });
+        assert_eq!(r, Err("peer down".to_string()));
+        assert!(
+            sent.into_inner() <= 2,
+            "each worker stops at its first error"
+        );
+        // and a healthy load sends every line
+        let n = post_chunks(&file, 7, 3, |_| Ok(())).expect("load");
+        assert_eq!(n, 5_000);
+    }
 
     #[test]
     fn names_round_trip() {

@@ -171,7 +171,11 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     if r.small {
         let _ = writeln!(s, "**This is the `--small` smoke configuration** (seconds, for the test suite): its figures say nothing about performance.\n");
     }
-    let _ = writeln!(s, "**Caveat: the figures come from a loaded, shared machine** (load average {} at the start, {} at the end: other builds ran at the same time). Ratios between engines are more telling than absolute numbers; an idle-machine rerun will replace them.\n", r.machine.load_start, r.machine.load_end);
+    let _ = writeln!(
+        s,
+        "{}\n",
+        load_caveat(&r.machine.load_start, &r.machine.load_end)
+    );
     let _ = writeln!(s, "Ratios: every \"vs best peer\" column divides so that a value above 1× means Tidal is better (faster, smaller, less CPU or memory) than the best peer on that figure, below 1× that the best peer is better.\n");
 
     let _ = writeln!(s, "## Machine\n");
@@ -480,6 +484,21 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     s
 }
 
+/// The machine's load over the run: always given, with a warning when the 1-minute load
+/// average was already at 1 or more at the start (another job, or the previous benchmark of
+/// a chain, still running), which slows every engine.
+fn load_caveat(start: &str, end: &str) -> String {
+    let first = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .and_then(|x| x.parse::<f64>().ok())
+    };
+    match first(start) {
+        Some(l) if l >= 1.0 => format!("**Caveat: the machine was not idle at the start** (load average {start} at the start, {end} at the end, over 1, 5 and 15 minutes). Every engine ran under the same conditions, so ratios between engines are more telling than absolute numbers."),
+        _ => format!("Load average {start} at the start, {end} at the end (over 1, 5 and 15 minutes; the run itself is most of it)."),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -564,6 +583,22 @@ mod tests {
         assert!(!md.contains("\n## Last-point queries\n"), "{md}");
         assert!(md.contains("\n### 1000 trucks\n\n| a |\n"), "{md}");
         assert!(!markdown(&Results::default(), "bench").contains("Last-point"));
+    }
+
+    #[test]
+    fn the_load_is_given_and_a_busy_start_is_a_caveat() {
+        let idle = load_caveat("0.12 0.30 0.50", "1.80 1.10 0.70");
+        assert!(
+            idle.starts_with("Load average 0.12 0.30 0.50 at the start"),
+            "{idle}"
+        );
+        assert!(!idle.contains("Caveat"), "{idle}");
+        let busy = load_caveat("1.75 1.77 1.65", "2.13 1.57 1.62");
+        assert!(
+            busy.contains("Caveat") && busy.contains("1.75 1.77 1.65"),
+            "{busy}"
+        );
+        assert!(!load_caveat("", "").contains("Caveat"));
     }
 
     /// results.json files written before the variant existed still load.
