@@ -533,7 +533,7 @@ mod tests {
         let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
         let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
         assert_eq!(types, helps);
-        assert_eq!(types, VNODE_SERIES.len() + 7);
+        assert_eq!(types, VNODE_SERIES.len() + 8);
     }
 
     #[test]
