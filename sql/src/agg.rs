@@ -367,11 +367,7 @@ fn hash_keys(cols: &[&Column], n: usize) -> Vec<u64> {
     for c in &cols[lead..] {
         // A constant is folded in as its value, exactly as the same column varying would be:
         // one group's rows may come as constants in one batch and as values in another.
-        let (c, rows) = if n > 1 && c.len() == 1 {
-            (*c, 1)
-        } else {
-            (*c, n)
-        };
+        let rows = if n > 1 && c.len() == 1 { 1 } else { n };
         let xs = &mut xs[..rows];
         match &c.data {
             ColumnData::Int(v) | ColumnData::Timestamp(v) => {
