@@ -399,14 +399,20 @@ impl Column {
             (ColumnData::Timestamp(a), ColumnData::Timestamp(b)) => a.extend_from_slice(b),
             _ => {}
         }
-        if !other.nulls.is_empty() || !self.nulls.is_empty() {
+        self.extend_nulls(len, &other.nulls, other.len());
+    }
+
+    /// The null flags after `other_len` rows with flags `other_nulls` (empty: none NULL) were
+    /// appended to the first `len` rows; kept empty while no row is NULL.
+    fn extend_nulls(&mut self, len: usize, other_nulls: &[bool], other_len: usize) {
+        if !other_nulls.is_empty() || !self.nulls.is_empty() {
             if self.nulls.is_empty() {
                 self.nulls = vec![false; len];
             }
-            if other.nulls.is_empty() {
-                self.nulls.extend(std::iter::repeat_n(false, other.len()));
+            if other_nulls.is_empty() {
+                self.nulls.extend(std::iter::repeat_n(false, other_len));
             } else {
-                self.nulls.extend_from_slice(&other.nulls);
+                self.nulls.extend_from_slice(other_nulls);
             }
         }
     }
@@ -436,16 +442,7 @@ impl Column {
             (ColumnData::Float(a), ColumnData::Float(b)) => a.extend_from_slice(&b),
             _ => {}
         }
-        if !other.nulls.is_empty() || !self.nulls.is_empty() {
-            if self.nulls.is_empty() {
-                self.nulls = vec![false; len];
-            }
-            if other.nulls.is_empty() {
-                self.nulls.extend(std::iter::repeat_n(false, other_len));
-            } else {
-                self.nulls.extend_from_slice(&other.nulls);
-            }
-        }
+        self.extend_nulls(len, &other.nulls, other_len);
     }
 }
 

@@ -2301,8 +2301,6 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
 /// Bytes the sort holds per row beyond the rows themselves: the index and the key values.
 const SORT_ROW_OVERHEAD_BYTES: u64 = 8 + 24;
 
-/// `b` sorted by `keys` (column, ascending), ties broken by the whole row so that the order
-/// never depends on the order in which vnode results arrived (row functions and LIMIT see it).
 /// Rows `x` and `y` of one column in [`Value::total_cmp`]'s order (NULL first), compared in
 /// place: a sort makes O(n log n) of these, and building `Value`s for them (a string copy
 /// each) cost more than the sort itself.
@@ -2394,6 +2392,8 @@ fn order_codes(c: &Column) -> Vec<u128> {
     codes
 }
 
+/// `b` sorted by `keys` (column, ascending), ties broken by the whole row so that the order
+/// never depends on the order in which vnode results arrived (row functions and LIMIT see it).
 pub(crate) fn sort_batch(
     b: Batch,
     keys: &[(usize, bool)],

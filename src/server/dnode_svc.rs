@@ -696,29 +696,46 @@ fn point_lookups(
             cancel,
             budget,
             &mut |b| {
-                parts.push(Ok(v1::FragmentsPart {
-                    index,
-                    batch: Some(batch_to_wire(&b)),
-                    end: false,
-                    elapsed_us: 0,
-                }));
+                parts.push(Ok(data_part(index, &b)));
                 Ok(())
             },
         );
-        match r {
-            Ok(()) => parts.push(Ok(v1::FragmentsPart {
-                index,
-                batch: None,
-                end: true,
-                elapsed_us: start.elapsed().as_micros() as u64,
-            })),
-            Err(e) => {
-                parts.push(Err(status_error(e.status_code(), e.to_string())));
-                break;
-            }
+        let end = end_part(index, r, start);
+        let failed = end.is_err();
+        parts.push(end);
+        if failed {
+            break;
         }
     }
     parts
+}
+
+/// A batch of vnode `index` in an `ExecFragments` stream.
+fn data_part(index: u32, b: &tidal_common::Batch) -> v1::FragmentsPart {
+    v1::FragmentsPart {
+        index,
+        batch: Some(batch_to_wire(b)),
+        end: false,
+        elapsed_us: 0,
+    }
+}
+
+/// The last part of vnode `index` in an `ExecFragments` stream: its end with the time it
+/// took since `start`, or its error.
+fn end_part(
+    index: u32,
+    r: Result<(), tidal_sql::SqlError>,
+    start: std::time::Instant,
+) -> Result<v1::FragmentsPart, Status> {
+    match r {
+        Ok(()) => Ok(v1::FragmentsPart {
+            index,
+            batch: None,
+            end: true,
+            elapsed_us: start.elapsed().as_micros() as u64,
+        }),
+        Err(e) => Err(status_error(e.status_code(), e.to_string())),
+    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -888,10 +905,10 @@ impl DnodeRpc for DnodeService {
                     .map_err(|e| status_error(e.status_code(), e.to_string()))?;
             return Ok(Response::new(batch_to_wire(&batch)));
         }
+        self.count_fragments(false, 1);
         // This future is dropped when the caller abandons the call (query killed or timed
         // out, coordinator gone, grpc-timeout passed); the blocking executor cannot be
         // aborted, so the guard raises the flag it polls between subtables and blocks.
-        self.count_fragments(false, 1);
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let flag = cancel.0.clone();
         let batch = blocking(move || {
@@ -1008,30 +1025,15 @@ impl DnodeRpc for DnodeService {
                     &flag,
                     &budget,
                     &mut |b| {
-                        let part = v1::FragmentsPart {
-                            index,
-                            batch: Some(batch_to_wire(&b)),
-                            end: false,
-                            elapsed_us: 0,
-                        };
                         // Blocks while the reader is behind; fails once it has gone.
-                        tx.blocking_send(Ok(part)).map_err(|_| {
+                        tx.blocking_send(Ok(data_part(index, &b))).map_err(|_| {
                             tidal_sql::SqlError::Execution(
                                 "fragment cancelled: its reader went away".into(),
                             )
                         })
                     },
                 );
-                let last = match r {
-                    Ok(()) => Ok(v1::FragmentsPart {
-                        index,
-                        batch: None,
-                        end: true,
-                        elapsed_us: start.elapsed().as_micros() as u64,
-                    }),
-                    Err(e) => Err(status_error(e.status_code(), e.to_string())),
-                };
-                let _ = tx.blocking_send(last);
+                let _ = tx.blocking_send(end_part(index, r, start));
             });
         }
         Ok(Response::new(FragmentBatches {
