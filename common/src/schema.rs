@@ -245,7 +245,7 @@ pub struct StableTables {
     /// One column per tag of the schema.
     pub tags: Vec<Column>,
     /// Position of each subtable by uid.
-    positions: HashMap<TableUid, u32, foldhash::fast::FixedState>,
+    positions: UidPositions,
     /// Per tag, built on the first equality lookup: value hash -> positions holding it.
     eq_index: Vec<OnceLock<HashMap<u64, Vec<u32>, foldhash::fast::FixedState>>>,
 }
@@ -261,15 +261,14 @@ impl StableTables {
             .map(|d| Column::empty(d.data_type, n))
             .collect();
         let mut uids = Vec::with_capacity(n);
-        let mut positions = HashMap::with_capacity_and_hasher(n, Default::default());
-        for (i, m) in metas.iter().enumerate() {
+        for m in &metas {
             names.push(&Value::Str(m.name.clone()));
             for (k, (col, def)) in tags.iter_mut().zip(&schema.tags).enumerate() {
                 col.push_tag(def.data_type, m.tags.get(k).unwrap_or(&Value::Null));
             }
             uids.push(m.uid);
-            positions.insert(m.uid, i as u32);
         }
+        let positions = UidPositions::new(&uids);
         let eq_index = tags.iter().map(|_| OnceLock::new()).collect();
         StableTables {
             stable: schema.name.clone(),
@@ -333,7 +332,68 @@ impl StableTables {
 
     /// The position of the subtable with `uid`, if it is one of these.
     pub fn position(&self, uid: TableUid) -> Option<usize> {
-        self.positions.get(&uid).map(|p| *p as usize)
+        self.positions.get(uid)
+    }
+}
+
+/// Subtable uid -> position. A vnode hands out uids from a counter, so one STABLE's uids are
+/// usually compact: then a flat array indexed by uid, where a lookup is one read and nearby
+/// uids share cache lines (LAST_ROW over a fleet asks it for every candidate, and a hash
+/// probe per candidate was a quarter of such a query). Sparse uids (a small STABLE among many
+/// tables) keep a hash map, so memory stays proportional to the subtables.
+#[derive(Debug)]
+enum UidPositions {
+    /// `slots[uid - base]` = position + 1, 0 = not a member.
+    Dense {
+        base: u64,
+        slots: Vec<u32>,
+    },
+    Sparse(HashMap<TableUid, u32, foldhash::fast::FixedState>),
+}
+
+impl UidPositions {
+    /// Array slots allowed per member before the map is used instead.
+    const DENSE_SLOTS_PER_MEMBER: u64 = 4;
+    /// Spans up to this many slots are always dense (16 KiB).
+    const DENSE_SLOTS_MIN: u64 = 4096;
+
+    fn new(uids: &[TableUid]) -> UidPositions {
+        let (Some(lo), Some(hi)) = (
+            uids.iter().map(|u| u.0).min(),
+            uids.iter().map(|u| u.0).max(),
+        ) else {
+            return UidPositions::Sparse(HashMap::default());
+        };
+        let span = hi - lo;
+        let limit = (uids.len() as u64)
+            .saturating_mul(Self::DENSE_SLOTS_PER_MEMBER)
+            .max(Self::DENSE_SLOTS_MIN);
+        // Positions are stored + 1 in a u32: more members than that go to the map too.
+        if span < limit && uids.len() < u32::MAX as usize {
+            let mut slots = vec![0u32; span as usize + 1];
+            for (i, u) in uids.iter().enumerate() {
+                slots[(u.0 - lo) as usize] = i as u32 + 1;
+            }
+            return UidPositions::Dense { base: lo, slots };
+        }
+        let mut map = HashMap::with_capacity_and_hasher(uids.len(), Default::default());
+        for (i, u) in uids.iter().enumerate() {
+            map.insert(*u, i as u32);
+        }
+        UidPositions::Sparse(map)
+    }
+
+    fn get(&self, uid: TableUid) -> Option<usize> {
+        match self {
+            UidPositions::Dense { base, slots } => {
+                let k = usize::try_from(uid.0.checked_sub(*base)?).ok()?;
+                match slots.get(k) {
+                    Some(&p) if p > 0 => Some(p as usize - 1),
+                    _ => None,
+                }
+            }
+            UidPositions::Sparse(map) => map.get(&uid).map(|p| *p as usize),
+        }
     }
 }
 
@@ -419,5 +479,39 @@ mod stable_tables_tests {
         assert_eq!(st.candidates_eq(1, &[Value::Float(3.0)]), Some(vec![2]));
         assert_eq!(st.candidates_eq(2, &[Value::Int(1)]), Some(vec![0, 2]));
         assert_eq!(st.candidates_eq(3, &[Value::Int(1)]), None);
+    }
+
+    #[test]
+    fn uid_positions_dense_or_sparse_find_exactly_the_members() {
+        let cases: Vec<(Vec<u64>, bool)> = vec![
+            (vec![], false),
+            (vec![7], true),
+            // a STABLE's uids interleaved with another's: dense
+            ((0..3000u64).map(|i| 10 + 2 * i).collect(), true),
+            // out of order, as names sort
+            (vec![12, 3, 100, 45, 4, 5], true),
+            // two far apart: a map
+            (vec![1, 1_000_000], false),
+            (vec![5, u64::MAX - 1, u64::MAX], false),
+            ((0..100u64).map(|i| u64::MAX - 3 * i).collect(), true),
+        ];
+        for (uids, dense) in cases {
+            let uids: Vec<TableUid> = uids.into_iter().map(TableUid).collect();
+            let p = UidPositions::new(&uids);
+            assert_eq!(matches!(p, UidPositions::Dense { .. }), dense, "{uids:?}");
+            let model: HashMap<u64, usize> =
+                uids.iter().enumerate().map(|(i, u)| (u.0, i)).collect();
+            let mut probes: Vec<u64> = vec![0, 1, 2, u64::MAX, u64::MAX - 2, 999_999];
+            for u in &uids {
+                probes.extend([u.0, u.0.wrapping_add(1), u.0.wrapping_sub(1)]);
+            }
+            for q in probes {
+                assert_eq!(
+                    p.get(TableUid(q)),
+                    model.get(&q).copied(),
+                    "uid {q} of {uids:?}"
+                );
+            }
+        }
     }
 }

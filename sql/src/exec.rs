@@ -527,12 +527,10 @@ fn latest_matching(
     cancelled: &AtomicBool,
 ) -> Result<(), SqlError> {
     let err = |e: String| SqlError::Execution(format!("LAST_ROW search: {e}"));
-    let filter_reads_tags = f.filter.as_ref().is_some_and(|p| {
-        let mut ins = Vec::new();
-        collect_inputs(p, &mut ins);
-        ins.iter()
-            .any(|i| matches!(f.layout.get(*i), Some(InputCol::Tag(_) | InputCol::Tbname)))
-    });
+    let filter_reads_tags = f
+        .filter
+        .as_ref()
+        .is_some_and(|p| filter_reads_tags(p, &f.layout));
     for group in metas.chunks(LATEST_SEARCH_TABLES) {
         let mut pending: Vec<&TableMeta> = group.to_vec();
         let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
@@ -614,6 +612,14 @@ fn latest_matching(
         }
     }
     Ok(())
+}
+
+/// Whether row filter `pred` reads a tag or tbname (otherwise it can run before they are built).
+fn filter_reads_tags(pred: &PExpr, layout: &[InputCol]) -> bool {
+    let mut ins = Vec::new();
+    collect_inputs(pred, &mut ins);
+    ins.iter()
+        .any(|i| matches!(layout.get(*i), Some(InputCol::Tag(_) | InputCol::Tbname)))
 }
 
 /// One subtable's rows in `lo..=hi`; with a row filter that block statistics can decide,
@@ -1425,20 +1431,33 @@ fn run_fragment(
                     .collect(),
                 None => Vec::new(),
             };
-            let mut by_idx: HashMap<usize, Column> = scan_cols
-                .iter()
-                .copied()
-                .zip(rows.iter().cloned())
-                .collect();
-            let cols = sel.layout(&f.layout, &pos, &schema, &mut by_idx)?;
             let mut ok: Vec<bool> = ts
                 .iter()
                 .map(|t| *t >= f.ts_min && *t <= f.ts_max)
                 .collect();
+            // The tags and tbname of a row are built only once it passes, unless the filter
+            // reads them: a filter that few last rows pass (low-fuel) would otherwise copy
+            // every candidate's tag strings for nothing.
+            let mut full: Option<Vec<Column>> = None;
             if let Some(pred) = &f.filter {
-                let pass = true_rows(&eval(pred, &cols, n)?, n);
+                let mut by_idx: HashMap<usize, Column> = scan_cols
+                    .iter()
+                    .copied()
+                    .zip(rows.iter().cloned())
+                    .collect();
+                let cols = if filter_reads_tags(pred, &f.layout) {
+                    full.insert(sel.layout(&f.layout, &pos, &schema, &mut by_idx)?)
+                } else {
+                    &layout_with(
+                        &f.layout,
+                        &schema,
+                        &mut by_idx,
+                        |_, t| Column::empty(t, 0),
+                        || Column::empty(TBNAME_TYPE, 0),
+                    )?
+                };
                 let mut m = vec![false; n];
-                for i in pass {
+                for i in true_rows(&eval(pred, cols, n)?, n) {
                     m[i] = true;
                 }
                 for (o, p) in ok.iter_mut().zip(m) {
@@ -1446,10 +1465,24 @@ fn run_fragment(
                 }
             }
             let good: Vec<usize> = (0..n).filter(|i| ok[*i]).collect();
-            if good.len() == n {
-                a.update(keys, cols, n)?;
-            } else if !good.is_empty() {
-                let cols = cols.iter().map(|c| c.take(&good)).collect();
+            if !good.is_empty() {
+                let cols = match full {
+                    Some(cols) if good.len() == n => cols,
+                    Some(cols) => cols.iter().map(|c| c.take(&good)).collect(),
+                    None => {
+                        let mut by_idx: HashMap<usize, Column> = if good.len() == n {
+                            scan_cols.iter().copied().zip(rows).collect()
+                        } else {
+                            scan_cols
+                                .iter()
+                                .copied()
+                                .zip(rows.iter().map(|c| c.take(&good)))
+                                .collect()
+                        };
+                        let at: Vec<usize> = good.iter().map(|i| pos[*i]).collect();
+                        sel.layout(&f.layout, &at, &schema, &mut by_idx)?
+                    }
+                };
                 a.update(keys, cols, good.len())?;
             }
             let retry: Vec<&TableMeta> = (0..n)

@@ -599,7 +599,7 @@ impl<'a> TablePlanner<'_, 'a> {
 fn merge_with_memtables(
     mut runs: Vec<Run>,
     frozen: Option<Vec<Column>>,
-    mem: Vec<Column>,
+    mem: Option<Vec<Column>>,
     wanted: &[(usize, DataType)],
 ) -> Vec<Column> {
     if let Some(cols) = frozen {
@@ -608,10 +608,12 @@ fn merge_with_memtables(
             cols,
         });
     }
-    runs.push(Run {
-        prio: u64::MAX,
-        cols: mem,
-    });
+    if let Some(cols) = mem {
+        runs.push(Run {
+            prio: u64::MAX,
+            cols,
+        });
+    }
     merge_runs(runs, || {
         wanted.iter().map(|(_, t)| Column::empty(*t, 0)).collect()
     })
@@ -1367,7 +1369,7 @@ impl VnodeCore {
     ) -> Result<Vec<Column>, VnodeError> {
         let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
         let runs = files.runs(uid, ts_min, ts_max, self.window_units, &wanted)?;
-        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
+        let merged = merge_with_memtables(runs, frozen_run, Some(mem_run), &wanted);
         Ok(merged.into_iter().skip(1).collect())
     }
 
@@ -1441,8 +1443,8 @@ impl VnodeCore {
                     let frozen = st
                         .frozen
                         .as_ref()
-                        .map(|f| f.mem.range_columns(*uid, ts_min, ts_max, w));
-                    mems.push((frozen, st.mem.range_columns(*uid, ts_min, ts_max, w)));
+                        .and_then(|f| f.mem.range_columns_if_any(*uid, ts_min, ts_max, w));
+                    mems.push((frozen, st.mem.range_columns_if_any(*uid, ts_min, ts_max, w)));
                 }
                 let no_mem =
                     st.mem.is_empty() && st.frozen.as_ref().is_none_or(|f| f.mem.is_empty());
@@ -1491,6 +1493,10 @@ impl VnodeCore {
                     &wanted,
                     (!skipped.is_empty()).then_some(&skip as &tsdb::SkipBlock<'_>),
                 )?;
+                if runs.is_empty() && frozen.is_none() && mem.is_none() {
+                    counts.push(0);
+                    continue;
+                }
                 let merged = merge_with_memtables(runs, frozen, mem, &wanted);
                 counts.push(merged.first().map(Column::len).unwrap_or(0));
                 for (o, c) in out.iter_mut().zip(merged.iter().skip(1)) {
@@ -1524,7 +1530,7 @@ impl VnodeCore {
             };
         let runs =
             files.runs_skipping(uid, ts_min, ts_max, self.window_units, &wanted, Some(&skip))?;
-        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
+        let merged = merge_with_memtables(runs, frozen_run, Some(mem_run), &wanted);
         Ok(merged.into_iter().skip(1).collect())
     }
 
@@ -1611,7 +1617,7 @@ impl VnodeCore {
                 }
             }
         }
-        let merged = merge_with_memtables(runs, frozen_run, mem_run, &wanted);
+        let merged = merge_with_memtables(runs, frozen_run, Some(mem_run), &wanted);
         if merged.first().is_some_and(|c| !c.is_empty()) {
             pieces.push(ScanPiece::Rows(merged.into_iter().skip(1).collect()));
         }
@@ -2006,17 +2012,23 @@ impl VnodeCore {
     /// The time windows that hold rows of `uid` (files and memtables), newest first, each as
     /// an inclusive ts range.
     pub fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>> {
-        self.ranges_desc_many(&[uid])
+        let st = self.state.read();
+        st.meta
+            .table_by_uid(uid)
+            .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
+        Ok(self.ranges_desc_locked(&st, &[uid]))
     }
 
-    /// The time windows that hold rows of any of `uids`, newest first (one state lock for all).
+    /// The time windows that hold rows of any of `uids`, newest first (one state lock for
+    /// all). A uid the catalog does not know (a subtable dropped since the caller listed it)
+    /// holds no rows; nothing is looked up per uid beyond the files and memtables, since a
+    /// fleet-wide LAST_ROW search asks this for a hundred thousand subtables.
     pub fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>> {
         let st = self.state.read();
-        for uid in uids {
-            st.meta
-                .table_by_uid(*uid)
-                .ok_or(VnodeError::TableUidNotFound { uid: uid.0 })?;
-        }
+        Ok(self.ranges_desc_locked(&st, uids))
+    }
+
+    fn ranges_desc_locked(&self, st: &State, uids: &[TableUid]) -> Vec<(i64, i64)> {
         let mut fids: Vec<i64> = Vec::new();
         for (fid, w) in &st.files.windows {
             let has = w.damaged.is_some()
@@ -2029,7 +2041,7 @@ impl VnodeCore {
             }
         }
         let mems = [Some(&st.mem), st.frozen.as_ref().map(|f| &f.mem)];
-        for m in mems.into_iter().flatten() {
+        for m in mems.into_iter().flatten().filter(|m| !m.is_empty()) {
             for uid in uids {
                 if let Some((lo, hi)) = m.ts_bounds(*uid) {
                     let (a, b) = (
@@ -2038,7 +2050,7 @@ impl VnodeCore {
                     );
                     if b.saturating_sub(a) > 4096 {
                         // Very sparse memtable rows: one range covers them.
-                        return Ok(vec![(i64::MIN, i64::MAX)]);
+                        return vec![(i64::MIN, i64::MAX)];
                     }
                     fids.extend(a..=b);
                 }
@@ -2046,10 +2058,9 @@ impl VnodeCore {
         }
         fids.sort_unstable_by(|a, b| b.cmp(a));
         fids.dedup();
-        Ok(fids
-            .into_iter()
+        fids.into_iter()
             .map(|f| tsdb::window_bounds(f, self.window_units))
-            .collect())
+            .collect()
     }
 
     /// Computes subtable `uid`'s cache entry from its data (memtables and files); `values` too
@@ -2279,16 +2290,18 @@ impl VnodeCore {
             .filter(|t| t.version == st.meta.version(stable))
             .cloned();
         for (k, uid) in uids.iter().enumerate() {
-            let member = members.as_ref().map(|m| m.position(*uid).is_some());
-            match (member, st.meta.by_uid.get(uid)) {
-                (Some(true), _) => {}
-                (Some(false), None) | (None, None) => continue,
-                (None, Some(t)) if t.stable == stable => {}
-                (_, Some(t)) => {
-                    return Err(VnodeError::InvalidArgument(format!(
-                        "table '{}' belongs to STABLE '{}', not '{stable}'",
-                        t.name, t.stable
-                    )))
+            // The catalog is probed only for a subtable the snapshot does not list: a probe
+            // per candidate missed the cache on every one and was most of a fleet's lookup.
+            if members.as_ref().is_none_or(|m| m.position(*uid).is_none()) {
+                match st.meta.by_uid.get(uid) {
+                    None => continue,
+                    Some(t) if t.stable == stable && members.is_none() => {}
+                    Some(t) => {
+                        return Err(VnodeError::InvalidArgument(format!(
+                            "table '{}' belongs to STABLE '{}', not '{stable}'",
+                            t.name, t.stable
+                        )))
+                    }
                 }
             }
             let hit = if use_cache {

@@ -509,6 +509,20 @@ impl Memtable {
 
     /// The rows of `uid` with `lo <= ts <= hi` as columns `wanted` (column index, type); index
     /// 0 is the ts. Columns a row lacks (written before a column was added) are NULL.
+    /// [`Memtable::range_columns`], or `None` when subtable `uid` has no rows here (no empty
+    /// columns are built: a scan over many subtables asks this of each one).
+    pub fn range_columns_if_any(
+        &self,
+        uid: TableUid,
+        lo: i64,
+        hi: i64,
+        wanted: &[(usize, DataType)],
+    ) -> Option<Vec<Column>> {
+        self.tables
+            .contains_key(&uid)
+            .then(|| self.range_columns(uid, lo, hi, wanted))
+    }
+
     pub fn range_columns(
         &self,
         uid: TableUid,
