@@ -247,7 +247,7 @@ pub struct StableTables {
     /// Position of each subtable by uid.
     positions: UidPositions,
     /// Per tag, built on the first equality lookup: value hash -> positions holding it.
-    eq_index: Vec<OnceLock<HashMap<u64, Vec<u32>, foldhash::fast::FixedState>>>,
+    eq_index: Vec<OnceLock<HashMap<u64, Bucket, foldhash::fast::FixedState>>>,
 }
 
 impl StableTables {
@@ -286,27 +286,47 @@ impl StableTables {
     /// in the tag's type): every one that does, and possibly a few more (values are found by
     /// hash), so the caller still applies its filter. `None` for an unknown tag.
     pub fn candidates_eq(&self, k: usize, values: &[Value]) -> Option<Vec<usize>> {
+        self.candidates_eq_exact(k, values).map(|(c, _)| c)
+    }
+
+    /// [`StableTables::candidates_eq`], and whether the candidates are exactly the subtables
+    /// whose tag `k` equals one of `values` as SQL's `=` says (then a filter need not test
+    /// that equality again): true when no value is NULL or NaN and every bucket looked up
+    /// holds one value, the one asked for.
+    pub fn candidates_eq_exact(&self, k: usize, values: &[Value]) -> Option<(Vec<usize>, bool)> {
         let col = self.tags.get(k)?;
         let index = self.eq_index.get(k)?.get_or_init(|| {
-            let mut idx: HashMap<u64, Vec<u32>, foldhash::fast::FixedState> = HashMap::default();
+            let mut idx: HashMap<u64, Bucket, foldhash::fast::FixedState> = HashMap::default();
             for i in 0..col.len() {
-                idx.entry(value_hash(&col.get(i)))
-                    .or_default()
-                    .push(i as u32);
+                let v = col.get(i);
+                let b = idx.entry(value_hash(&v)).or_insert_with(|| Bucket {
+                    positions: Vec::new(),
+                    uniform: true,
+                });
+                if let (true, Some(first)) = (b.uniform, b.positions.first()) {
+                    b.uniform = index_eq(&col.get(*first as usize), &v);
+                }
+                b.positions.push(i as u32);
             }
             idx
         });
         let mut out: Vec<usize> = Vec::new();
+        let mut exact = true;
         for v in values {
-            if let Some(p) = index.get(&value_hash(v)) {
-                out.extend(p.iter().map(|i| *i as usize));
+            exact &= !v.is_null() && !matches!(v, Value::Float(f) if f.is_nan());
+            if let Some(b) = index.get(&value_hash(v)) {
+                exact &= b.uniform
+                    && b.positions
+                        .first()
+                        .is_some_and(|p| index_eq(&col.get(*p as usize), v));
+                out.extend(b.positions.iter().map(|i| *i as usize));
             }
         }
         if values.len() > 1 {
             out.sort_unstable();
             out.dedup();
         }
-        Some(out)
+        Some((out, exact))
     }
 
     /// How many candidates [`StableTables::candidates_eq`] would give, if tag `k`'s index is
@@ -317,7 +337,7 @@ impl StableTables {
         Some(
             values
                 .iter()
-                .map(|v| index.get(&value_hash(v)).map_or(0, Vec::len))
+                .map(|v| index.get(&value_hash(v)).map_or(0, |b| b.positions.len()))
                 .sum(),
         )
     }
@@ -394,6 +414,22 @@ impl UidPositions {
             }
             UidPositions::Sparse(map) => map.get(&uid).map(|p| *p as usize),
         }
+    }
+}
+
+/// The subtables whose tag values share one hash.
+#[derive(Debug)]
+struct Bucket {
+    positions: Vec<u32>,
+    /// Every position holds the same value ([`index_eq`]): no two values collided here.
+    uniform: bool,
+}
+
+/// Equality as the index sees it: [`value_hash`]'s (-0.0 as 0.0, floats otherwise by bits).
+fn index_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Float(x), Value::Float(y)) => x == y || x.to_bits() == y.to_bits(),
+        _ => a == b,
     }
 }
 
@@ -479,6 +515,14 @@ mod stable_tables_tests {
         assert_eq!(st.candidates_eq(1, &[Value::Float(3.0)]), Some(vec![2]));
         assert_eq!(st.candidates_eq(2, &[Value::Int(1)]), Some(vec![0, 2]));
         assert_eq!(st.candidates_eq(3, &[Value::Int(1)]), None);
+        // Exact: no NULL or NaN asked for, and no bucket shared by two values.
+        let ex = |k: usize, v: &[Value]| st.candidates_eq_exact(k, v);
+        assert_eq!(ex(0, &[s("a")]), Some((vec![0, 2], true)));
+        assert_eq!(ex(0, &[s("b"), s("zz")]), Some((vec![3], true)));
+        assert_eq!(ex(0, &[s("a"), Value::Null]), Some((vec![0, 1, 2], false)));
+        assert_eq!(ex(1, &[Value::Float(-0.0)]), Some((vec![0, 1], true)));
+        assert_eq!(ex(1, &[Value::Float(f64::NAN)]), Some((vec![], false)));
+        assert_eq!(ex(2, &[Value::Int(1)]), Some((vec![0, 2], true)));
     }
 
     #[test]

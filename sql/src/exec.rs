@@ -270,7 +270,12 @@ fn collect_inputs(e: &PExpr, out: &mut Vec<usize>) {
 /// whole filter or as one conjunct of an AND; the first tag is preferred), so the subtables
 /// can come from a tag index.
 fn indexed_tag_values(f: &Fragment) -> Option<(usize, Vec<Value>)> {
-    fn find(e: &PExpr, layout: &[InputCol], out: &mut Vec<(usize, Vec<Value>)>) {
+    indexed_tag_conjunct(f).map(|(k, vals, _)| (k, vals))
+}
+
+/// [`indexed_tag_values`], with the conjunct of the tag filter they come from.
+fn indexed_tag_conjunct(f: &Fragment) -> Option<(usize, Vec<Value>, &PExpr)> {
+    fn find<'a>(e: &'a PExpr, layout: &[InputCol], out: &mut Vec<(usize, Vec<Value>, &'a PExpr)>) {
         let tag_of = |x: &PExpr| match x {
             PExpr::Input(i, _) => match layout.get(*i) {
                 Some(InputCol::Tag(k)) => Some(*k),
@@ -282,14 +287,14 @@ fn indexed_tag_values(f: &Fragment) -> Option<(usize, Vec<Value>)> {
             PExpr::Bin(crate::ast::BinOp::Eq, a, b, _) => match (a.as_ref(), b.as_ref()) {
                 (x, PExpr::Lit(v, _)) | (PExpr::Lit(v, _), x) if !v.is_null() => {
                     if let Some(k) = tag_of(x) {
-                        out.push((k, vec![v.clone()]));
+                        out.push((k, vec![v.clone()], e));
                     }
                 }
                 _ => {}
             },
             PExpr::InList(x, vals, false) => {
                 if let Some(k) = tag_of(x) {
-                    out.push((k, vals.values().to_vec()));
+                    out.push((k, vals.values().to_vec(), e));
                 }
             }
             PExpr::Bin(crate::ast::BinOp::And, a, b, _) => {
@@ -301,7 +306,30 @@ fn indexed_tag_values(f: &Fragment) -> Option<(usize, Vec<Value>)> {
     }
     let mut found = Vec::new();
     find(f.tag_filter.as_ref()?, &f.tag_layout, &mut found);
-    found.into_iter().min_by_key(|(k, _)| *k)
+    found.into_iter().min_by_key(|(k, _, _)| *k)
+}
+
+/// Filter `e` with its conjunct `done` (a node of `e`, reached through ANDs) taken out, as
+/// when that conjunct is known to be true; `None` when nothing is left to test.
+fn without_conjunct(e: &PExpr, done: &PExpr) -> Option<PExpr> {
+    if std::ptr::eq(e, done) {
+        return None;
+    }
+    match e {
+        PExpr::Bin(crate::ast::BinOp::And, a, b, pos) => {
+            match (without_conjunct(a, done), without_conjunct(b, done)) {
+                (None, None) => None,
+                (Some(x), None) | (None, Some(x)) => Some(x),
+                (Some(x), Some(y)) => Some(PExpr::Bin(
+                    crate::ast::BinOp::And,
+                    Box::new(x),
+                    Box::new(y),
+                    *pos,
+                )),
+            }
+        }
+        _ => Some(e.clone()),
+    }
 }
 
 /// The most subtables a [`is_point_lookup`] fragment reads on one vnode.
@@ -780,10 +808,16 @@ impl Selected {
         }
     }
 
-    fn uids(&self) -> Vec<TableUid> {
+    /// The uids of entries `range`.
+    fn uids_in(&self, range: std::ops::Range<usize>) -> Vec<TableUid> {
         match self {
-            Selected::Columnar(st, p) => p.iter().map(|i| st.uids[*i]).collect(),
-            Selected::Metas(m) => m.iter().map(|m| m.uid).collect(),
+            Selected::Columnar(st, p) => p
+                .get(range)
+                .unwrap_or(&[])
+                .iter()
+                .map(|i| st.uids[*i])
+                .collect(),
+            Selected::Metas(m) => m.get(range).unwrap_or(&[]).iter().map(|m| m.uid).collect(),
         }
     }
 
@@ -863,16 +897,34 @@ fn select_tables(f: &Fragment, src: &dyn ScanSource) -> Result<Selected, SqlErro
             true,
         )?));
     };
-    // `tag IN (..)` / `tag = ..`: the snapshot's own index of that tag gives the candidates
-    // (the filter still runs on them).
-    let indexed = indexed_tag_values(f).and_then(|(k, vals)| {
+    // `tag IN (..)` / `tag = ..`: the snapshot's own index of that tag gives the candidates.
+    // The filter still runs on them, without that conjunct when the index says they are
+    // exactly the matches: testing it again reads every candidate's tag value, a cache miss
+    // each (a fifth of a fleet's LAST_ROW).
+    let indexed = indexed_tag_conjunct(f).and_then(|(k, vals, conjunct)| {
         let t = schema.tags.get(k)?.data_type;
-        let vals: Option<Vec<Value>> = vals.into_iter().map(|v| t.coerce(v).ok()).collect();
-        st.candidates_eq(k, &vals?)
+        let coerced: Option<Vec<Value>> = vals.iter().map(|v| t.coerce(v.clone()).ok()).collect();
+        let coerced = coerced?;
+        // a literal the tag's type changed (1.5 for an INT tag) compares as the filter says
+        let unchanged = coerced == vals;
+        let (candidates, exact) = st.candidates_eq_exact(k, &coerced)?;
+        Some((candidates, (exact && unchanged).then_some(conjunct)))
     });
-    let candidates: Vec<usize> = indexed.unwrap_or_else(|| (0..st.len()).collect());
-    let Some(tf) = &f.tag_filter else {
-        return Ok(Selected::Columnar(st, candidates));
+    let (candidates, done) = match indexed {
+        Some((c, done)) => (c, done),
+        None => ((0..st.len()).collect(), None),
+    };
+    let reduced;
+    let tf = match (&f.tag_filter, done) {
+        (None, _) => return Ok(Selected::Columnar(st, candidates)),
+        (Some(tf), None) => tf,
+        (Some(tf), Some(done)) => match without_conjunct(tf, done) {
+            None => return Ok(Selected::Columnar(st, candidates)),
+            Some(rest) => {
+                reduced = rest;
+                &reduced
+            }
+        },
     };
     if let Some(p) = TagPred::compile(tf, &f.tag_layout, &schema) {
         let mut keep = Vec::with_capacity(candidates.len());
@@ -1365,6 +1417,101 @@ fn windows_asc(
     Ok(w)
 }
 
+/// Candidates whose cached last rows are fetched before [`run_fragment`] decides, from how
+/// many of them qualify, whether the rest are worth fetching too (2 in unit tests, whose
+/// vnodes hold a few subtables, so that both ways are taken).
+const LATEST_PROBE_TABLES: usize = if cfg!(test) { 2 } else { 1024 };
+
+/// One step of a fleet's LAST_ROW: the last rows of the candidates `range` of `sel` (from the
+/// storage's last-row cache), those that qualify (time range, row filter) fed to the
+/// aggregation. Gives how many qualified, how many had rows, and the subtables whose last
+/// row did not qualify (to be searched).
+#[allow(clippy::too_many_arguments)]
+fn last_rows_step<'a>(
+    f: &Fragment,
+    src: &dyn ScanSource,
+    stable: &str,
+    sel: &'a Selected,
+    range: std::ops::Range<usize>,
+    scan_cols: &[usize],
+    schema: &StableSchema,
+    keys: &[PExpr],
+    a: &mut BufferedAgg,
+) -> Result<(usize, usize, Vec<&'a TableMeta>), SqlError> {
+    let uids = sel.uids_in(range.clone());
+    let (pos, rows) = src
+        .last_rows_columns(stable, &uids, scan_cols)
+        .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
+    let pos: Vec<usize> = pos.into_iter().map(|p| p + range.start).collect();
+    let n = pos.len();
+    let ts: Vec<i64> = match rows.first() {
+        Some(c) => (0..c.len())
+            .map(|i| c.get(i).as_i64().unwrap_or(i64::MIN))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut ok: Vec<bool> = ts
+        .iter()
+        .map(|t| *t >= f.ts_min && *t <= f.ts_max)
+        .collect();
+    // The tags and tbname of a row are built only once it passes, unless the filter
+    // reads them: a filter that few last rows pass (low-fuel) would otherwise copy
+    // every candidate's tag strings for nothing.
+    let mut full: Option<Vec<Column>> = None;
+    if let Some(pred) = &f.filter {
+        let mut by_idx: HashMap<usize, Column> = scan_cols
+            .iter()
+            .copied()
+            .zip(rows.iter().cloned())
+            .collect();
+        let cols = if filter_reads_tags(pred, &f.layout) {
+            full.insert(sel.layout(&f.layout, &pos, schema, &mut by_idx)?)
+        } else {
+            &layout_with(
+                &f.layout,
+                schema,
+                &mut by_idx,
+                |_, t| Column::empty(t, 0),
+                || Column::empty(TBNAME_TYPE, 0),
+            )?
+        };
+        let mut m = vec![false; n];
+        for i in true_rows(&eval(pred, cols, n)?, n) {
+            m[i] = true;
+        }
+        for (o, p) in ok.iter_mut().zip(m) {
+            *o &= p;
+        }
+    }
+    let good: Vec<usize> = (0..n).filter(|i| ok[*i]).collect();
+    let good_n = good.len();
+    if !good.is_empty() {
+        let cols = match full {
+            Some(cols) if good.len() == n => cols,
+            Some(cols) => cols.iter().map(|c| c.take(&good)).collect(),
+            None => {
+                let mut by_idx: HashMap<usize, Column> = if good.len() == n {
+                    scan_cols.iter().copied().zip(rows).collect()
+                } else {
+                    scan_cols
+                        .iter()
+                        .copied()
+                        .zip(rows.iter().map(|c| c.take(&good)))
+                        .collect()
+                };
+                let at: Vec<usize> = good.iter().map(|i| pos[*i]).collect();
+                sel.layout(&f.layout, &at, schema, &mut by_idx)?
+            }
+        };
+        a.update(keys, cols, good.len())?;
+    }
+    let retry: Vec<&'a TableMeta> = (0..n)
+        .filter(|i| !ok[*i])
+        .filter_map(|j| pos.get(j).and_then(|k| sel.meta(*k)))
+        .collect();
+    Ok((good_n, n, retry))
+}
+
 /// The body of [`execute_fragment_stream`].
 fn run_fragment(
     f: &Fragment,
@@ -1420,75 +1567,38 @@ fn run_fragment(
             let Some(schema) = src.schema(stable) else {
                 return out.send(&a.agg.partial());
             };
-            let uids = sel.uids();
-            let (pos, rows) = src
-                .last_rows_columns(stable, &uids, &scan_cols)
-                .map_err(|e| SqlError::Execution(format!("last rows: {e}")))?;
-            let n = pos.len();
-            let ts: Vec<i64> = match rows.first() {
-                Some(c) => (0..c.len())
-                    .map(|i| c.get(i).as_i64().unwrap_or(i64::MIN))
-                    .collect(),
-                None => Vec::new(),
+            // With a row filter or a time range, the cached last rows may mostly not qualify
+            // (low-fuel: a fuel level few trucks are at right now), and then every candidate
+            // is searched anyway: a first slice of the candidates measures how many qualify,
+            // and when fewer than half do, the rest are searched directly, which costs less
+            // than looking up their last rows first.
+            let all = sel.len();
+            let conditional = f.filter.is_some() || f.ts_min > i64::MIN || f.ts_max < i64::MAX;
+            let probe = if conditional {
+                LATEST_PROBE_TABLES.min(all)
+            } else {
+                all
             };
-            let mut ok: Vec<bool> = ts
-                .iter()
-                .map(|t| *t >= f.ts_min && *t <= f.ts_max)
-                .collect();
-            // The tags and tbname of a row are built only once it passes, unless the filter
-            // reads them: a filter that few last rows pass (low-fuel) would otherwise copy
-            // every candidate's tag strings for nothing.
-            let mut full: Option<Vec<Column>> = None;
-            if let Some(pred) = &f.filter {
-                let mut by_idx: HashMap<usize, Column> = scan_cols
-                    .iter()
-                    .copied()
-                    .zip(rows.iter().cloned())
-                    .collect();
-                let cols = if filter_reads_tags(pred, &f.layout) {
-                    full.insert(sel.layout(&f.layout, &pos, &schema, &mut by_idx)?)
-                } else {
-                    &layout_with(
-                        &f.layout,
+            let (qualified, had_rows, mut retry) =
+                last_rows_step(f, src, stable, sel, 0..probe, &scan_cols, &schema, keys, a)?;
+            if probe < all {
+                if qualified * 2 >= had_rows {
+                    let (_, _, more) = last_rows_step(
+                        f,
+                        src,
+                        stable,
+                        sel,
+                        probe..all,
+                        &scan_cols,
                         &schema,
-                        &mut by_idx,
-                        |_, t| Column::empty(t, 0),
-                        || Column::empty(TBNAME_TYPE, 0),
-                    )?
-                };
-                let mut m = vec![false; n];
-                for i in true_rows(&eval(pred, cols, n)?, n) {
-                    m[i] = true;
-                }
-                for (o, p) in ok.iter_mut().zip(m) {
-                    *o &= p;
+                        keys,
+                        a,
+                    )?;
+                    retry.extend(more);
+                } else {
+                    retry.extend((probe..all).filter_map(|k| sel.meta(k)));
                 }
             }
-            let good: Vec<usize> = (0..n).filter(|i| ok[*i]).collect();
-            if !good.is_empty() {
-                let cols = match full {
-                    Some(cols) if good.len() == n => cols,
-                    Some(cols) => cols.iter().map(|c| c.take(&good)).collect(),
-                    None => {
-                        let mut by_idx: HashMap<usize, Column> = if good.len() == n {
-                            scan_cols.iter().copied().zip(rows).collect()
-                        } else {
-                            scan_cols
-                                .iter()
-                                .copied()
-                                .zip(rows.iter().map(|c| c.take(&good)))
-                                .collect()
-                        };
-                        let at: Vec<usize> = good.iter().map(|i| pos[*i]).collect();
-                        sel.layout(&f.layout, &at, &schema, &mut by_idx)?
-                    }
-                };
-                a.update(keys, cols, good.len())?;
-            }
-            let retry: Vec<&TableMeta> = (0..n)
-                .filter(|i| !ok[*i])
-                .filter_map(|j| pos.get(j).and_then(|k| sel.meta(*k)))
-                .collect();
             latest_matching(
                 f,
                 src,

@@ -627,6 +627,10 @@ pub type MayMatch<'a> = dyn Fn(u32, &[ColStats]) -> bool + 'a;
 #[cfg(test)]
 pub static SCAN_MANY_SHORT_CIRCUITS: AtomicU64 = AtomicU64::new(0);
 
+/// [`VnodeCore::last_rows_columns`] over at most this many subtables moves their cache entries
+/// to the front of the LRU order; a larger read (a fleet) leaves the order as it is.
+const LAST_ROWS_PROMOTE_MAX: usize = 64;
+
 /// Subtables whose memtable rows [`VnodeCore::scan_many`] copies under one state lock (writers
 /// wait for it).
 pub const SCAN_MANY_LOCK_TABLES: usize = 1024;
@@ -2281,6 +2285,8 @@ impl VnodeCore {
         let mut positions = Vec::with_capacity(uids.len());
         let mut misses = Vec::new();
         let use_cache = st.cache.model.last_row;
+        // A few subtables' lookups count as uses; a fleet's read leaves the LRU order alone.
+        let promote = uids.len() <= LAST_ROWS_PROMOTE_MAX;
         // A current snapshot of the STABLE's subtables answers "is this one of them" from a
         // compact map, without reading every subtable's catalog entry.
         let members = self
@@ -2305,7 +2311,7 @@ impl VnodeCore {
                 }
             }
             let hit = if use_cache {
-                st.cache.get_ref(*uid)
+                st.cache.get_ref(*uid, promote)
             } else {
                 None
             };
