@@ -23,6 +23,7 @@
 
 pub mod auth;
 mod error;
+mod one_frame;
 mod route;
 mod session;
 mod stream;
@@ -30,6 +31,7 @@ pub mod writer;
 
 pub use auth::{ConnectOptions, Credentials};
 pub use error::ClientError;
+pub use one_frame::OneFrame;
 pub use route::{RouteTable, VgroupRoute};
 pub use session::{AuthChannel, AuthInterceptor};
 pub use stream::ResultStream;

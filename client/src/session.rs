@@ -9,7 +9,7 @@
 use crate::auth::{
     self, now_ms, Credentials, AUTH_METADATA_KEY, TOKEN_REFRESH_MARGIN_MS, USER_TOKEN_TTL_MS,
 };
-use crate::{Client, ClientError};
+use crate::{Client, ClientError, OneFrame};
 use parking_lot::RwLock;
 use std::sync::Arc;
 use tidal_common::StatusCode;
@@ -18,7 +18,7 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 /// A channel whose calls carry a token.
-pub type AuthChannel = InterceptedService<Channel, AuthInterceptor>;
+pub type AuthChannel = InterceptedService<OneFrame<Channel>, AuthInterceptor>;
 
 /// Puts `authorization: Bearer <token>` on every call of a stub (nothing if it has no token:
 /// the server then refuses the call as unauthenticated).
@@ -123,7 +123,7 @@ impl Client {
     }
 
     pub(crate) fn intercepted(&self, channel: Channel) -> AuthChannel {
-        InterceptedService::new(channel, self.interceptor())
+        InterceptedService::new(OneFrame::new(channel), self.interceptor())
     }
 
     /// Makes sure this client holds a token that is not about to expire, logging in if it
