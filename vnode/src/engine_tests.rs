@@ -672,6 +672,28 @@ fn check_last(v: &Vnode, model: &Model, step: usize) {
 }
 
 #[test]
+fn a_fleet_lookup_counts_each_miss_once() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    for (t, ts) in [("t0", 5), ("t1", 7), ("t2", 9)] {
+        write(&v, t, &[(ts, (Some(1.5), None, Some(3)))]);
+    }
+    let uids: Vec<TableUid> = v.tables(Some("m")).iter().map(|m| m.uid).collect();
+    let (pos, first) = v.last_rows_columns("m", &uids, &[0, 1]).unwrap();
+    assert_eq!(pos, vec![0, 1, 2]);
+    let st = v.stats();
+    assert_eq!(
+        (st.cache_entries, st.cache_hits, st.cache_misses),
+        (3, 0, 3),
+        "{st:?}"
+    );
+    let (_, again) = v.last_rows_columns("m", &uids, &[0, 1]).unwrap();
+    assert_eq!(again, first);
+    let st = v.stats();
+    assert_eq!((st.cache_hits, st.cache_misses), (3, 3), "{st:?}");
+}
+
+#[test]
 fn last_row_and_last_match_a_model_through_writes_drops_restarts_and_evictions() {
     for (seed, model_name) in [(1u64, "both"), (2, "last_row"), (3, "none"), (4, "both")] {
         let mut rng = StdRng::seed_from_u64(seed);

@@ -7,7 +7,8 @@
 //! - a write updates an entry that is present: the row with the greatest ts of the batch
 //!   replaces the cached row when its ts is >= the cached ts (an equal ts is a newer write of
 //!   the same row), and likewise per column for non-NULL values;
-//! - a write never creates an entry (entries are loaded lazily, so the cache stays bounded);
+//! - a write never creates an entry (entries are loaded lazily, so the cache stays bounded,
+//!   and a load into subtables nobody has queried yet pays nothing for the cache);
 //! - dropping a subtable removes its entry; a reopened vnode starts empty.
 
 use lru::LruCache;
@@ -82,9 +83,20 @@ impl Entry {
 
     /// Folds a batch of rows (columns, column 0 = ts) into the entry with the ">= wins" rule.
     pub fn update(&mut self, cols: &[Column]) {
+        let n = cols.first().map(Column::len).unwrap_or(0);
+        self.update_range(cols, 0, n);
+    }
+
+    /// [`Entry::update`] with rows `s..e` of `cols` only (one run of a row block), read in
+    /// place.
+    pub fn update_range(&mut self, cols: &[Column], s: usize, e: usize) {
         let Some(ts_col) = cols.first() else { return };
-        let ts = crate::block::ts_slice(ts_col);
+        let all = crate::block::ts_slice(ts_col);
+        let e = e.min(all.len());
+        let s = s.min(e);
+        let ts = &all[s..e];
         // The batch is in WAL order; for equal ts the later row wins, so scan forwards.
+        // (Indexes below are into `ts`; row i of the batch is row s + i of `cols`.)
         let mut best: Option<usize> = None;
         for (i, t) in ts.iter().enumerate() {
             if best.is_none_or(|b| *t >= ts[b]) {
@@ -93,7 +105,7 @@ impl Entry {
         }
         if let Some(b) = best {
             if self.row.as_ref().is_none_or(|(cts, _)| ts[b] >= *cts) {
-                let mut row: Vec<Value> = cols.iter().map(|c| c.get(b)).collect();
+                let mut row: Vec<Value> = cols.iter().map(|c| c.get(s + b)).collect();
                 if let Some((_, old)) = &self.row {
                     // A batch of an older schema version is narrower: keep the width.
                     while row.len() < old.len() {
@@ -112,14 +124,14 @@ impl Entry {
         for (ci, c) in cols.iter().enumerate().skip(1) {
             let mut best: Option<usize> = None;
             for (i, t) in ts.iter().enumerate() {
-                if !c.is_null(i) && best.is_none_or(|b| *t >= ts[b]) {
+                if !c.is_null(s + i) && best.is_none_or(|b| *t >= ts[b]) {
                     best = Some(i);
                 }
             }
             let cached_ts = self.values[ci].as_ref().map(|(t, _)| *t);
             if let Some(b) = best {
                 if cached_ts.is_none_or(|cts| ts[b] >= cts) {
-                    self.values[ci] = Some((ts[b], c.get(b)));
+                    self.values[ci] = Some((ts[b], c.get(s + b)));
                     continue;
                 }
             }
@@ -128,7 +140,7 @@ impl Entry {
             // and only the data knows it.
             if let Some(cts) = cached_ts {
                 let last_copy = ts.iter().rposition(|t| *t == cts);
-                if last_copy.is_some_and(|i| c.is_null(i)) {
+                if last_copy.is_some_and(|i| c.is_null(s + i)) {
                     self.values_loaded = false;
                     self.values.clear();
                     return;
@@ -188,22 +200,18 @@ impl LastRowCache {
     /// keeps its place in the LRU order: a read of a whole fleet touches every entry, so
     /// moving each to the front would change nothing useful about which are evicted first,
     /// while relinking costs two more cache misses per entry (a third of a fleet's lookup).
+    /// Only a hit is counted: the caller loads a missing entry through [`LastRowCache::get`],
+    /// which counts the miss (counting it here too made every miss count twice).
     pub fn get_ref(&mut self, uid: TableUid, promote: bool) -> Option<&Entry> {
         let found = if promote {
             self.lru.get(&uid)
         } else {
             self.lru.peek(&uid)
         };
-        match found {
-            Some(e) => {
-                self.hits += 1;
-                Some(e)
-            }
-            None => {
-                self.misses += 1;
-                None
-            }
+        if found.is_some() {
+            self.hits += 1;
         }
+        found
     }
 
     pub fn insert(&mut self, uid: TableUid, e: Entry) {
@@ -233,14 +241,15 @@ impl LastRowCache {
         }
     }
 
-    /// [`LastRowCache::on_write`] for rows `s..e` of `cols` (one run of a row block): copies
-    /// the rows only when the subtable has an entry.
+    /// [`LastRowCache::on_write`] for rows `s..e` of `cols` (one run of a row block), read in
+    /// place.
     pub fn on_write_range(&mut self, uid: TableUid, cols: &[Column], s: usize, e: usize) {
-        if !self.lru.contains(&uid) {
-            return;
+        if let Some(entry) = self.lru.peek_mut(&uid) {
+            let before = entry.bytes();
+            entry.update_range(cols, s, e);
+            let after = entry.bytes();
+            self.bytes = self.bytes - before.min(self.bytes) + after;
         }
-        let rows: Vec<Column> = cols.iter().map(|c| c.slice(s, e)).collect();
-        self.on_write(uid, &rows);
     }
 
     pub fn remove(&mut self, uid: TableUid) {
@@ -339,6 +348,39 @@ mod tests {
         c.insert(TableUid(4), entry(4));
         assert!(c.get_ref(TableUid(1), false).is_some());
         assert!(c.get_ref(TableUid(2), false).is_none());
-        assert_eq!((c.hits, c.misses), (3, 2));
+        assert_eq!((c.hits, c.misses), (3, 0));
+    }
+
+    #[test]
+    fn a_range_updates_as_its_slice_does() {
+        // Pseudo-random rows with repeated ts and NULLs; every range of a batch, folded in
+        // place, must give the entry that folding a copy of those rows gives.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for _ in 0..200 {
+            let n = 1 + next(12) as usize;
+            let rows: Vec<(i64, Option<i64>)> = (0..n)
+                .map(|_| (next(6) as i64, (next(3) > 0).then(|| next(100) as i64)))
+                .collect();
+            let cols = batch(&rows);
+            let s = next(n as u64) as usize;
+            let e = s + next((n - s) as u64 + 1) as usize;
+            let start = Entry {
+                row: Some((2, vec![Value::Timestamp(2), Value::Int(-1)])),
+                values: vec![Some((2, Value::Timestamp(2))), Some((2, Value::Int(-1)))],
+                values_loaded: true,
+            };
+            let mut in_place = start.clone();
+            in_place.update_range(&cols, s, e);
+            let mut copied = start;
+            let sliced: Vec<Column> = cols.iter().map(|c| c.slice(s, e)).collect();
+            copied.update(&sliced);
+            assert_eq!(in_place, copied, "{rows:?} {s}..{e}");
+        }
     }
 }
