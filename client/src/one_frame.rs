@@ -8,7 +8,8 @@
 //! the body is read to its end first and replayed from memory with its end known: one write
 //! less per call and one wakeup less on the server, for the fragments a query fans out to its
 //! data nodes as for every other call. The chunks are kept as they are (no copy into one
-//! buffer), so a large write batch costs nothing more.
+//! buffer), so a large write batch costs nothing more. A call that streams its request (none
+//! does today) must use a channel without this layer: it would wait for the stream's end.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -596,19 +596,9 @@ fn latest_matching(
                         multi_table_layout(&f.layout, &row_metas, schema, &mut by_idx)?
                     } else {
                         // Only the selected rows get their tags (below).
-                        layout_with(
-                            &f.layout,
-                            schema,
-                            &mut by_idx,
-                            |_, t| Column::empty(t, 0),
-                            || Column::empty(TBNAME_TYPE, 0),
-                        )?
+                        untagged_layout(&f.layout, schema, &mut by_idx)?
                     };
-                    let mut m = vec![false; n];
-                    for i in true_rows(&eval(pred, &cols, n)?, n) {
-                        m[i] = true;
-                    }
-                    m
+                    pass_mask(pred, &cols, n)?
                 }
             };
             // Rows are in ts order within each subtable: its last passing row is the answer.
@@ -640,6 +630,31 @@ fn latest_matching(
         }
     }
     Ok(())
+}
+
+/// The fragment's input columns with its tags and tbname left empty: enough for a filter that
+/// reads neither ([`filter_reads_tags`]), before deciding which rows need them.
+fn untagged_layout(
+    layout: &[InputCol],
+    schema: &StableSchema,
+    scanned: &mut HashMap<usize, Column>,
+) -> Result<Vec<Column>, SqlError> {
+    layout_with(
+        layout,
+        schema,
+        scanned,
+        |_, t| Column::empty(t, 0),
+        || Column::empty(TBNAME_TYPE, 0),
+    )
+}
+
+/// Which of `n` rows filter `pred` passes (NULL does not).
+fn pass_mask(pred: &PExpr, cols: &[Column], n: usize) -> Result<Vec<bool>, SqlError> {
+    let mut m = vec![false; n];
+    for i in true_rows(&eval(pred, cols, n)?, n) {
+        m[i] = true;
+    }
+    Ok(m)
 }
 
 /// Whether row filter `pred` reads a tag or tbname (otherwise it can run before they are built).
@@ -1467,19 +1482,9 @@ fn last_rows_step<'a>(
         let cols = if filter_reads_tags(pred, &f.layout) {
             full.insert(sel.layout(&f.layout, &pos, schema, &mut by_idx)?)
         } else {
-            &layout_with(
-                &f.layout,
-                schema,
-                &mut by_idx,
-                |_, t| Column::empty(t, 0),
-                || Column::empty(TBNAME_TYPE, 0),
-            )?
+            &untagged_layout(&f.layout, schema, &mut by_idx)?
         };
-        let mut m = vec![false; n];
-        for i in true_rows(&eval(pred, cols, n)?, n) {
-            m[i] = true;
-        }
-        for (o, p) in ok.iter_mut().zip(m) {
+        for (o, p) in ok.iter_mut().zip(pass_mask(pred, cols, n)?) {
             *o &= p;
         }
     }
