@@ -471,7 +471,7 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             .map_err(|e| e.to_string())
     }
     fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
-        self.0.ranges_desc_many(uids).map_err(|e| e.to_string())
+        Ok(self.0.ranges_desc_many(uids))
     }
     fn scan_many(
         &self,

@@ -2027,9 +2027,9 @@ impl VnodeCore {
     /// all). A uid the catalog does not know (a subtable dropped since the caller listed it)
     /// holds no rows; nothing is looked up per uid beyond the files and memtables, since a
     /// fleet-wide LAST_ROW search asks this for a hundred thousand subtables.
-    pub fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>> {
+    pub fn ranges_desc_many(&self, uids: &[TableUid]) -> Vec<(i64, i64)> {
         let st = self.state.read();
-        Ok(self.ranges_desc_locked(&st, uids))
+        self.ranges_desc_locked(&st, uids)
     }
 
     fn ranges_desc_locked(&self, st: &State, uids: &[TableUid]) -> Vec<(i64, i64)> {

@@ -233,12 +233,8 @@ impl LastRowCache {
 
     /// Applies written rows to a present entry.
     pub fn on_write(&mut self, uid: TableUid, cols: &[Column]) {
-        if let Some(e) = self.lru.peek_mut(&uid) {
-            let before = e.bytes();
-            e.update(cols);
-            let after = e.bytes();
-            self.bytes = self.bytes - before.min(self.bytes) + after;
-        }
+        let n = cols.first().map(Column::len).unwrap_or(0);
+        self.on_write_range(uid, cols, 0, n);
     }
 
     /// [`LastRowCache::on_write`] for rows `s..e` of `cols` (one run of a row block), read in
