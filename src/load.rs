@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidal_client::{Client, Writer, WriterConfig};
-use tidal_common::{RowBlock, StableSchema, Value};
+use tidal_common::{Column, ColumnData, DataType, RowBlock, RowBlockParts, StableSchema, Value};
 
 /// Read buffer of the decompressing reader.
 const READ_BUFFER_BYTES: usize = 1 << 20;
@@ -98,12 +98,16 @@ impl Totals {
 /// A subtable declared by a `3,` line.
 struct Subtable {
     schema: Arc<StableSchema>,
+    /// Index of its vgroup in the database's routing map (which the writer checks again).
+    group: usize,
 }
 
-type Subtables = Arc<RwLock<HashMap<String, Arc<Subtable>>>>;
+type Subtables = Arc<RwLock<SubtableMap>>;
 
 /// A unit of work: complete lines, and the number of the first.
 struct Chunk {
+    /// Position in the file (0, 1, ...): chunks reach the writer in this order.
+    seq: u64,
     first_line: usize,
     text: Vec<u8>,
 }
@@ -126,11 +130,12 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
     let workers = args.workers.max(1);
     let batch = args.batch_size.max(1);
     let totals = Arc::new(Totals::default());
-    let subtables: Subtables = Arc::new(RwLock::new(HashMap::new()));
+    let subtables: Subtables = Arc::new(RwLock::new(SubtableMap::default()));
     let rt = tokio::runtime::Handle::current();
 
-    let (client, writer) = if args.dry_run {
-        (None, None)
+    let (client, writer, vgroups) = if args.dry_run {
+        // Rows are grouped as the database's default routing would place them.
+        (None, None, args.vgroups.max(1) as usize)
     } else {
         let client = args.auth.connect(&args.host).await?;
         let ddl = format!(
@@ -144,7 +149,14 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
         let mut cfg = WriterConfig::new(&args.db);
         cfg.batch_rows = batch;
         let writer = Writer::new(client.clone(), cfg);
-        (Some(client), Some(writer))
+        let vgroups = client
+            .route(&args.db)
+            .await
+            .map_err(|e| format!("routing map of {}: {e}", args.db))?
+            .vgroups
+            .len()
+            .max(1);
+        (Some(client), Some(writer), vgroups)
     };
 
     let start = Instant::now();
@@ -159,23 +171,26 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             totals: totals.clone(),
             schemas: HashMap::new(),
             declared: HashMap::new(),
+            vgroups: vgroups as u32,
         };
         let file = args.file.clone();
         let format = args.format;
         std::thread::spawn(move || read_chunks(&file, format, batch, tx, ctx))
     };
+    let turns = Arc::new(Turns::default());
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let rx = rx.clone();
         let ctx = WorkerCtx {
             format: args.format,
-            dry_run: args.dry_run,
             db: args.db.clone(),
             totals: totals.clone(),
             subtables: subtables.clone(),
             writer: writer.clone(),
             schemaless: client.clone().map(Schemaless::new),
             rt: rt.clone(),
+            tables_per_chunk: AtomicUsize::new(0),
+            turns: turns.clone(),
         };
         handles.push(std::thread::spawn(move || ctx.work(rx)));
     }
@@ -264,6 +279,8 @@ struct ReaderCtx {
     schemas: HashMap<String, Arc<StableSchema>>,
     /// Subtables declared since the last chunk, per STABLE, with their tags and no rows.
     declared: HashMap<String, RowBlock>,
+    /// Vgroups of the database: a subtable's group is computed once, when it is declared.
+    vgroups: u32,
 }
 
 impl ReaderCtx {
@@ -296,6 +313,7 @@ fn read_chunks(
     let mut rows_in_chunk = 0;
     let mut line_no = 0usize;
     let mut first_line = 1usize;
+    let mut seq = 0u64;
     loop {
         line.clear();
         let n = r
@@ -327,15 +345,24 @@ fn read_chunks(
         if rows_in_chunk >= batch {
             ctx.hand_over_declared()?;
             let text = std::mem::replace(&mut chunk, Vec::with_capacity(batch * 200));
-            if tx.send(Chunk { first_line, text }).is_err() {
+            if tx
+                .send(Chunk {
+                    seq,
+                    first_line,
+                    text,
+                })
+                .is_err()
+            {
                 return Err("all workers stopped".into());
             }
             rows_in_chunk = 0;
+            seq += 1;
         }
     }
     ctx.hand_over_declared()?;
     if !chunk.is_empty() {
         let _ = tx.send(Chunk {
+            seq,
             first_line,
             text: chunk,
         });
@@ -359,7 +386,10 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
     match kind {
         "2" => {
             let Some(client) = client else {
-                // Dry run: remember that the STABLE exists, with no schema to check against.
+                // Dry run: the schema as the statement gives it, so rows are parsed into
+                // columns of their types as in a load.
+                let schema = dry_run_schema(db, stable, sql)?;
+                ctx.schemas.insert(stable.to_string(), Arc::new(schema));
                 return Ok(());
             };
             let lower = sql.trim_start().to_ascii_lowercase();
@@ -414,17 +444,7 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
                     values.len()
                 ));
             }
-            let Some(schema) = ctx.schemas.get(stable).cloned().or_else(|| {
-                client.is_none().then(|| {
-                    Arc::new(StableSchema {
-                        db: db.to_string(),
-                        name: stable.to_string(),
-                        version: tidal_common::SchemaVersion(1),
-                        columns: Vec::new(),
-                        tags: Vec::new(),
-                    })
-                })
-            }) else {
+            let Some(schema) = ctx.schemas.get(stable).cloned() else {
                 return Err(format!(
                     "subtable {table} uses STABLE {stable}, which was not created"
                 ));
@@ -446,79 +466,61 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
                     .or_insert_with(|| RowBlock::new(schema.name.clone(), &types))
                     .add_table(table, Some(tags));
             }
+            let group =
+                tidal_common::vgroup_index(tidal_common::hash_table_name(db, table), ctx.vgroups);
             ctx.subtables
                 .write()
-                .insert(table.to_string(), Arc::new(Subtable { schema }));
+                .insert(table.to_string(), Arc::new(Subtable { schema, group }));
             Ok(())
         }
         other => Err(format!("command type {other} is not supported")),
     }
 }
 
-/// Parses `(v1, v2, ...)`: single-quoted strings (`''` is a quote), `null`, integers and
-/// floats.
-fn parse_tuple(s: &str) -> Result<Vec<Value>, String> {
-    let mut out = Vec::new();
-    parse_tuple_into(s, &mut out)?;
-    Ok(out)
+/// The STABLE a `2,` line's `create table <stable> (<columns>) tags (<tags>)` defines, read
+/// without a server (a dry run).
+fn dry_run_schema(db: &str, stable: &str, sql: &str) -> Result<StableSchema, String> {
+    let stmts = tidal_sql::parse(sql).map_err(|e| format!("{sql}: {e}"))?;
+    match stmts.into_iter().next() {
+        Some(tidal_sql::ast::Statement::CreateStable {
+            name,
+            columns,
+            tags,
+            ..
+        }) if name == stable => {
+            let schema = StableSchema {
+                db: db.to_string(),
+                name,
+                version: tidal_common::SchemaVersion(1),
+                columns,
+                tags,
+            };
+            schema.validate().map_err(|e| format!("{sql}: {e}"))?;
+            Ok(schema)
+        }
+        _ => Err(format!(
+            "expected 'create table {stable} (...) tags (...)', got '{sql}'"
+        )),
+    }
 }
 
-/// [`parse_tuple`] into `out` (cleared first), so that a worker reuses one vector for every
-/// row: numbers and NULLs then cost no allocation.
-fn parse_tuple_into(s: &str, out: &mut Vec<Value>) -> Result<(), String> {
-    out.clear();
+/// Parses `(v1, v2, ...)`: single-quoted strings (`''` is a quote), `null`, integers and
+/// floats (a `3,` line's tags).
+fn parse_tuple(s: &str) -> Result<Vec<Value>, String> {
     let inner = s
         .trim()
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| format!("expected '(...)', got '{s}'"))?;
-    if inner.trim().is_empty() {
-        return Ok(());
+    let mut toks = Tokens::new(inner);
+    let mut out = Vec::new();
+    while let Some(t) = toks.next_token()? {
+        out.push(match t {
+            Token::Quoted(v) => Value::Str(v),
+            Token::Bare(b) => scalar(b).ok_or_else(|| format!("bad value '{b}' in '{s}'"))?,
+        });
     }
-    let bytes = inner.as_bytes();
-    let mut i = 0;
-    while i <= bytes.len() {
-        while bytes.get(i) == Some(&b' ') {
-            i += 1;
-        }
-        if bytes.get(i) == Some(&b'\'') {
-            let mut v = String::new();
-            let mut j = i + 1;
-            loop {
-                match bytes.get(j) {
-                    None => return Err(format!("unterminated string in '{s}'")),
-                    Some(b'\'') if bytes.get(j + 1) == Some(&b'\'') => {
-                        v.push('\'');
-                        j += 2;
-                    }
-                    Some(b'\'') => break,
-                    Some(_) => {
-                        let start = j;
-                        while bytes.get(j).is_some_and(|b| *b != b'\'') {
-                            j += 1;
-                        }
-                        v.push_str(inner.get(start..j).unwrap_or(""));
-                    }
-                }
-            }
-            out.push(Value::Str(v));
-            i = j + 1;
-            while bytes.get(i) == Some(&b' ') {
-                i += 1;
-            }
-        } else {
-            let end = inner[i..].find(',').map_or(bytes.len(), |p| i + p);
-            let tok = inner.get(i..end).unwrap_or("").trim();
-            out.push(scalar(tok).ok_or_else(|| format!("bad value '{tok}' in '{s}'"))?);
-            i = end;
-        }
-        match bytes.get(i) {
-            Some(b',') => i += 1,
-            None => break,
-            Some(_) => return Err(format!("expected ',' at byte {i} of '{inner}'")),
-        }
-    }
-    Ok(())
+    Ok(out)
 }
 
 fn scalar(tok: &str) -> Option<Value> {
@@ -542,13 +544,70 @@ fn scalar(tok: &str) -> Option<Value> {
 
 struct WorkerCtx {
     format: Format,
-    dry_run: bool,
     db: String,
     totals: Arc<Totals>,
     subtables: Subtables,
     writer: Option<Writer>,
     schemaless: Option<Schemaless>,
     rt: tokio::runtime::Handle,
+    /// Subtables in the last chunk, to size the next chunk's index.
+    tables_per_chunk: AtomicUsize,
+    turns: Arc<Turns>,
+}
+
+/// Hands chunks to the writer in file order although workers finish them in any order.
+///
+/// Why: TSBS files are in time order, so a chunk's rows come after the previous chunk's for
+/// every subtable. Handed over in that order, each subtable's rows reach its vnode in order
+/// and are appended; out of order, every row of an overtaken chunk must be fitted in between
+/// rows the vnode already holds. A worker waits only while the chunk before its own is still
+/// being parsed, and the reader deals chunks out in order, so the chunk waited for is always
+/// in a worker's hands.
+#[derive(Default)]
+struct Turns {
+    next: parking_lot::Mutex<u64>,
+    changed: parking_lot::Condvar,
+}
+
+impl Turns {
+    /// The turn of chunk `seq`, taken when the chunk is received: it passes to `seq + 1` when
+    /// the ticket is dropped, after [`Ticket::wait`] (which a drop does if the holder did not,
+    /// except while unwinding, so that a panicking worker cannot stall the others).
+    fn ticket(&self, seq: u64) -> Ticket<'_> {
+        Ticket {
+            turns: self,
+            seq,
+            waited: false,
+        }
+    }
+}
+
+struct Ticket<'a> {
+    turns: &'a Turns,
+    seq: u64,
+    waited: bool,
+}
+
+impl Ticket<'_> {
+    /// Blocks until every chunk before this one has been handed over.
+    fn wait(&mut self) {
+        let mut next = self.turns.next.lock();
+        while *next < self.seq {
+            self.turns.changed.wait(&mut next);
+        }
+        self.waited = true;
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        if !self.waited && !std::thread::panicking() {
+            self.wait();
+        }
+        let mut next = self.turns.next.lock();
+        *next = (*next).max(self.seq + 1);
+        self.turns.changed.notify_all();
+    }
 }
 
 impl WorkerCtx {
@@ -558,14 +617,15 @@ impl WorkerCtx {
                 Ok(c) => c,
                 Err(_) => return,
             };
+            let ticket = self.turns.ticket(chunk.seq);
             match self.format {
-                Format::Influx => self.influx(chunk),
-                Format::Tdengine => self.tdengine(chunk),
+                Format::Influx => self.influx(chunk, ticket),
+                Format::Tdengine => self.tdengine(chunk, ticket),
             }
         }
     }
 
-    fn influx(&self, chunk: Chunk) {
+    fn influx(&self, chunk: Chunk, mut ticket: Ticket<'_>) {
         let (Some(sl), Some(writer)) = (&self.schemaless, &self.writer) else {
             let mut rows = 0u64;
             let mut metrics = 0u64;
@@ -590,6 +650,7 @@ impl WorkerCtx {
         let res = self.rt.block_on(async {
             let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;
             let rows: usize = p.blocks.iter().map(RowBlock::num_rows).sum();
+            ticket.wait();
             for b in p.blocks {
                 writer.write_block(b).await?;
             }
@@ -613,10 +674,10 @@ impl WorkerCtx {
         }
     }
 
-    fn tdengine(&self, chunk: Chunk) {
+    fn tdengine(&self, chunk: Chunk, mut ticket: Ticket<'_>) {
         let mut rows = 0u64;
         let mut metrics = 0u64;
-        let mut acc = Blocks::default();
+        let mut acc = Blocks::with_capacity(self.tables_per_chunk.load(Ordering::Relaxed));
         let subtables = self.subtables.read();
         for (i, raw) in chunk.text.split(|b| *b == b'\n').enumerate() {
             if raw.is_empty() {
@@ -632,9 +693,24 @@ impl WorkerCtx {
             }
         }
         drop(subtables);
+        self.tables_per_chunk
+            .store(acc.index.len(), Ordering::Relaxed);
+        let mut blocks = Vec::with_capacity(acc.targets.len());
+        for t in acc.targets {
+            match t.into_block() {
+                Ok(b) => blocks.push(b),
+                Err(e) => {
+                    // The builder keeps RowBlock's invariants; this is a bug, not bad input.
+                    self.totals
+                        .reject(|| format!("lines from {}: {e}", chunk.first_line));
+                    return;
+                }
+            }
+        }
         if let Some(w) = &self.writer {
+            ticket.wait();
             let res = self.rt.block_on(async {
-                for (_, b) in acc.blocks {
+                for b in blocks {
                     w.write_block(b).await?;
                 }
                 Ok::<_, tidal_client::ClientError>(())
@@ -650,10 +726,12 @@ impl WorkerCtx {
     }
 
     /// One `1,<subtable>,<n>,(<ts>,<v1>,...)` line into the chunk's blocks; returns `<n>`.
+    /// The values are parsed straight into the columns of the subtable's (STABLE, vgroup)
+    /// block; a bad line appends nothing.
     fn tdengine_row<'c>(
         &self,
         raw: &'c [u8],
-        subtables: &HashMap<String, Arc<Subtable>>,
+        subtables: &SubtableMap,
         acc: &mut Blocks<'c>,
     ) -> Result<u64, String> {
         let text = std::str::from_utf8(raw).map_err(|_| "line is not valid UTF-8".to_string())?;
@@ -667,69 +745,366 @@ impl WorkerCtx {
         let n: u64 = n
             .parse()
             .map_err(|_| format!("bad field count '{n}' in '{text}'"))?;
-        parse_tuple_into(values, &mut acc.values)?;
-        if self.dry_run {
-            return Ok(n);
-        }
-        let (bi, ti) = match acc.index.get(table) {
-            Some(x) => *x,
+        let h = std::hash::BuildHasher::hash_one(&acc.hasher, table);
+        let targets = &acc.targets;
+        let found = acc
+            .index
+            .get(h, table, |(ti, si)| targets[ti as usize].table(si));
+        let (ti, si) = match found {
+            Some(x) => x,
             None => {
                 let sub = subtables.get(table).ok_or_else(|| {
                     format!("table '{table}' was not declared by a '3,' line before its rows")
                 })?;
-                let bi = match acc
-                    .blocks
+                let ti = match acc
+                    .targets
                     .iter()
-                    .position(|(s, _)| Arc::ptr_eq(s, &sub.schema))
+                    .position(|t| t.group == sub.group && Arc::ptr_eq(&t.schema, &sub.schema))
                 {
-                    Some(bi) => bi,
+                    Some(ti) => ti,
                     None => {
-                        let types: Vec<_> =
-                            sub.schema.columns.iter().map(|c| c.data_type).collect();
-                        acc.blocks.push((
-                            sub.schema.clone(),
-                            RowBlock::new(sub.schema.name.clone(), &types),
-                        ));
-                        acc.blocks.len() - 1
+                        acc.targets.push(Target::new(sub.schema.clone(), sub.group));
+                        acc.targets.len() - 1
                     }
                 };
                 // No tags: the reader handed them to the writer when the subtable was declared.
-                let ti = acc.blocks[bi].1.add_table(table, None);
-                acc.index.insert(table, (bi, ti));
-                (bi, ti)
+                let si = acc.targets[ti].add_table(table);
+                acc.index.insert(h, table, (ti as u32, si));
+                (ti as u32, si)
             }
         };
-        let (schema, block) = &mut acc.blocks[bi];
-        if acc.values.len() != schema.columns.len() {
-            return Err(format!(
-                "STABLE '{}' has {} columns, the row of '{table}' has {} values",
-                schema.name,
-                schema.columns.len(),
-                acc.values.len()
-            ));
-        }
-        acc.coerced.clear();
-        for (v, def) in acc.values.drain(..).zip(schema.columns.iter()) {
-            acc.coerced.push(
-                def.data_type
-                    .coerce(v)
-                    .map_err(|e| format!("column '{}' of '{table}': {e}", def.name))?,
-            );
-        }
-        block.push_row(ti, &acc.coerced);
+        let target = &mut acc.targets[ti as usize];
+        target
+            .push_row(si, values)
+            .map_err(|e| format!("{e} (table '{table}')"))?;
         Ok(n)
     }
 }
 
-/// One chunk's rows being collected: a block per STABLE, the chunk's subtables (names borrowed
-/// from the chunk's text) and two row vectors reused for every line.
-#[derive(Default)]
+/// Subtables by name, as declared by `3,` lines.
+type SubtableMap = HashMap<String, Arc<Subtable>, foldhash::fast::RandomState>;
+
+/// One chunk's rows being collected: a block per (STABLE, vgroup), so the writer queues each
+/// block whole, and the chunk's subtables.
 struct Blocks<'c> {
-    blocks: Vec<(Arc<StableSchema>, RowBlock)>,
-    /// Subtable -> (index in `blocks`, index in that block).
-    index: HashMap<&'c str, (usize, u32), foldhash::fast::RandomState>,
-    values: Vec<Value>,
-    coerced: Vec<Value>,
+    targets: Vec<Target>,
+    /// Subtable -> (index in `targets`, index of the subtable in that target).
+    index: NameIndex<'c>,
+    hasher: foldhash::fast::RandomState,
+}
+
+/// Subtable name -> a position, keyed by the name's hash and checked against a copy of the
+/// name the caller keeps (densely, in its block): a key borrowed from the chunk would point
+/// back into text read long before, a cache miss per row.
+#[derive(Default)]
+struct NameIndex<'c> {
+    by_hash: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
+    /// Names whose hash another name took first.
+    collided: HashMap<&'c str, (u32, u32), foldhash::fast::RandomState>,
+}
+
+impl<'c> NameIndex<'c> {
+    fn with_capacity(n: usize) -> Self {
+        NameIndex {
+            by_hash: HashMap::with_capacity_and_hasher(n, Default::default()),
+            collided: HashMap::default(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.by_hash.len() + self.collided.len()
+    }
+
+    /// The position of `name` (whose hash is `h`); `name_at` gives the name at a position.
+    fn get<'a>(
+        &self,
+        h: u64,
+        name: &str,
+        name_at: impl Fn((u32, u32)) -> &'a str,
+    ) -> Option<(u32, u32)> {
+        match self.by_hash.get(&h) {
+            Some(&pos) if name_at(pos) == name => Some(pos),
+            Some(_) => self.collided.get(name).copied(),
+            None => None,
+        }
+    }
+
+    /// Adds `name` (not present), whose hash is `h`.
+    fn insert(&mut self, h: u64, name: &'c str, pos: (u32, u32)) {
+        match self.by_hash.entry(h) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(pos);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(name, pos);
+            }
+        }
+    }
+}
+
+impl Blocks<'_> {
+    /// Sized for `tables` subtables (the last chunk's count), so the index is not rehashed
+    /// as it fills.
+    fn with_capacity(tables: usize) -> Self {
+        Blocks {
+            targets: Vec::new(),
+            index: NameIndex::with_capacity(tables),
+            hasher: Default::default(),
+        }
+    }
+}
+
+/// The rows of one STABLE bound for one vgroup, in the parts of a [`RowBlock`].
+struct Target {
+    schema: Arc<StableSchema>,
+    group: usize,
+    names: String,
+    ends: Vec<u32>,
+    runs: Vec<(u32, u32)>,
+    columns: Vec<Column>,
+}
+
+impl Target {
+    fn new(schema: Arc<StableSchema>, group: usize) -> Target {
+        let columns = schema
+            .columns
+            .iter()
+            .map(|c| Column::empty(c.data_type, 0))
+            .collect();
+        Target {
+            schema,
+            group,
+            names: String::new(),
+            ends: Vec::new(),
+            runs: Vec::new(),
+            columns,
+        }
+    }
+
+    fn table(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.names.get(start..self.ends[i] as usize).unwrap_or("")
+    }
+
+    fn add_table(&mut self, name: &str) -> u32 {
+        self.names.push_str(name);
+        self.ends.push(self.names.len() as u32);
+        (self.ends.len() - 1) as u32
+    }
+
+    /// Appends the row `(<v1>,...,<vn>)` of subtable `table`: every value parsed into its
+    /// column, or nothing appended and the reason returned.
+    fn push_row(&mut self, table: u32, tuple: &str) -> Result<(), String> {
+        let len = self.runs_rows();
+        let res = self.parse_into(tuple);
+        if res.is_err() {
+            for c in &mut self.columns {
+                truncate_column(c, len);
+            }
+            return res;
+        }
+        match self.runs.last_mut() {
+            Some((t, n)) if *t == table => *n += 1,
+            _ => self.runs.push((table, 1)),
+        }
+        Ok(())
+    }
+
+    fn runs_rows(&self) -> usize {
+        self.columns.first().map_or(0, Column::len)
+    }
+
+    fn parse_into(&mut self, tuple: &str) -> Result<(), String> {
+        let inner = tuple
+            .trim()
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| format!("expected '(...)', got '{tuple}'"))?;
+        let mut toks = Tokens::new(inner);
+        let ncols = self.columns.len();
+        for (i, (col, def)) in self
+            .columns
+            .iter_mut()
+            .zip(self.schema.columns.iter())
+            .enumerate()
+        {
+            let tok = match toks.next_token()? {
+                Some(t) => t,
+                None => {
+                    return Err(format!(
+                        "STABLE '{}' has {ncols} columns, the row has {i} values",
+                        self.schema.name
+                    ))
+                }
+            };
+            push_token(col, def.data_type, tok)
+                .map_err(|e| format!("column '{}': {e}", def.name))?;
+        }
+        if toks.next_token()?.is_some() {
+            return Err(format!(
+                "STABLE '{}' has {ncols} columns, the row has {} values",
+                self.schema.name,
+                ncols + 1 + toks.count_rest()?
+            ));
+        }
+        Ok(())
+    }
+
+    fn into_block(self) -> Result<RowBlock, String> {
+        let tables = self.ends.len();
+        RowBlock::from_parts(RowBlockParts {
+            stable: self.schema.name.clone(),
+            names: self.names,
+            ends: self.ends,
+            tags: vec![None; tables],
+            runs: self.runs,
+            columns: self.columns,
+        })
+    }
+}
+
+/// A value of a row tuple: a bare token (number, `null`, `true`) or a quoted string.
+enum Token<'a> {
+    Bare(&'a str),
+    Quoted(String),
+}
+
+/// Splits the inside of `(...)` into values: single-quoted strings (`''` is a quote, commas
+/// inside are text) and bare tokens between commas, spaces around them ignored.
+struct Tokens<'a> {
+    s: &'a str,
+    i: usize,
+    done: bool,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(s: &'a str) -> Self {
+        // `()` holds no value.
+        let done = s.trim().is_empty();
+        Tokens { s, i: 0, done }
+    }
+
+    fn next_token(&mut self) -> Result<Option<Token<'a>>, String> {
+        if self.done {
+            return Ok(None);
+        }
+        let bytes = self.s.as_bytes();
+        let mut i = self.i;
+        while bytes.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        let tok = if bytes.get(i) == Some(&b'\'') {
+            let mut v = String::new();
+            let mut j = i + 1;
+            loop {
+                match bytes.get(j) {
+                    None => return Err(format!("unterminated string in '({})'", self.s)),
+                    Some(b'\'') if bytes.get(j + 1) == Some(&b'\'') => {
+                        v.push('\'');
+                        j += 2;
+                    }
+                    Some(b'\'') => break,
+                    Some(_) => {
+                        let start = j;
+                        while bytes.get(j).is_some_and(|b| *b != b'\'') {
+                            j += 1;
+                        }
+                        v.push_str(self.s.get(start..j).unwrap_or(""));
+                    }
+                }
+            }
+            i = j + 1;
+            while bytes.get(i) == Some(&b' ') {
+                i += 1;
+            }
+            Token::Quoted(v)
+        } else {
+            let end = memchr_comma(&bytes[i.min(bytes.len())..]).map_or(bytes.len(), |p| i + p);
+            let tok = self.s.get(i..end).unwrap_or("").trim();
+            i = end;
+            Token::Bare(tok)
+        };
+        match bytes.get(i) {
+            Some(b',') => self.i = i + 1,
+            None => self.done = true,
+            Some(_) => return Err(format!("expected ',' at byte {i} of '({})'", self.s)),
+        }
+        Ok(Some(tok))
+    }
+
+    /// How many values are left (for an error message).
+    fn count_rest(&mut self) -> Result<usize, String> {
+        let mut n = 0;
+        while self.next_token()?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+fn memchr_comma(b: &[u8]) -> Option<usize> {
+    b.iter().position(|c| *c == b',')
+}
+
+/// Appends one value to a column of type `t`. DOUBLE/FLOAT, BIGINT and TIMESTAMP values (all
+/// of TSBS's) are parsed straight into the column; any other type goes through
+/// [`DataType::coerce`] (range checks, string lengths), as SQL values do.
+fn push_token(col: &mut Column, t: DataType, tok: Token<'_>) -> Result<(), String> {
+    if let Token::Bare(b) = &tok {
+        if b.eq_ignore_ascii_case("null") {
+            push_null(col);
+            return Ok(());
+        }
+        let fast = match (&mut col.data, t) {
+            (ColumnData::Float(d), DataType::Double | DataType::Float) => match b.parse::<f64>() {
+                Ok(f) if f.is_finite() => {
+                    d.push(f);
+                    true
+                }
+                _ => false,
+            },
+            (ColumnData::Int(d), DataType::BigInt) | (ColumnData::Timestamp(d), _) => {
+                match b.parse::<i64>() {
+                    Ok(x) => {
+                        d.push(x);
+                        true
+                    }
+                    Err(_) => false,
+                }
+            }
+            _ => false,
+        };
+        if fast {
+            if !col.nulls.is_empty() {
+                col.nulls.push(false);
+            }
+            return Ok(());
+        }
+    }
+    let v = match tok {
+        Token::Quoted(s) => Value::Str(s),
+        Token::Bare(b) => scalar(b).ok_or_else(|| format!("bad value '{b}'"))?,
+    };
+    let v = t.coerce(v)?;
+    col.push(&v);
+    Ok(())
+}
+
+fn push_null(col: &mut Column) {
+    col.push(&Value::Null);
+}
+
+/// Cuts a column back to `len` rows (undoing a partly appended row).
+fn truncate_column(c: &mut Column, len: usize) {
+    match &mut c.data {
+        ColumnData::Bool(v) => v.truncate(len),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(len),
+        ColumnData::UInt(v) => v.truncate(len),
+        ColumnData::Float(v) => v.truncate(len),
+        ColumnData::Str(v) => v.truncate(len),
+    }
+    c.nulls.truncate(len);
 }
 
 #[cfg(test)]
@@ -760,5 +1135,121 @@ mod tests {
         assert!(parse_tuple("('x)").is_err());
         assert!(parse_tuple("(abc)").is_err());
         assert_eq!(parse_tuple("()").unwrap(), vec![]);
+    }
+
+    fn schema(cols: &[(&str, DataType)]) -> Arc<StableSchema> {
+        Arc::new(StableSchema {
+            db: "db".into(),
+            name: "st".into(),
+            version: tidal_common::SchemaVersion(1),
+            columns: cols
+                .iter()
+                .map(|(n, t)| tidal_common::ColumnDef {
+                    name: n.to_string(),
+                    data_type: *t,
+                    codec: None,
+                })
+                .collect(),
+            tags: Vec::new(),
+        })
+    }
+
+    /// Rows parse straight into typed columns: NULLs, ints into DOUBLE, strings with quotes
+    /// and commas, range-checked small ints; a bad row appends nothing and says why.
+    #[test]
+    fn rows_parse_into_typed_columns_and_bad_rows_append_nothing() {
+        let s = schema(&[
+            ("ts", DataType::Timestamp),
+            ("f", DataType::Double),
+            ("i", DataType::TinyInt),
+            ("s", DataType::VarChar(8)),
+            ("b", DataType::Bool),
+        ]);
+        let mut t = Target::new(s, 0);
+        let a = t.add_table("a");
+        let b = t.add_table("b");
+        t.push_row(a, "(1,0.5,3,'x,y',true)").unwrap();
+        t.push_row(a, "(2, null ,NULL,'It''s',false)").unwrap();
+        let bad = [
+            ("(3,1.5,300,'z',true)", "column 'i'"),
+            ("(3,abc,1,'z',true)", "bad value 'abc'"),
+            ("(3,inf,1,'z',true)", "bad value 'inf'"),
+            ("(3,1.5,1,'toolongvalue',true)", "VARCHAR(8)"),
+            ("(3,1.5,1,'z')", "5 columns, the row has 4 values"),
+            ("(3,1.5,1,'z',true,9,9)", "5 columns, the row has 7 values"),
+            ("(3,1.5,1,'z,true)", "unterminated string"),
+            ("3,1.5,1,'z',true", "expected '(...)'"),
+        ];
+        for (row, why) in bad {
+            let e = t.push_row(b, row).unwrap_err();
+            assert!(e.contains(why), "{row}: {e}");
+        }
+        t.push_row(b, "(3,7,-128,'',1)").unwrap();
+        t.push_row(a, "(4,8,127,null,null)").unwrap();
+        let block = t.into_block().unwrap();
+        assert_eq!(block.runs(), &[(0, 2), (1, 1), (0, 1)]);
+        let c = block.columns();
+        let col = |i: usize| (0..4).map(|r| c[i].get(r)).collect::<Vec<_>>();
+        assert_eq!(col(0), [1, 2, 3, 4].map(Value::Timestamp).to_vec());
+        assert_eq!(
+            col(1),
+            vec![
+                Value::Float(0.5),
+                Value::Null,
+                Value::Float(7.0),
+                Value::Float(8.0)
+            ]
+        );
+        assert_eq!(
+            col(2),
+            vec![
+                Value::Int(3),
+                Value::Null,
+                Value::Int(-128),
+                Value::Int(127)
+            ]
+        );
+        assert_eq!(
+            col(3),
+            vec![
+                Value::Str("x,y".into()),
+                Value::Str("It's".into()),
+                Value::Str("".into()),
+                Value::Null
+            ]
+        );
+        assert_eq!(
+            col(4),
+            vec![
+                Value::Bool(true),
+                Value::Bool(false),
+                Value::Bool(true),
+                Value::Null
+            ]
+        );
+    }
+
+    /// Names whose hashes collide are still told apart (every name given the same hash).
+    #[test]
+    fn name_index_tells_colliding_names_apart() {
+        let names: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
+        let mut idx = NameIndex::with_capacity(0);
+        let at = |(a, _): (u32, u32)| names[a as usize].as_str();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(idx.get(7, n, at), None);
+            idx.insert(7, n, (i as u32, 0));
+        }
+        assert_eq!(idx.len(), 50);
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(idx.get(7, n, at), Some((i as u32, 0)));
+        }
+        assert_eq!(idx.get(7, "other", at), None);
+        // Distinct hashes take the fast path.
+        let mut idx = NameIndex::with_capacity(4);
+        for (i, n) in names.iter().enumerate() {
+            idx.insert(i as u64, n, (i as u32, 1));
+        }
+        assert_eq!(idx.get(3, "t3", at), Some((3, 1)));
+        assert_eq!(idx.get(3, "t4", at), None);
     }
 }

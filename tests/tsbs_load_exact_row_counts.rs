@@ -110,6 +110,32 @@ fn three_load_paths_give_exact_counts() {
         .unwrap();
     assert!(nulls > 0 && nulls < total / 10, "{nulls}");
 
+    // The values too: every path stored the same numbers (NULLs included).
+    let agg = |db: &str, sql: &str| rows(&c.ok(db, sql));
+    for sql in [
+        "SELECT count(*), count(velocity), sum(velocity), min(latitude), max(longitude), \
+         sum(fuel_consumption), sum(elevation) FROM readings",
+        "SELECT count(*), count(status), sum(fuel_state), sum(current_load), max(status) \
+         FROM diagnostics",
+    ] {
+        // Sums of doubles differ in their last bits with the order rows are added in.
+        let close = |a: &[String], b: &[String]| {
+            let nums = |r: &[String]| -> Vec<f64> {
+                r.join(",").split(',').map(|x| x.parse().unwrap()).collect()
+            };
+            let (a, b) = (nums(a), nums(b));
+            a.len() == b.len()
+                && a.iter()
+                    .zip(&b)
+                    .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0))
+        };
+        let want = agg("viahttp", sql);
+        for db in ["viainflux", "viatd"] {
+            let got = agg(db, sql);
+            assert!(close(&got, &want), "{sql} in {db}: {got:?} != {want:?}");
+        }
+    }
+
     // Dry run: same counts, nothing written.
     let plain = c.data().join("iot.tdengine");
     std::fs::write(&plain, &td).unwrap();

@@ -188,6 +188,10 @@ impl Part {
 /// Rows buffered for one vgroup.
 struct Buffer {
     parts: Vec<Part>,
+    /// Blocks whose subtables all belong to this vgroup, kept whole: sent as they came, after
+    /// the parts (a block is applied in order, so a later block's row of the same (subtable,
+    /// ts) still replaces an earlier one's, as within a part).
+    whole: Vec<RowBlock>,
     rows: usize,
     bytes: usize,
     since: Instant,
@@ -199,6 +203,7 @@ impl Buffer {
     fn new(route: &Arc<RouteTable>) -> Buffer {
         Buffer {
             parts: Vec::new(),
+            whole: Vec::new(),
             rows: 0,
             bytes: 0,
             since: Instant::now(),
@@ -215,8 +220,12 @@ impl Buffer {
 
     /// The part holding rows of `stable` shaped like `cols` (a write of another schema version
     /// of the same STABLE gets a part of its own).
+    fn is_empty(&self) -> bool {
+        self.parts.is_empty() && self.whole.is_empty()
+    }
+
     fn part(&mut self, stable: &str, cols: &[Column]) -> &mut Part {
-        if self.parts.is_empty() {
+        if self.is_empty() {
             self.since = Instant::now();
         }
         let i = match self
@@ -327,6 +336,9 @@ impl Writer {
     /// only until the subtable exists): the cheapest way to feed the writer, as its rows are
     /// appended to the per-vgroup buffers column by column. The block is split over the
     /// vgroups; a buffer that fills up on the way is sent, so a block may be of any size.
+    /// A block whose subtables all route to one vgroup and that fits in one batch is queued
+    /// without copying its rows: callers that know the routing (`Client::route`) and group
+    /// rows per vgroup themselves save the writer's task that work.
     pub async fn write_block(&self, block: RowBlock) -> Result<(), ClientError> {
         if block.num_tables() == 0 {
             return Ok(());
@@ -553,6 +565,30 @@ impl Task {
                 }
             }
         }
+        // A block wholly in one vgroup and within one batch (what a caller that groups its
+        // rows by vgroup sends) is queued as it is: copying its rows into the part would only
+        // cost time. A larger one is cut at batch bounds below.
+        let config = &self.shared.config;
+        let bytes = estimate_bytes(b.columns(), 0, b.num_rows());
+        if let Some(&g) = groups.first() {
+            if groups.iter().all(|x| *x == g)
+                && b.num_rows() <= config.batch_rows
+                && bytes <= config.batch_bytes
+            {
+                let buf = self.buffers.entry(g).or_insert_with(|| Buffer::new(&route));
+                if buf.is_empty() {
+                    buf.since = Instant::now();
+                }
+                buf.placed_with(&route);
+                buf.rows += b.num_rows();
+                buf.bytes += bytes;
+                buf.whole.push(b);
+                if buf.full(&self.shared.config) {
+                    self.send(g).await;
+                }
+                return;
+            }
+        }
         // The subtable's index in its group's open block (u32::MAX: not listed there yet).
         let mut slots = vec![u32::MAX; b.num_tables()];
         let mut has_rows = vec![false; b.num_tables()];
@@ -604,7 +640,7 @@ impl Task {
         let Some(buf) = self.buffers.remove(&idx) else {
             return;
         };
-        if buf.parts.is_empty() {
+        if buf.is_empty() {
             return;
         }
         let shared = self.shared.clone();
@@ -703,6 +739,7 @@ async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     let rows = buf.rows as u64;
     let built_with = buf.route;
     let mut blocks: Vec<RowBlock> = buf.parts.into_iter().map(|p| p.block).collect();
+    blocks.extend(buf.whole);
     shared.tables.lock().complete(&mut blocks);
     let tables = blocks.iter().map(RowBlock::num_tables).sum();
     let vgroup = match shared.client.route(db).await {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, Value};
 
 /// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk).
-const PIECE_BYTES: u64 = 32;
+const PIECE_BYTES: u64 = 40;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
 /// [`CHUNK_ROWS_MAX`] (a bigger block gets a chunk of its own size).
 const CHUNK_ROWS_MIN: usize = 4096;
@@ -66,8 +66,16 @@ struct TableMem {
 enum Piece {
     /// Columns owned by the piece.
     Owned(Vec<Column>),
-    /// Rows `start..end` of chunk `chunk`.
-    Chunk { chunk: u32, start: u32, end: u32 },
+    /// Rows `start..end` of chunk `chunk`, whose first and last ts are `first` and `last`
+    /// (kept here so that finding where rows go reads only the piece list: a chunk's rows
+    /// are cold by the time a subtable's next rows come).
+    Chunk {
+        chunk: u32,
+        start: u32,
+        end: u32,
+        first: i64,
+        last: i64,
+    },
 }
 
 impl Piece {
@@ -75,7 +83,9 @@ impl Piece {
     fn view<'m>(&'m self, chunks: &'m [Chunk]) -> (&'m [Column], usize, usize) {
         match self {
             Piece::Owned(c) => (c, 0, c.first().map(Column::len).unwrap_or(0)),
-            Piece::Chunk { chunk, start, end } => match chunks.get(*chunk as usize) {
+            Piece::Chunk {
+                chunk, start, end, ..
+            } => match chunks.get(*chunk as usize) {
                 Some(c) => (&c.cols, *start as usize, *end as usize),
                 None => (&[], 0, 0),
             },
@@ -87,6 +97,24 @@ impl Piece {
         cols.first()
             .and_then(|c| ts_slice(c).get(s..e))
             .unwrap_or(&[])
+    }
+
+    fn first_ts(&self, chunks: &[Chunk]) -> Option<i64> {
+        match self {
+            Piece::Chunk {
+                start, end, first, ..
+            } => (end > start).then_some(*first),
+            Piece::Owned(_) => self.ts(chunks).first().copied(),
+        }
+    }
+
+    fn last_ts(&self, chunks: &[Chunk]) -> Option<i64> {
+        match self {
+            Piece::Chunk {
+                start, end, last, ..
+            } => (end > start).then_some(*last),
+            Piece::Owned(_) => self.ts(chunks).last().copied(),
+        }
     }
 
     fn bytes(&self) -> u64 {
@@ -110,10 +138,12 @@ impl Piece {
     /// Cuts off the rows with ts >= `from` as a new piece, keeping the earlier ones; `None`
     /// (nothing cut) when no row is earlier than `from`.
     fn split_off_from(&mut self, from: i64, chunks: &[Chunk]) -> Option<Piece> {
-        let p = self.ts(chunks).partition_point(|t| *t < from);
+        let ts = self.ts(chunks);
+        let p = ts.partition_point(|t| *t < from);
         if p == 0 {
             return None;
         }
+        let (head_last, tail_first) = (ts[p - 1], ts.get(p).copied());
         match self {
             Piece::Owned(cols) => {
                 let n = cols.first().map(Column::len).unwrap_or(0);
@@ -123,14 +153,24 @@ impl Piece {
                 }
                 Some(Piece::Owned(tail))
             }
-            Piece::Chunk { chunk, start, end } => {
+            Piece::Chunk {
+                chunk,
+                start,
+                end,
+                last,
+                ..
+            } => {
                 let cut = *start + p as u32;
                 let tail = Piece::Chunk {
                     chunk: *chunk,
                     start: cut,
                     end: *end,
+                    // An empty tail's bounds are never read.
+                    first: tail_first.unwrap_or(*last),
+                    last: *last,
                 };
                 *end = cut;
+                *last = head_last;
                 Some(tail)
             }
         }
@@ -251,9 +291,31 @@ fn strictly_ascending(ts: &[i64]) -> bool {
 
 impl TableMem {
     fn last_ts(&self, chunks: &[Chunk]) -> Option<i64> {
-        self.pieces
-            .last()
-            .and_then(|p| p.ts(chunks).last().copied())
+        self.pieces.last().and_then(|p| p.last_ts(chunks))
+    }
+
+    /// How many leading pieces end before `t` (`partition_point`), searched from the end:
+    /// late rows are almost always late by a batch or two, so the answer is a few pieces from
+    /// the end, and probing there touches a cache line or two instead of a binary search's
+    /// dozen misses over a subtable with thousands of pieces.
+    fn pieces_ending_before(&self, chunks: &[Chunk], t: i64) -> usize {
+        let before = |p: &Piece| p.last_ts(chunks).is_some_and(|l| l < t);
+        let pieces = &self.pieces;
+        // pieces[hi..] do not end before t; pieces[..lo] do.
+        let mut hi = pieces.len();
+        let mut step = 1;
+        let lo = loop {
+            if hi == 0 {
+                break 0;
+            }
+            let i = hi.saturating_sub(step);
+            if before(&pieces[i]) {
+                break i + 1;
+            }
+            hi = i;
+            step *= 2;
+        };
+        lo + pieces[lo..hi].partition_point(before)
     }
 
     fn rows(&self, chunks: &[Chunk]) -> usize {
@@ -275,13 +337,21 @@ impl TableMem {
             match self.pieces.last_mut() {
                 // Consecutive runs of one block extend the piece.
                 Some(Piece::Chunk {
-                    chunk: c, end: pe, ..
-                }) if *c as usize == chunk && *pe as usize == s => *pe = e as u32,
+                    chunk: c,
+                    end: pe,
+                    last,
+                    ..
+                }) if *c as usize == chunk && *pe as usize == s => {
+                    *pe = e as u32;
+                    *last = ts[ts.len() - 1];
+                }
                 _ => {
                     self.pieces.push(Piece::Chunk {
                         chunk: chunk as u32,
                         start: s as u32,
                         end: e as u32,
+                        first: ts[0],
+                        last: ts[ts.len() - 1],
                     });
                     self.bytes += PIECE_BYTES;
                 }
@@ -297,6 +367,8 @@ impl TableMem {
                         chunk: chunk as u32,
                         start: s as u32,
                         end: e as u32,
+                        first: ts[0],
+                        last: ts[ts.len() - 1],
                     },
                 );
                 self.bytes += PIECE_BYTES;
@@ -313,11 +385,9 @@ impl TableMem {
     /// Where rows spanning `first..=last` fit between the held pieces without overlapping
     /// any (the index to insert a piece at), if they do.
     fn gap_for(&self, chunks: &[Chunk], first: i64, last: i64) -> Option<usize> {
-        let k = self
-            .pieces
-            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < first));
-        match self.pieces.get(k).and_then(|p| p.ts(chunks).first()) {
-            Some(next) if last < *next => Some(k),
+        let k = self.pieces_ending_before(chunks, first);
+        match self.pieces.get(k).and_then(|p| p.first_ts(chunks)) {
+            Some(next) if last < next => Some(k),
             Some(_) => None,
             None => Some(k),
         }
@@ -362,9 +432,7 @@ impl TableMem {
             return;
         };
         // The first piece holding a ts >= first; its rows before `first` stay in place.
-        let k = self
-            .pieces
-            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < first));
+        let k = self.pieces_ending_before(chunks, first);
         // Bytes are recounted over the pieces this merge replaces only: a subtable may hold
         // thousands of pieces, and late rows are common when batches overtake each other.
         let before: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
@@ -541,7 +609,7 @@ impl Memtable {
         // Pieces are disjoint and ascending: those overlapping [lo, hi] are consecutive.
         let first = t
             .pieces
-            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < lo));
+            .partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < lo));
         let mut hits: Vec<(&[Column], usize, usize)> = Vec::new();
         for p in &t.pieces[first..] {
             let ts = p.ts(chunks);
@@ -595,15 +663,8 @@ impl Memtable {
     pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
         let t = self.tables.get(&uid)?;
         let chunks = &self.chunks;
-        let first = t
-            .pieces
-            .iter()
-            .find_map(|p| p.ts(chunks).first().copied())?;
-        let last = t
-            .pieces
-            .iter()
-            .rev()
-            .find_map(|p| p.ts(chunks).last().copied())?;
+        let first = t.pieces.iter().find_map(|p| p.first_ts(chunks))?;
+        let last = t.pieces.iter().rev().find_map(|p| p.last_ts(chunks))?;
         Some((first, last))
     }
 
@@ -613,7 +674,7 @@ impl Memtable {
         let chunks = &self.chunks;
         let k = t
             .pieces
-            .partition_point(|p| p.ts(chunks).last().is_some_and(|l| *l < from));
+            .partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < from));
         t.pieces[k..].iter().find_map(|p| {
             let ts = p.ts(chunks);
             ts.get(ts.partition_point(|x| *x < from)).copied()
@@ -800,6 +861,109 @@ mod tests {
             a.ts_bounds(TableUid(3)),
             Some((1000, 1000 + CHUNK_ROWS_MAX as i64))
         );
+    }
+
+    /// Random blocks (runs of several subtables, in order, overtaking, overlapping, repeated
+    /// ts; some as per-subtable columns) against a model where a later write of a (subtable, ts) wins: every subtable's rows,
+    /// bounds, next ts and random ranges agree after every block.
+    #[test]
+    fn random_blocks_match_a_model() {
+        use rand::{Rng, SeedableRng};
+        use std::collections::BTreeMap;
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut m = Memtable::default();
+            let mut model: BTreeMap<u64, BTreeMap<i64, i64>> = BTreeMap::new();
+            let mut next = [0i64; 4];
+            for step in 0..60 {
+                let mut rows = Vec::new();
+                let mut runs = Vec::new();
+                for _ in 0..rng.random_range(1..8) {
+                    let t = rng.random_range(0..4usize);
+                    let n = rng.random_range(1..6);
+                    let mut ts = match rng.random_range(0..4) {
+                        // Mostly after what the subtable holds; else anywhere before it.
+                        0 => rng.random_range(0..next[t].max(1)),
+                        _ => next[t] + rng.random_range(0..3),
+                    };
+                    for _ in 0..n {
+                        let v = step * 1000 + rows.len() as i64;
+                        rows.push((ts, v));
+                        model.entry(t as u64).or_default().insert(ts, v);
+                        next[t] = next[t].max(ts + 1);
+                        ts += if rng.random_range(0..6) == 0 {
+                            0
+                        } else {
+                            rng.random_range(1..3)
+                        };
+                    }
+                    runs.push((t as u32, n as u32));
+                }
+                let block = cols(&rows);
+                if rng.random_range(0..5) == 0 {
+                    // Some writes come as per-subtable columns (owned pieces).
+                    let mut at = 0;
+                    for (t, n) in &runs {
+                        let part: Vec<Column> = block
+                            .iter()
+                            .map(|c| c.slice(at, at + *n as usize))
+                            .collect();
+                        m.insert(TableUid(u64::from(*t)), &part);
+                        at += *n as usize;
+                    }
+                } else {
+                    m.insert_block(&runs, &block, |t| Some(TableUid(u64::from(t))));
+                }
+                // The bounds a chunk piece keeps are its rows' own; the search from the end
+                // agrees with a binary search.
+                for tm in m.tables.values() {
+                    for t in [i64::MIN, -1, 0, 1, 5, 50, 100, 400, i64::MAX] {
+                        let t = if t == 5 { rng.random_range(0..500) } else { t };
+                        assert_eq!(
+                            tm.pieces_ending_before(&m.chunks, t),
+                            tm.pieces
+                                .partition_point(|p| p.last_ts(&m.chunks).is_some_and(|l| l < t)),
+                            "seed {seed} t {t}"
+                        );
+                    }
+                    for p in &tm.pieces {
+                        let ts = p.ts(&m.chunks);
+                        assert_eq!(p.first_ts(&m.chunks), ts.first().copied(), "seed {seed}");
+                        assert_eq!(p.last_ts(&m.chunks), ts.last().copied(), "seed {seed}");
+                    }
+                }
+                for (t, want) in &model {
+                    let uid = TableUid(*t);
+                    let c = m.range_columns(
+                        uid,
+                        i64::MIN,
+                        i64::MAX,
+                        &[(0, DataType::Timestamp), (1, DataType::BigInt)],
+                    );
+                    let got: Vec<(i64, i64)> = (0..c[0].len())
+                        .map(|i| match c[1].get(i) {
+                            Value::Int(v) => (ts_slice(&c[0])[i], v),
+                            other => panic!("seed {seed}: value {other:?}"),
+                        })
+                        .collect();
+                    let exp: Vec<(i64, i64)> = want.iter().map(|(a, b)| (*a, *b)).collect();
+                    assert_eq!(got, exp, "seed {seed} step {step} table {t}");
+                    let (lo, hi) = (*want.keys().next().unwrap(), *want.keys().last().unwrap());
+                    assert_eq!(m.ts_bounds(uid), Some((lo, hi)), "seed {seed} step {step}");
+                    let from = rng.random_range(lo - 1..hi + 2);
+                    assert_eq!(
+                        m.next_ts(uid, from),
+                        want.range(from..).next().map(|(k, _)| *k),
+                        "seed {seed} step {step} next_ts({from})"
+                    );
+                    let a = rng.random_range(lo - 1..hi + 2);
+                    let b = rng.random_range(a..hi + 3);
+                    let r = m.range_columns(uid, a, b, &[(0, DataType::Timestamp)]);
+                    let exp: Vec<i64> = want.range(a..=b).map(|(k, _)| *k).collect();
+                    assert_eq!(ts_slice(&r[0]), exp.as_slice(), "seed {seed} [{a}, {b}]");
+                }
+            }
+        }
     }
 
     #[test]
