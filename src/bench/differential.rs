@@ -458,7 +458,8 @@ async fn differential(args: &DiffArgs, cfg: &Config, work: &Path) -> Result<u64,
         tidal_tsbs::time::rfc3339_seconds(cfg.start_ms),
         tidal_tsbs::time::rfc3339_seconds(cfg.end_ms)
     );
-    let files = tokio::task::block_in_place(|| write_files(cfg, work, false, false, true, true))?;
+    let files =
+        tokio::task::block_in_place(|| write_files(cfg, work, false, false, false, true, true))?;
     let pg = files
         .postgres
         .clone()

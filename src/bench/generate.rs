@@ -246,6 +246,10 @@ fn print_summary(cfg: &Config, s: tidal_tsbs::Stats, secs: f64) {
 pub struct DataFiles {
     /// Influx line protocol (InfluxDB and VictoriaMetrics).
     pub influx: Option<PathBuf>,
+    /// TSBS's TDengine command stream (`tidal load --format tdengine`).
+    pub tdengine: Option<PathBuf>,
+    /// `1,` rows written to it per measurement (readings, diagnostics).
+    pub tdengine_rows: [u64; 2],
     /// ClickHouse 18.16 CSV: readings, diagnostics.
     pub clickhouse: Option<[PathBuf; 2]>,
     /// PostgreSQL CSV: readings, diagnostics.
@@ -267,6 +271,7 @@ pub fn write_files(
     cfg: &Config,
     dir: &Path,
     influx: bool,
+    tdengine: bool,
     clickhouse: bool,
     postgres: bool,
     subtable_tags: bool,
@@ -281,6 +286,13 @@ pub fn write_files(
         let (p, w) = create("data.lp")?;
         files.influx = Some(p);
         Some(InfluxWriter::new(w))
+    } else {
+        None
+    };
+    let mut td = if tdengine {
+        let (p, w) = create("data.tdengine")?;
+        files.tdengine = Some(p);
+        Some(TdengineWriter::new(w))
     } else {
         None
     };
@@ -338,6 +350,10 @@ pub fn write_files(
         if let Some(w) = lp.as_mut() {
             w.write_point(&p).map_err(err)?;
         }
+        if let Some(w) = td.as_mut() {
+            w.write_point(&p).map_err(err)?;
+            files.tdengine_rows[m] += 1;
+        }
         if let Some(w) = ch.get_mut(m) {
             buf.clear();
             append_clickhouse18_row(&mut buf, &p);
@@ -351,6 +367,9 @@ pub fn write_files(
     }
     if let Some(w) = lp {
         files.influx_lines = w.lines();
+        w.into_inner().flush().map_err(err)?;
+    }
+    if let Some(w) = td {
         w.into_inner().flush().map_err(err)?;
     }
     for mut w in ch.into_iter().chain(pg) {

@@ -230,6 +230,7 @@ async fn one_size(
             &cfg,
             dir,
             kinds.contains(&Kind::Influx),
+            false,
             kinds.contains(&Kind::ClickHouse),
             kinds.contains(&Kind::Postgres),
             true,

@@ -41,8 +41,13 @@ pub struct RunArgs {
     seed: u64,
     /// Peers to compare with, comma-separated: influxdb,clickhouse,postgres,victoria, or none;
     /// `tidal-lp` adds Tidal loaded through its line-protocol HTTP API (the InfluxDB file and
-    /// loader, ingest only). Tidal through the client library always runs.
-    #[arg(long, default_value = "tidal-lp,influxdb,clickhouse,postgres,victoria")]
+    /// loader, ingest only), `tidal-load` Tidal loaded by `tidal load` from TSBS's TDengine
+    /// file (ingest only, with the loader's parse-only rate). Tidal through the client library
+    /// always runs.
+    #[arg(
+        long,
+        default_value = "tidal-lp,tidal-load,influxdb,clickhouse,postgres,victoria"
+    )]
     peers: String,
     /// Warm runs per query type (each with its own random parameters), after the cold run.
     #[arg(long, default_value_t = 20)]
@@ -53,7 +58,7 @@ pub struct RunArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// The test suite's configuration, seconds long: scale 4, 30 minutes, Tidal through the
-    /// client library and the line protocol, no peers, 1 run.
+    /// client library, the line protocol and `tidal load`, no peers, 1 run.
     #[arg(long)]
     small: bool,
     /// Measure ingest, CPU, memory and bytes on disk only (no queries): for large scales,
@@ -170,29 +175,35 @@ type FirstAnswers = Vec<(QueryType, String, Answer)>;
 #[derive(Debug, PartialEq)]
 struct Selection {
     tidal_lp: bool,
+    tidal_load: bool,
     peers: Vec<Kind>,
 }
 
 impl Selection {
     fn parse(s: &str) -> Result<Selection, String> {
         let mut tidal_lp = false;
+        let mut tidal_load = false;
         let mut rest = Vec::new();
         for p in s.split(',').map(str::trim) {
             if p == tidal_engine::LP_SELECTOR {
                 tidal_lp = true;
+            } else if p == tidal_engine::LOAD_SELECTOR {
+                tidal_load = true;
             } else if p.is_empty() || p == "none" || Kind::parse(p).is_some() {
                 rest.push(p);
             } else {
                 // Checked here so that the message names every choice of `bench run`
                 // (`bench lastrow` shares `parse_list`, without the Tidal variant).
                 return Err(format!(
-                    "--peers: unknown peer '{p}'; expected {}, influxdb, clickhouse, postgres, victoria or none",
-                    tidal_engine::LP_SELECTOR
+                    "--peers: unknown peer '{p}'; expected {}, {}, influxdb, clickhouse, postgres, victoria or none",
+                    tidal_engine::LP_SELECTOR,
+                    tidal_engine::LOAD_SELECTOR
                 ));
             }
         }
         Ok(Selection {
             tidal_lp,
+            tidal_load,
             peers: peers::parse_list(&rest.join(","))?,
         })
     }
@@ -202,6 +213,9 @@ impl Selection {
         let mut v: Vec<&str> = Vec::new();
         if self.tidal_lp {
             v.push(tidal_engine::LP_SELECTOR);
+        }
+        if self.tidal_load {
+            v.push(tidal_engine::LOAD_SELECTOR);
         }
         v.extend(self.peers.iter().map(|k| k.name()));
         if v.is_empty() {
@@ -216,9 +230,13 @@ pub async fn run(mut args: RunArgs) -> Result<ExitCode, BoxError> {
     if args.small {
         args.scale = 4;
         args.duration = "30m".into();
-        // The line-protocol variant needs nothing installed and costs a second or two at
-        // this size, so the smoke run covers it.
-        args.peers = tidal_engine::LP_SELECTOR.into();
+        // The line-protocol and loader variants need nothing installed and cost a second or
+        // two at this size, so the smoke run covers them.
+        args.peers = format!(
+            "{},{}",
+            tidal_engine::LP_SELECTOR,
+            tidal_engine::LOAD_SELECTOR
+        );
         args.queries = 1;
     }
     let data = DataArgs {
@@ -406,6 +424,7 @@ async fn bench(
                 || kinds
                     .iter()
                     .any(|k| matches!(k, Kind::Influx | Kind::Victoria)),
+            selection.tidal_load,
             kinds.contains(&Kind::ClickHouse),
             kinds.contains(&Kind::Postgres),
             !args.row_tags,
@@ -441,6 +460,20 @@ async fn bench(
                 results
                     .skipped
                     .push((tidal_engine::LP_NAME.into(), format!("failed: {why}")));
+            }
+        }
+    }
+
+    // And through `tidal load`, reported the same way.
+    if selection.tidal_load {
+        eprintln!("== {}", tidal_engine::LOAD_NAME);
+        match run_tidal_load(&files, work, !args.row_tags).await {
+            Ok(e) => results.engines.push(e),
+            Err(why) => {
+                eprintln!("error: {} failed: {why}", tidal_engine::LOAD_NAME);
+                results
+                    .skipped
+                    .push((tidal_engine::LOAD_NAME.into(), format!("failed: {why}")));
             }
         }
     }
@@ -681,13 +714,107 @@ async fn tidal_lp_phases(
     Ok(())
 }
 
+/// Tidal through `tidal load` (TSBS's TDengine file): first its parse-only rate (`--dry-run`,
+/// no server), then a fresh cluster with the same database loaded by it, every STABLE's
+/// `COUNT(*)` checked against the rows of the file, and the settle step for the size. No
+/// queries.
+async fn run_tidal_load(
+    files: &super::generate::DataFiles,
+    work: &Path,
+    subtable_tags: bool,
+) -> Result<EngineResult, String> {
+    let file = files
+        .tdengine
+        .as_deref()
+        .ok_or("no TDengine-format file was generated")?;
+    let mut r = EngineResult {
+        name: tidal_engine::LOAD_NAME.into(),
+        variant_of: Some("tidal".into()),
+        version: env!("CARGO_PKG_VERSION").into(),
+        settings: tidal_engine::load_settings(),
+        durability: tidal_engine::DURABILITY.into(),
+        ..EngineResult::default()
+    };
+    let (parsed, parse_secs) =
+        tokio::task::block_in_place(|| tidal_engine::run_loader(file, None))?;
+    r.parse_only_rows_per_s = Some(parsed as f64 / parse_secs.max(1e-9));
+    eprintln!("   parse-only: {parsed} rows in {parse_secs:.1} s");
+    let engine = TidalEngine::start(&work.join("tidal-load"))
+        .await
+        .map_err(|e| e.to_string())?;
+    let outcome = tidal_load_phases(&engine, &mut r, file, files, subtable_tags).await;
+    engine.stop().await;
+    outcome?;
+    Ok(r)
+}
+
+async fn tidal_load_phases(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    file: &Path,
+    files: &super::generate::DataFiles,
+    subtable_tags: bool,
+) -> Result<(), String> {
+    engine.create_database().await.map_err(|e| e.to_string())?;
+    let pids = engine.pids();
+    let sampler = PeakSampler::start(pids.clone());
+    let cpu0 = procfs::cpu_seconds(&pids);
+    let loaded = tokio::task::block_in_place(|| engine.load_tdengine(file));
+    let cpu = procfs::cpu_seconds(&pids) - cpu0;
+    let (rows, secs) = match loaded {
+        Ok(x) => x,
+        Err(e) => {
+            sampler.finish();
+            return Err(format!("load failed: {e}"));
+        }
+    };
+    r.ingest = Some(ingest(
+        rows,
+        secs,
+        cpu,
+        "`tidal load --format tdengine` (row blocks per STABLE and vgroup through the client library)",
+    ));
+    eprintln!("   loaded {rows} rows in {secs:.1} s");
+    let want = files.tdengine_rows;
+    if rows != want.iter().sum::<u64>() {
+        sampler.finish();
+        return Err(format!(
+            "{rows} rows loaded, but the file holds {}",
+            want.iter().sum::<u64>()
+        ));
+    }
+    // Every row of the file is a distinct (subtable, ts) when the null-name points share
+    // their subtable's one row per ts (the default); with --row-tags they may repeat one.
+    if subtable_tags {
+        let stables = [String::from("readings"), String::from("diagnostics")];
+        let mut counts = Vec::new();
+        for (stable, n) in stables.iter().zip(want) {
+            counts.push((stable, n, engine.count(stable).await));
+        }
+        if let Some(msg) = count_mismatch(&counts) {
+            sampler.finish();
+            return Err(msg);
+        }
+        r.notes.push(format!(
+            "after the load, `SELECT COUNT(*)` found the rows of the file: readings {}, diagnostics {}",
+            want[0], want[1]
+        ));
+    }
+    let settled = engine.settle().await;
+    r.peak_rss_bytes = Some(sampler.finish());
+    let (bytes, detail) = settled.map_err(|e| e.to_string())?;
+    r.disk_bytes = Some(bytes);
+    r.disk_detail = detail;
+    Ok(())
+}
+
 /// The first STABLE whose count is not the expected one (or could not be read), as the
 /// variant's failure message.
 fn count_mismatch(counts: &[(&String, u64, Result<u64, String>)]) -> Option<String> {
     counts.iter().find_map(|(stable, want, got)| match got {
         Ok(n) if n == want => None,
         Ok(n) => Some(format!(
-            "after the line-protocol load Tidal holds {n} rows in {stable}, expected {want} (the distinct subtable and timestamp keys of the lines sent)"
+            "after the load Tidal holds {n} rows in {stable}, expected {want} (the distinct subtable and timestamp keys sent)"
         )),
         Err(e) => Some(format!("counting the rows of {stable}: {e}")),
     })
@@ -827,6 +954,7 @@ mod tests {
             s,
             Selection {
                 tidal_lp: true,
+                tidal_load: false,
                 peers: vec![Kind::Influx]
             }
         );
@@ -838,9 +966,16 @@ mod tests {
         assert!(s.tidal_lp && s.peers.is_empty());
         let err = Selection::parse("tidal-lp,mysql").unwrap_err();
         assert!(err.contains("'mysql'") && err.contains("tidal-lp"), "{err}");
-        // The default list parses and includes the variant.
-        let s = Selection::parse("tidal-lp,influxdb,clickhouse,postgres,victoria").unwrap();
-        assert!(s.tidal_lp && s.peers.len() == 4);
+        // The default list parses and includes both variants.
+        let s =
+            Selection::parse("tidal-lp,tidal-load,influxdb,clickhouse,postgres,victoria").unwrap();
+        assert!(s.tidal_lp && s.tidal_load && s.peers.len() == 4);
+        assert_eq!(
+            s.spelled(),
+            "tidal-lp,tidal-load,influxdb,clickhouse,postgres,victoria"
+        );
+        let s = Selection::parse("tidal-load").unwrap();
+        assert!(s.tidal_load && !s.tidal_lp && s.peers.is_empty());
     }
 
     #[test]

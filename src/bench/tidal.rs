@@ -39,6 +39,11 @@ const DB_PRECISION: LpPrecision = LpPrecision::Millis;
 /// The report's name of the line-protocol variant, and `--peers`' name for it.
 pub const LP_NAME: &str = "tidal (line protocol)";
 pub const LP_SELECTOR: &str = "tidal-lp";
+/// The report's name of the `tidal load` variant, and `--peers`' name for it.
+pub const LOAD_NAME: &str = "tidal (tidal load)";
+pub const LOAD_SELECTOR: &str = "tidal-load";
+/// `tidal load`'s workers and rows per batch in the benchmark (its defaults).
+const LOAD_WORKERS: usize = 4;
 /// How long `tidal local` may take to print its ready lines (it waits for its own children).
 const LOCAL_READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long `tidal local` may take to stop after SIGTERM: its children's default
@@ -55,6 +60,13 @@ fn create_database_sql() -> String {
 pub fn settings() -> String {
     format!(
         "mnode + {DNODES} data nodes on loopback; `CREATE DATABASE {DB} VGROUPS {VGROUPS} PRECISION 'ms' WAL_LEVEL 2 CACHEMODEL 'both' CACHESIZE 512` (the last-row cache on and large enough for every subtable, as a fleet dashboard would run it); client library `Writer` fed row blocks of {BATCH_ROWS} points, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup"
+    )
+}
+
+/// Settings of the `tidal load` variant.
+pub fn load_settings() -> String {
+    format!(
+        "the same cluster and `CREATE DATABASE` as \"tidal\", a fresh one; `tidal load --format tdengine` (its own process, not counted as server) reads TSBS's TDengine command stream (`2,` STABLE, `3,` subtable with its tags, `1,` one row per line): {LOAD_WORKERS} workers parse it into row blocks per STABLE and vgroup, {BATCH_ROWS} rows per batch, {IN_FLIGHT_PER_VGROUP} batches in flight per vgroup; ingest and size only"
     )
 }
 
@@ -86,6 +98,8 @@ pub struct TidalEngine {
     dir: PathBuf,
     /// The HTTP API's address (`host:port`), when the servers serve it.
     http: Option<String>,
+    /// The gRPC address clients connect to.
+    addr: String,
 }
 
 impl TidalEngine {
@@ -101,6 +115,7 @@ impl TidalEngine {
             }
         };
         Ok(TidalEngine {
+            addr: cluster.addr.clone(),
             servers: Servers::Cluster(cluster),
             client,
             dir: dir.to_path_buf(),
@@ -185,6 +200,7 @@ impl TidalEngine {
             client,
             dir: dir.to_path_buf(),
             http: Some(http),
+            addr,
         })
     }
 
@@ -232,6 +248,13 @@ impl TidalEngine {
             super::http::encode(tidal_client::auth::DEFAULT_PASSWORD)
         );
         super::peers::post_line_protocol(file, addr, &path, "Tidal (line protocol)")
+    }
+
+    /// Runs `tidal load --format tdengine` on `file` into the database; returns the rows it
+    /// loaded and the seconds it reports (first line read to last batch acknowledged).
+    /// Blocking: call it from `block_in_place`.
+    pub fn load_tdengine(&self, file: &Path) -> Result<(u64, f64), String> {
+        run_loader(file, Some(&self.addr))
     }
 
     /// `SELECT COUNT(*)` of a STABLE.
@@ -533,8 +556,81 @@ pub fn row_blocks(batches: impl IntoIterator<Item = Vec<TableWrite>>) -> Vec<Row
     out
 }
 
+/// `tidal load --format tdengine` on `file`: into the cluster at `host`, or with `None` as
+/// `--dry-run` (parse into blocks, send nothing: the loader's parse-only rate). Returns the
+/// rows and seconds of its summary line.
+pub fn run_loader(file: &Path, host: Option<&str>) -> Result<(u64, f64), String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the tidal executable: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with(crate::config::ENV_PREFIX) {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.args([
+        "load",
+        "--db",
+        DB,
+        "--format",
+        "tdengine",
+        "--progress-secs",
+        "0",
+    ])
+    .args(["--workers", &LOAD_WORKERS.to_string()])
+    .args(["--batch-size", &BATCH_ROWS.to_string()])
+    .arg("--file")
+    .arg(file);
+    match host {
+        Some(h) => cmd.args(["--host", h]),
+        None => cmd.arg("--dry-run"),
+    };
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("running `tidal load`: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!(
+            "`tidal load` failed ({}): {}{}",
+            out.status,
+            stdout.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    parse_loader_summary(&stdout).ok_or_else(|| {
+        format!(
+            "no rows summary in `tidal load`'s output: {}",
+            stdout.trim()
+        )
+    })
+}
+
+/// `<loaded|parsed> N rows in S.SSSsec ...` of `tidal load`'s summary.
+fn parse_loader_summary(out: &str) -> Option<(u64, f64)> {
+    out.lines().find_map(|l| {
+        let rest = l
+            .strip_prefix("loaded ")
+            .or_else(|| l.strip_prefix("parsed "))?;
+        let (rows, rest) = rest.split_once(" rows in ")?;
+        let secs = rest.split_once("sec")?.0;
+        Some((rows.parse().ok()?, secs.parse().ok()?))
+    })
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn loader_summaries_are_read() {
+        let out = "Summary:\nloaded 80 metrics in 1.500sec with 4 workers (mean rate 53.33 metrics/sec)\nloaded 16 rows in 1.500sec with 4 workers (mean rate 10.67 rows/sec)\n";
+        assert_eq!(parse_loader_summary(out), Some((16, 1.5)));
+        let dry = "parsed 3243307 rows in 1.857sec with 4 workers (mean rate 1746314.28 rows/sec)";
+        assert_eq!(parse_loader_summary(dry), Some((3243307, 1.857)));
+        assert_eq!(parse_loader_summary("loaded x rows in 1sec"), None);
+        assert_eq!(parse_loader_summary(""), None);
+    }
+
     use super::*;
 
     #[test]

@@ -60,6 +60,11 @@ impl Chunk {
 struct TableMem {
     pieces: Vec<Piece>,
     bytes: u64,
+    /// The last piece's last ts and, when it is a chunk piece, its (chunk, end): copies kept
+    /// beside the map entry, so that an in-order run (nearly every write) is placed without
+    /// reading the piece list, which is cold by the time the subtable's next rows come.
+    last: Option<i64>,
+    tail: Option<(u32, u32)>,
 }
 
 /// Consecutive rows of one subtable.
@@ -290,8 +295,19 @@ fn strictly_ascending(ts: &[i64]) -> bool {
 }
 
 impl TableMem {
-    fn last_ts(&self, chunks: &[Chunk]) -> Option<i64> {
-        self.pieces.last().and_then(|p| p.last_ts(chunks))
+    fn last_ts(&self) -> Option<i64> {
+        self.last
+    }
+
+    /// Recomputes [`TableMem::last`] and [`TableMem::tail`] after the pieces changed other
+    /// than by an in-order append.
+    fn refresh_tail(&mut self, chunks: &[Chunk]) {
+        let p = self.pieces.last();
+        self.last = p.and_then(|p| p.last_ts(chunks));
+        self.tail = match p {
+            Some(Piece::Chunk { chunk, end, .. }) => Some((*chunk, *end)),
+            _ => None,
+        };
     }
 
     /// How many leading pieces end before `t` (`partition_point`), searched from the end:
@@ -332,30 +348,31 @@ impl TableMem {
         if ts.is_empty() {
             return;
         }
-        if self.last_ts(chunks).is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
+        let (first, last) = (ts[0], ts[ts.len() - 1]);
+        if self.last_ts().is_none_or(|l| first > l) && strictly_ascending(ts) {
             // The common case: rows after everything held; name them, copy nothing.
+            let extend = self.tail == Some((chunk as u32, s as u32));
             match self.pieces.last_mut() {
                 // Consecutive runs of one block extend the piece.
                 Some(Piece::Chunk {
-                    chunk: c,
-                    end: pe,
-                    last,
-                    ..
-                }) if *c as usize == chunk && *pe as usize == s => {
+                    end: pe, last: pl, ..
+                }) if extend => {
                     *pe = e as u32;
-                    *last = ts[ts.len() - 1];
+                    *pl = last;
                 }
                 _ => {
                     self.pieces.push(Piece::Chunk {
                         chunk: chunk as u32,
                         start: s as u32,
                         end: e as u32,
-                        first: ts[0],
-                        last: ts[ts.len() - 1],
+                        first,
+                        last,
                     });
                     self.bytes += PIECE_BYTES;
                 }
             }
+            self.last = Some(last);
+            self.tail = Some((chunk as u32, e as u32));
             return;
         }
         if strictly_ascending(ts) {
@@ -367,11 +384,12 @@ impl TableMem {
                         chunk: chunk as u32,
                         start: s as u32,
                         end: e as u32,
-                        first: ts[0],
-                        last: ts[ts.len() - 1],
+                        first,
+                        last,
                     },
                 );
                 self.bytes += PIECE_BYTES;
+                self.refresh_tail(chunks);
                 return;
             }
         }
@@ -399,7 +417,7 @@ impl TableMem {
         if ts.is_empty() {
             return;
         }
-        if self.last_ts(chunks).is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
+        if self.last_ts().is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
             let added: u64 = cols.iter().map(col_bytes).sum();
             match self.pieces.last_mut() {
                 // In-order rows of the same width extend the last owned piece.
@@ -411,12 +429,14 @@ impl TableMem {
                 _ => self.pieces.push(Piece::Owned(cols.to_vec())),
             }
             self.bytes += added;
+            self.refresh_tail(chunks);
             return;
         }
         if strictly_ascending(ts) {
             if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
                 self.pieces.insert(k, Piece::Owned(cols.to_vec()));
                 self.bytes += cols.iter().map(col_bytes).sum::<u64>();
+                self.refresh_tail(chunks);
                 return;
             }
         }
@@ -474,6 +494,7 @@ impl TableMem {
         self.pieces.push(Piece::Owned(merged));
         let after: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
         self.bytes = (self.bytes + after).saturating_sub(before);
+        self.refresh_tail(chunks);
     }
 }
 
@@ -914,9 +935,20 @@ mod tests {
                 } else {
                     m.insert_block(&runs, &block, |t| Some(TableUid(u64::from(t))));
                 }
-                // The bounds a chunk piece keeps are its rows' own; the search from the end
-                // agrees with a binary search.
+                // The bounds a chunk piece keeps are its rows' own, as are the copies of the
+                // last piece's; the search from the end agrees with a binary search.
                 for tm in m.tables.values() {
+                    let lp = tm.pieces.last();
+                    assert_eq!(
+                        tm.last,
+                        lp.and_then(|p| p.last_ts(&m.chunks)),
+                        "seed {seed}"
+                    );
+                    let tail = match lp {
+                        Some(Piece::Chunk { chunk, end, .. }) => Some((*chunk, *end)),
+                        _ => None,
+                    };
+                    assert_eq!(tm.tail, tail, "seed {seed}");
                     for t in [i64::MIN, -1, 0, 1, 5, 50, 100, 400, i64::MAX] {
                         let t = if t == 5 { rng.random_range(0..500) } else { t };
                         assert_eq!(
