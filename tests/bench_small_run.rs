@@ -1,7 +1,7 @@
 //! `tidal bench`: the `--small` benchmark run (a local cluster, no peers, seconds long) writes
 //! a report with every section and non-zero figures, its JSON and charts, with Tidal loaded
-//! both through the client library and through the line protocol over HTTP; `bench generate`
-//! is deterministic for a seed; bad input gives a clear error, not a panic.
+//! through the client library, through the line protocol over HTTP and through `tidal load`;
+//! `bench generate` is deterministic for a seed; bad input gives a clear error, not a panic.
 
 use std::process::Command;
 
@@ -101,6 +101,31 @@ fn small_run_writes_a_complete_report() {
         "{lp}"
     );
     assert!(md.contains("| tidal (line protocol) | "), "{md}");
+
+    // The `tidal load` variant: every row of the TDengine file loaded and counted, with the
+    // loader's parse-only rate and the ratio the report states.
+    let ld = &json["engines"][2];
+    assert_eq!(ld["name"], "tidal (tidal load)");
+    assert_eq!(ld["variant_of"], "tidal");
+    assert_eq!(
+        ld["ingest"]["rows"].as_u64(),
+        json["data"]["points"].as_u64(),
+        "the TDengine file holds every point"
+    );
+    assert!(ld["parse_only_rows_per_s"].as_f64().unwrap() > 0.0);
+    assert!(ld["disk_bytes"].as_u64().unwrap() > 0);
+    assert!(
+        ld["notes"].as_array().unwrap().iter().any(|n| n
+            .as_str()
+            .unwrap_or("")
+            .contains("`SELECT COUNT(*)` found the rows of the file")),
+        "{ld}"
+    );
+    assert!(
+        md.contains("### `tidal load` against its parse-only rate"),
+        "{md}"
+    );
+    assert!(md.contains("| tidal (tidal load) | "), "{md}");
 
     for chart in ["ingest.png", "disk.png", "queries_p50.png"] {
         let p = dir.path().join("bench").join(chart);
