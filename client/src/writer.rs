@@ -185,13 +185,22 @@ impl Part {
     }
 }
 
-/// Rows buffered for one vgroup.
+/// A [`Buffer`]'s rows in order: one of its parts (by index), or a block of one vgroup kept
+/// whole.
+enum Entry {
+    Part(usize),
+    Whole(RowBlock),
+}
+
+/// Rows buffered for one vgroup: parts that rows are copied into and blocks kept whole, in
+/// the order the rows came, which is the order the vnode applies them in (so a later write of
+/// a (subtable, ts) replaces an earlier one however each was queued).
 struct Buffer {
     parts: Vec<Part>,
-    /// Blocks whose subtables all belong to this vgroup, kept whole: sent as they came, after
-    /// the parts (a block is applied in order, so a later block's row of the same (subtable,
-    /// ts) still replaces an earlier one's, as within a part).
-    whole: Vec<RowBlock>,
+    entries: Vec<Entry>,
+    /// Parts before this index are closed: a block kept whole came after their rows, so
+    /// later rows may not join them.
+    open_from: usize,
     rows: usize,
     bytes: usize,
     since: Instant,
@@ -203,7 +212,8 @@ impl Buffer {
     fn new(route: &Arc<RouteTable>) -> Buffer {
         Buffer {
             parts: Vec::new(),
-            whole: Vec::new(),
+            entries: Vec::new(),
+            open_from: 0,
             rows: 0,
             bytes: 0,
             since: Instant::now(),
@@ -218,32 +228,54 @@ impl Buffer {
         }
     }
 
-    /// The part holding rows of `stable` shaped like `cols` (a write of another schema version
-    /// of the same STABLE gets a part of its own).
     fn is_empty(&self) -> bool {
-        self.parts.is_empty() && self.whole.is_empty()
+        self.entries.is_empty()
     }
 
+    /// The open part holding rows of `stable` shaped like `cols` (a write of another schema
+    /// version of the same STABLE gets a part of its own).
     fn part(&mut self, stable: &str, cols: &[Column]) -> &mut Part {
         if self.is_empty() {
             self.since = Instant::now();
         }
-        let i = match self
-            .parts
+        let found = self.parts[self.open_from..]
             .iter()
-            .position(|p| p.block.stable() == stable && p.block.accepts(cols))
-        {
-            Some(i) => i,
+            .position(|p| p.block.stable() == stable && p.block.accepts(cols));
+        let i = match found {
+            Some(i) => self.open_from + i,
             None => {
                 self.parts.push(Part {
                     block: RowBlock::like(stable, cols, 0),
                     index: FastMap::default(),
                     collided: FastMap::default(),
                 });
+                self.entries.push(Entry::Part(self.parts.len() - 1));
                 self.parts.len() - 1
             }
         };
         &mut self.parts[i]
+    }
+
+    /// Queues a block as it is, after every row queued so far.
+    fn push_whole(&mut self, b: RowBlock) {
+        if self.is_empty() {
+            self.since = Instant::now();
+        }
+        self.entries.push(Entry::Whole(b));
+        self.open_from = self.parts.len();
+    }
+
+    /// The blocks to send, in the order their rows came.
+    fn into_blocks(self) -> Vec<RowBlock> {
+        let mut parts: Vec<Option<RowBlock>> =
+            self.parts.into_iter().map(|p| Some(p.block)).collect();
+        self.entries
+            .into_iter()
+            .filter_map(|e| match e {
+                Entry::Part(i) => parts.get_mut(i).and_then(Option::take),
+                Entry::Whole(b) => Some(b),
+            })
+            .collect()
     }
 
     fn full(&self, c: &WriterConfig) -> bool {
@@ -576,13 +608,10 @@ impl Task {
                 && bytes <= config.batch_bytes
             {
                 let buf = self.buffers.entry(g).or_insert_with(|| Buffer::new(&route));
-                if buf.is_empty() {
-                    buf.since = Instant::now();
-                }
                 buf.placed_with(&route);
                 buf.rows += b.num_rows();
                 buf.bytes += bytes;
-                buf.whole.push(b);
+                buf.push_whole(b);
                 if buf.full(&self.shared.config) {
                     self.send(g).await;
                 }
@@ -737,9 +766,8 @@ async fn run(
 async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     let db = &shared.config.db;
     let rows = buf.rows as u64;
-    let built_with = buf.route;
-    let mut blocks: Vec<RowBlock> = buf.parts.into_iter().map(|p| p.block).collect();
-    blocks.extend(buf.whole);
+    let built_with = buf.route.clone();
+    let mut blocks = buf.into_blocks();
     shared.tables.lock().complete(&mut blocks);
     let tables = blocks.iter().map(RowBlock::num_tables).sum();
     let vgroup = match shared.client.route(db).await {
