@@ -900,7 +900,7 @@ impl Target {
         let res = self.parse_into(tuple);
         if res.is_err() {
             for c in &mut self.columns {
-                truncate_column(c, len);
+                c.truncate(len);
             }
             return res;
         }
@@ -1093,18 +1093,6 @@ fn push_token(col: &mut Column, t: DataType, tok: Token<'_>) -> Result<(), Strin
 
 fn push_null(col: &mut Column) {
     col.push(&Value::Null);
-}
-
-/// Cuts a column back to `len` rows (undoing a partly appended row).
-fn truncate_column(c: &mut Column, len: usize) {
-    match &mut c.data {
-        ColumnData::Bool(v) => v.truncate(len),
-        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(len),
-        ColumnData::UInt(v) => v.truncate(len),
-        ColumnData::Float(v) => v.truncate(len),
-        ColumnData::Str(v) => v.truncate(len),
-    }
-    c.nulls.truncate(len);
 }
 
 #[cfg(test)]

@@ -170,6 +170,18 @@ impl Column {
         self.nulls.get(i).copied().unwrap_or(false)
     }
 
+    /// Cuts the column to its first `len` rows (a longer `len` leaves it as it is).
+    pub fn truncate(&mut self, len: usize) {
+        match &mut self.data {
+            ColumnData::Bool(v) => v.truncate(len),
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(len),
+            ColumnData::UInt(v) => v.truncate(len),
+            ColumnData::Float(v) => v.truncate(len),
+            ColumnData::Str(v) => v.truncate(len),
+        }
+        self.nulls.truncate(len);
+    }
+
     pub fn null_count(&self) -> usize {
         self.nulls.iter().filter(|n| **n).count()
     }
@@ -567,6 +579,23 @@ mod tests {
         assert_eq!(ts.data, ColumnData::Timestamp(vec![5, 6]));
         let same = Column::new(ColumnData::Float(vec![1.5])).conformed(DataType::Double);
         assert_eq!(same.get(0), Value::Float(1.5));
+    }
+
+    #[test]
+    fn truncate_cuts_values_and_mask_together() {
+        let mut c = Column::empty(DataType::Double, 4);
+        for v in [Value::Float(1.0), Value::Null, Value::Float(3.0)] {
+            c.push(&v);
+        }
+        c.truncate(5);
+        assert_eq!(c.len(), 3);
+        c.truncate(2);
+        assert_eq!((c.len(), c.nulls.len()), (2, 2));
+        assert_eq!(c.get(1), Value::Null);
+        c.push(&Value::Float(4.0));
+        assert_eq!(c.get(2), Value::Float(4.0));
+        c.truncate(0);
+        assert!(c.is_empty() && c.nulls.is_empty());
     }
 
     #[test]

@@ -125,18 +125,6 @@ fn empty_like(c: &Column, capacity: usize) -> Column {
     })
 }
 
-/// Cuts every column back to `len` rows (undoing a partly appended row).
-fn truncate_column(c: &mut Column, len: usize) {
-    match &mut c.data {
-        ColumnData::Bool(v) => v.truncate(len),
-        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(len),
-        ColumnData::UInt(v) => v.truncate(len),
-        ColumnData::Float(v) => v.truncate(len),
-        ColumnData::Str(v) => v.truncate(len),
-    }
-    c.nulls.truncate(len);
-}
-
 impl RowBlock {
     /// An empty block for `stable` whose columns have the types `types` (the STABLE's
     /// columns in order, `types[0]` = TIMESTAMP).
@@ -345,7 +333,7 @@ impl RowBlock {
         }
         if self.columns.iter().any(|c| c.len() != len + 1) {
             for c in &mut self.columns {
-                truncate_column(c, len);
+                c.truncate(len);
             }
             return false;
         }

@@ -645,21 +645,13 @@ async fn tidal_lp_phases(
     expected: &tidal_engine::LpExpectation,
     points: u64,
 ) -> Result<(), String> {
-    engine.create_database().await.map_err(|e| e.to_string())?;
-    let pids = engine.pids();
-    let sampler = PeakSampler::start(pids.clone());
-    let cpu0 = procfs::cpu_seconds(&pids);
-    let t = Instant::now();
-    let loaded = tokio::task::block_in_place(|| engine.load_line_protocol(file));
-    let secs = t.elapsed().as_secs_f64();
-    let cpu = procfs::cpu_seconds(&pids) - cpu0;
-    let rows = match loaded {
-        Ok(rows) => rows,
-        Err(e) => {
-            sampler.finish();
-            return Err(format!("load failed: {e}"));
-        }
-    };
+    let (rows, secs, cpu, sampler) = measured_load(engine, || {
+        let t = Instant::now();
+        engine
+            .load_line_protocol(file)
+            .map(|rows| (rows, t.elapsed().as_secs_f64()))
+    })
+    .await?;
     r.ingest = Some(ingest(
         rows,
         secs,
@@ -670,8 +662,22 @@ async fn tidal_lp_phases(
         ),
     ));
     eprintln!("   loaded {rows} rows in {secs:.1} s");
-    if rows != expected.lines {
+    if let Err(e) = lp_checks(engine, r, rows, expected, points).await {
         sampler.finish();
+        return Err(e);
+    }
+    settle_variant(engine, r, sampler).await
+}
+
+/// The line-protocol load's checks: every line sent, every STABLE's count as expected.
+async fn lp_checks(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    rows: u64,
+    expected: &tidal_engine::LpExpectation,
+    points: u64,
+) -> Result<(), String> {
+    if rows != expected.lines {
         return Err(format!(
             "{rows} lines sent, but the file holds {}",
             expected.lines
@@ -682,7 +688,6 @@ async fn tidal_lp_phases(
         counts.push((stable, *want, engine.count(stable).await));
     }
     if let Some(msg) = count_mismatch(&counts) {
-        sampler.finish();
         return Err(msg);
     }
     if rows != points {
@@ -706,6 +711,38 @@ async fn tidal_lp_phases(
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    Ok(())
+}
+
+/// Creates a Tidal variant's database, then runs `load` (blocking; it returns the rows and
+/// seconds) with the server processes' CPU measured and their memory sampled. Returns rows,
+/// seconds, CPU seconds and the sampler, which keeps sampling through the checks and the
+/// settle that follow.
+async fn measured_load(
+    engine: &TidalEngine,
+    load: impl FnOnce() -> Result<(u64, f64), String>,
+) -> Result<(u64, f64, f64, PeakSampler), String> {
+    engine.create_database().await.map_err(|e| e.to_string())?;
+    let pids = engine.pids();
+    let sampler = PeakSampler::start(pids.clone());
+    let cpu0 = procfs::cpu_seconds(&pids);
+    let loaded = tokio::task::block_in_place(load);
+    let cpu = procfs::cpu_seconds(&pids) - cpu0;
+    match loaded {
+        Ok((rows, secs)) => Ok((rows, secs, cpu, sampler)),
+        Err(e) => {
+            sampler.finish();
+            Err(format!("load failed: {e}"))
+        }
+    }
+}
+
+/// A Tidal variant's last step: settle, then its size on disk and peak memory.
+async fn settle_variant(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    sampler: PeakSampler,
+) -> Result<(), String> {
     let settled = engine.settle().await;
     r.peak_rss_bytes = Some(sampler.finish());
     let (bytes, detail) = settled.map_err(|e| e.to_string())?;
@@ -755,19 +792,7 @@ async fn tidal_load_phases(
     files: &super::generate::DataFiles,
     subtable_tags: bool,
 ) -> Result<(), String> {
-    engine.create_database().await.map_err(|e| e.to_string())?;
-    let pids = engine.pids();
-    let sampler = PeakSampler::start(pids.clone());
-    let cpu0 = procfs::cpu_seconds(&pids);
-    let loaded = tokio::task::block_in_place(|| engine.load_tdengine(file));
-    let cpu = procfs::cpu_seconds(&pids) - cpu0;
-    let (rows, secs) = match loaded {
-        Ok(x) => x,
-        Err(e) => {
-            sampler.finish();
-            return Err(format!("load failed: {e}"));
-        }
-    };
+    let (rows, secs, cpu, sampler) = measured_load(engine, || engine.load_tdengine(file)).await?;
     r.ingest = Some(ingest(
         rows,
         secs,
@@ -775,9 +800,23 @@ async fn tidal_load_phases(
         "`tidal load --format tdengine` (row blocks per STABLE and vgroup through the client library)",
     ));
     eprintln!("   loaded {rows} rows in {secs:.1} s");
-    let want = files.tdengine_rows;
-    if rows != want.iter().sum::<u64>() {
+    if let Err(e) = load_checks(engine, r, rows, files.tdengine_rows, subtable_tags).await {
         sampler.finish();
+        return Err(e);
+    }
+    settle_variant(engine, r, sampler).await
+}
+
+/// `tidal load`'s checks: every row of the file loaded and, when every row is a distinct
+/// (subtable, ts), every STABLE's count equal to its rows in the file.
+async fn load_checks(
+    engine: &TidalEngine,
+    r: &mut EngineResult,
+    rows: u64,
+    want: [u64; 2],
+    subtable_tags: bool,
+) -> Result<(), String> {
+    if rows != want.iter().sum::<u64>() {
         return Err(format!(
             "{rows} rows loaded, but the file holds {}",
             want.iter().sum::<u64>()
@@ -792,7 +831,6 @@ async fn tidal_load_phases(
             counts.push((stable, n, engine.count(stable).await));
         }
         if let Some(msg) = count_mismatch(&counts) {
-            sampler.finish();
             return Err(msg);
         }
         r.notes.push(format!(
@@ -800,11 +838,6 @@ async fn tidal_load_phases(
             want[0], want[1]
         ));
     }
-    let settled = engine.settle().await;
-    r.peak_rss_bytes = Some(sampler.finish());
-    let (bytes, detail) = settled.map_err(|e| e.to_string())?;
-    r.disk_bytes = Some(bytes);
-    r.disk_detail = detail;
     Ok(())
 }
 

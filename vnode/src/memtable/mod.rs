@@ -154,7 +154,7 @@ impl Piece {
                 let n = cols.first().map(Column::len).unwrap_or(0);
                 let tail: Vec<Column> = cols.iter().map(|c| c.slice(p, n)).collect();
                 for c in cols.iter_mut() {
-                    truncate(c, p);
+                    c.truncate(p);
                 }
                 Some(Piece::Owned(tail))
             }
@@ -189,18 +189,6 @@ fn col_bytes(c: &Column) -> u64 {
         d => 8 * d.len() as u64,
     };
     data + c.nulls.len() as u64
-}
-
-/// Cuts `c` to its first `n` rows.
-fn truncate(c: &mut Column, n: usize) {
-    match &mut c.data {
-        ColumnData::Bool(v) => v.truncate(n),
-        ColumnData::Int(v) | ColumnData::Timestamp(v) => v.truncate(n),
-        ColumnData::UInt(v) => v.truncate(n),
-        ColumnData::Float(v) => v.truncate(n),
-        ColumnData::Str(v) => v.truncate(n),
-    }
-    c.nulls.truncate(n);
 }
 
 /// Appends rows `s..e` of `src` (same physical type, validated by the write path) to `dst`.
