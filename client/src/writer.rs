@@ -601,12 +601,10 @@ impl Task {
         // rows by vgroup sends) is queued as it is: copying its rows into the part would only
         // cost time. A larger one is cut at batch bounds below.
         let config = &self.shared.config;
-        let bytes = estimate_bytes(b.columns(), 0, b.num_rows());
-        if let Some(&g) = groups.first() {
-            if groups.iter().all(|x| *x == g)
-                && b.num_rows() <= config.batch_rows
-                && bytes <= config.batch_bytes
-            {
+        let one_group = groups.first().filter(|g| groups.iter().all(|x| x == *g));
+        if let Some(&g) = one_group.filter(|_| b.num_rows() <= config.batch_rows) {
+            let bytes = estimate_bytes(b.columns(), 0, b.num_rows());
+            if bytes <= config.batch_bytes {
                 let buf = self.buffers.entry(g).or_insert_with(|| Buffer::new(&route));
                 buf.placed_with(&route);
                 buf.rows += b.num_rows();

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, Value};
 
 /// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk).
-const PIECE_BYTES: u64 = 40;
+const PIECE_BYTES: u64 = std::mem::size_of::<Piece>() as u64;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
 /// [`CHUNK_ROWS_MAX`] (a bigger block gets a chunk of its own size).
 const CHUNK_ROWS_MIN: usize = 4096;
