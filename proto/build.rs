@@ -8,6 +8,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::set_var("PROTOC", protoc);
     }
     println!("cargo:rerun-if-changed=proto/tidal.proto");
-    tonic_prost_build::configure().compile_protos(&["proto/tidal.proto"], &["proto"])?;
+    // `Column.fixed` as `Bytes`: decoding it takes a slice of the received buffer, so its
+    // values are copied once, into the column.
+    tonic_prost_build::configure()
+        .bytes(".tidal.v1.Column.fixed")
+        .compile_protos(&["proto/tidal.proto"], &["proto"])?;
     Ok(())
 }

@@ -158,15 +158,15 @@ pub fn column_to_wire(c: &Column) -> v1::Column {
         }
         ColumnData::Int(v) => {
             w.kind = 1;
-            w.ints = v.clone();
+            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
         }
         ColumnData::UInt(v) => {
             w.kind = 2;
-            w.uints = v.clone();
+            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
         }
         ColumnData::Float(v) => {
             w.kind = 3;
-            w.floats = v.clone();
+            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
         }
         ColumnData::Str(v) => {
             w.kind = 4;
@@ -174,7 +174,7 @@ pub fn column_to_wire(c: &Column) -> v1::Column {
         }
         ColumnData::Timestamp(v) => {
             w.kind = 5;
-            w.ints = v.clone();
+            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
         }
     }
     if c.nulls.iter().any(|n| *n) {
@@ -191,14 +191,61 @@ pub fn column_to_wire(c: &Column) -> v1::Column {
     w
 }
 
+/// `Column.fixed` of `values`: 8 little-endian bytes each.
+fn fixed_bytes<T: Copy>(values: &[T], le: impl Fn(T) -> [u8; 8]) -> prost::bytes::Bytes {
+    let mut out = Vec::with_capacity(values.len() * 8);
+    for v in values {
+        out.extend_from_slice(&le(*v));
+    }
+    out.into()
+}
+
+/// The values of a numeric column: from `fixed` when it is used, else the repeated field.
+fn fixed_or<T>(
+    kind: u32,
+    len: usize,
+    fixed: &[u8],
+    repeated: Vec<T>,
+    from_le: impl Fn([u8; 8]) -> T,
+) -> R<Vec<T>> {
+    if fixed.is_empty() {
+        return Ok(repeated);
+    }
+    if !repeated.is_empty() {
+        return err(format!(
+            "column of kind {kind} carries its values twice (fixed and repeated)"
+        ));
+    }
+    if fixed.len() != len.saturating_mul(8) {
+        return err(format!(
+            "column declares {len} values but carries {} fixed bytes (8 per value)",
+            fixed.len()
+        ));
+    }
+    Ok(fixed
+        .chunks_exact(8)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            from_le(b)
+        })
+        .collect())
+}
+
 pub fn column_from_wire(w: v1::Column) -> R<Column> {
-    let data = match w.kind {
+    let (kind, len) = (w.kind, w.len as usize);
+    if !w.fixed.is_empty() && !matches!(kind, 1 | 2 | 3 | 5) {
+        return err(format!(
+            "column of kind {kind} carries fixed-width bytes (only kinds 1, 2, 3 and 5 may)"
+        ));
+    }
+    let data = match kind {
         0 => ColumnData::Bool(w.bools),
-        1 => ColumnData::Int(w.ints),
-        2 => ColumnData::UInt(w.uints),
-        3 => ColumnData::Float(w.floats),
+        1 => ColumnData::Int(fixed_or(kind, len, &w.fixed, w.ints, i64::from_le_bytes)?),
+        2 => ColumnData::UInt(fixed_or(kind, len, &w.fixed, w.uints, u64::from_le_bytes)?),
+        3 => ColumnData::Float(fixed_or(kind, len, &w.fixed, w.floats, f64::from_le_bytes)?),
         4 => ColumnData::Str(w.strs),
-        5 => ColumnData::Timestamp(w.ints),
+        5 => ColumnData::Timestamp(fixed_or(kind, len, &w.fixed, w.ints, i64::from_le_bytes)?),
         k => return err(format!("unknown column kind {k}")),
     };
     let len = data.len();
@@ -558,6 +605,76 @@ mod tests {
         }
         let back = column_from_wire(column_to_wire(&c)).expect("decodes");
         assert_eq!(back, c);
+    }
+
+    fn column_of(t: DataType, values: &[Value]) -> Column {
+        let mut c = Column::empty(t, values.len());
+        for v in values {
+            c.push(v);
+        }
+        c
+    }
+
+    #[test]
+    fn numeric_columns_go_fixed_width_and_both_forms_decode() {
+        let f = column_of(
+            DataType::Double,
+            &[Value::Float(-0.5), Value::Null, Value::Float(f64::MAX)],
+        );
+        let i = column_of(DataType::BigInt, &[Value::Int(i64::MIN), Value::Int(7)]);
+        let u = column_of(DataType::UBigInt, &[Value::UInt(u64::MAX)]);
+        let t = column_of(DataType::Timestamp, &[Value::Timestamp(-1)]);
+        for c in [&f, &i, &u, &t] {
+            let w = column_to_wire(c);
+            assert_eq!(w.fixed.len(), c.len() * 8);
+            assert!(w.ints.is_empty() && w.uints.is_empty() && w.floats.is_empty());
+            assert_eq!(&column_from_wire(w).expect("decodes"), c);
+        }
+        // The varint form (older writers) still decodes.
+        let w = v1::Column {
+            kind: 5,
+            ints: vec![3, -4],
+            len: 2,
+            ..Default::default()
+        };
+        let back = column_from_wire(w).expect("decodes");
+        assert_eq!(back.data, ColumnData::Timestamp(vec![3, -4]));
+    }
+
+    #[test]
+    fn malformed_fixed_columns_are_errors() {
+        let good = column_to_wire(&column_of(
+            DataType::Double,
+            &[Value::Float(1.0), Value::Float(2.0)],
+        ));
+        let short = v1::Column {
+            fixed: good.fixed.slice(..15),
+            ..good.clone()
+        };
+        let e = column_from_wire(short).expect_err("15 bytes for 2 values");
+        assert!(e.0.contains("2 values but carries 15 fixed bytes"), "{e}");
+        let twice = v1::Column {
+            floats: vec![1.0, 2.0],
+            ..good.clone()
+        };
+        assert!(column_from_wire(twice)
+            .expect_err("both forms")
+            .0
+            .contains("twice"));
+        let strs = v1::Column {
+            kind: 4,
+            strs: vec!["a".into(), "b".into()],
+            ..good.clone()
+        };
+        assert!(column_from_wire(strs)
+            .expect_err("fixed on strings")
+            .0
+            .contains("kind 4"));
+        let huge = v1::Column {
+            len: u32::MAX,
+            ..good
+        };
+        assert!(column_from_wire(huge).is_err());
     }
 
     #[test]

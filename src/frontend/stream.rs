@@ -470,8 +470,9 @@ mod tests {
                 panic!("rows {m:?}");
             };
             assert!(b.fields.is_empty(), "fields travel in the header");
-            assert_eq!(b.columns[0].ints[0], next);
-            let rows = b.columns[0].ints.len();
+            let col = tidal_proto::convert::column_from_wire(b.columns[0].clone()).unwrap();
+            assert_eq!(col.get(0), tidal_common::Value::Int(next));
+            let rows = col.len();
             assert!(rows <= tidal_sql::STREAM_BATCH_ROWS);
             next += rows as i64;
         }
@@ -543,7 +544,7 @@ mod tests {
         loop {
             match msgs.next().await.unwrap().unwrap().part {
                 Some(Part::Rows(b)) => {
-                    sent_rows += b.columns[0].ints.len();
+                    sent_rows += b.columns[0].len as usize;
                     used_per_message.push(budget.used_bytes());
                 }
                 Some(Part::End(e)) => {

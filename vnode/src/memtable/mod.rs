@@ -339,12 +339,14 @@ impl TableMem {
         let (first, last) = (ts[0], ts[ts.len() - 1]);
         if self.last_ts().is_none_or(|l| first > l) && strictly_ascending(ts) {
             // The common case: rows after everything held; name them, copy nothing.
+            // The last piece is read only when the cached tail says these rows continue it:
+            // it is cold otherwise, and reading it was most of this function's time.
             let extend = self.tail == Some((chunk as u32, s as u32));
-            match self.pieces.last_mut() {
+            match self.pieces.last_mut().filter(|_| extend) {
                 // Consecutive runs of one block extend the piece.
                 Some(Piece::Chunk {
                     end: pe, last: pl, ..
-                }) if extend => {
+                }) => {
                     *pe = e as u32;
                     *pl = last;
                 }
