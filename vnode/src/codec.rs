@@ -156,12 +156,23 @@ impl Writer {
             }
             self.buf.extend_from_slice(&bits);
         }
+        // Fixed-width values: room reserved once, then one copy per value with no growth
+        // check (value by value it was a twentieth of a data node's write CPU, in the WAL).
         match &c.data {
             ColumnData::Bool(v) => self.buf.extend(v.iter().map(|b| *b as u8)),
-            ColumnData::Int(v) | ColumnData::Timestamp(v) => v.iter().for_each(|x| self.i64(*x)),
-            ColumnData::UInt(v) => v.iter().for_each(|x| self.u64(*x)),
-            ColumnData::Float(v) => v.iter().for_each(|x| self.f64(*x)),
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => self.fixed(v, |x| x.to_le_bytes()),
+            ColumnData::UInt(v) => self.fixed(v, |x| x.to_le_bytes()),
+            ColumnData::Float(v) => self.fixed(v, |x| x.to_le_bytes()),
             ColumnData::Str(v) => v.iter().for_each(|s| self.str(s)),
+        }
+    }
+
+    /// `values` as 8 little-endian bytes each.
+    fn fixed<T: Copy>(&mut self, values: &[T], le: impl Fn(T) -> [u8; 8]) {
+        let at = self.buf.len();
+        self.buf.resize(at + values.len() * 8, 0);
+        for (out, v) in self.buf[at..].chunks_exact_mut(8).zip(values) {
+            out.copy_from_slice(&le(*v));
         }
     }
 }
