@@ -171,9 +171,12 @@ impl KnownSubtables {
     }
 }
 
-/// Most bytes of series keys [`SeriesKeys`] holds (the keys as written plus about 40 bytes of
-/// bookkeeping each); when full it starts over.
-pub const SERIES_KEYS_BYTES_MAX: usize = 64 << 20;
+/// Most bytes of series keys the [`SeriesKeys`] maps of a process hold together (the keys as
+/// written plus about 40 bytes of bookkeeping each): each thread's map gets an equal share of
+/// it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over when that is full.
+pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
+/// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
+pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
 
 /// Subtable keys ([`subtable_key`], without `child_table_tag`) of series keys as written,
 /// across bodies. A feed repeats its series in every body, and with thousands of devices a
@@ -191,11 +194,18 @@ struct SeriesKeys {
 
 thread_local! {
     static SERIES_KEYS: std::cell::RefCell<SeriesKeys> =
-        std::cell::RefCell::new(SeriesKeys::new(SERIES_KEYS_BYTES_MAX));
+        std::cell::RefCell::new(SeriesKeys::new(SeriesKeys::thread_share()));
 }
 
 impl SeriesKeys {
     const ENTRY_BYTES: usize = 40;
+
+    /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
+    /// core, and a body is parsed on one of them.
+    fn thread_share() -> usize {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        (SERIES_KEYS_BYTES_MAX / threads).max(SERIES_KEYS_THREAD_BYTES_MIN)
+    }
 
     fn new(bytes_max: usize) -> SeriesKeys {
         SeriesKeys {
