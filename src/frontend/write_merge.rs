@@ -405,7 +405,7 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
             continue;
         }
         // Subtable name -> its place in `segments`: (index in the merged block, row ranges).
-        let mut tables: HashMap<&str, usize> = HashMap::new();
+        let mut tables: HashMap<&str, usize, foldhash::fast::RandomState> = HashMap::default();
         let mut segments: Vec<(u32, Vec<Segment>)> = Vec::new();
         let mut merged = RowBlock::like(
             first.stable(),
