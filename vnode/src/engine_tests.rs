@@ -678,6 +678,11 @@ fn a_fleet_lookup_counts_each_miss_once() {
     for (t, ts) in [("t0", 5), ("t1", 7), ("t2", 9)] {
         write(&v, t, &[(ts, (Some(1.5), None, Some(3)))]);
     }
+    // Reopened after a flush, the cache is empty and no replayed write fills it.
+    v.flush().unwrap();
+    drop(v);
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    assert_eq!(v.stats().cache_entries, 0);
     let uids: Vec<TableUid> = v.tables(Some("m")).iter().map(|m| m.uid).collect();
     let (pos, first) = v.last_rows_columns("m", &uids, &[0, 1]).unwrap();
     assert_eq!(pos, vec![0, 1, 2]);
@@ -751,6 +756,242 @@ fn last_row_and_last_match_a_model_through_writes_drops_restarts_and_evictions()
             assert!(st.cache_hits > 0, "{st:?}");
         } else if model_name == "none" {
             assert_eq!(st.cache_entries, 0, "{st:?}");
+        }
+    }
+}
+
+/// Writes rows of several subtables as one row block, interleaved in the order given (so a
+/// subtable has several runs); with `twice`, the first subtable is listed under two indices.
+fn write_block(v: &Vnode, rows: &[(String, i64, Row)], twice: bool) {
+    let s = schema();
+    let types: Vec<DataType> = s.columns.iter().map(|c| c.data_type).collect();
+    let mut block = RowBlock::new("m", &types);
+    let mut index: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for (k, (t, ts, (a, b, c))) in rows.iter().enumerate() {
+        let at = index.entry(t.clone()).or_default();
+        if at.is_empty() || (twice && k > 0 && at.len() == 1 && t == &rows[0].0) {
+            at.push(block.add_table(t, Some(vec![Value::Str("x".into())])));
+        }
+        let i = at[k % at.len()];
+        let values = [
+            Value::Timestamp(*ts),
+            a.map(Value::Float).unwrap_or(Value::Null),
+            b.clone().map(Value::Str).unwrap_or(Value::Null),
+            c.map(Value::Int).unwrap_or(Value::Null),
+        ];
+        assert!(block.push_row(i, &values));
+    }
+    v.write(&WriteBatch {
+        db: DB.into(),
+        vgroup: VgroupId(1),
+        schemas: vec![s],
+        tables: Vec::new(),
+        blocks: vec![block],
+    })
+    .unwrap();
+}
+
+/// Every cached entry, with the memtables folded in as a read does, equals what a load from
+/// the data gives (its LAST values only when it says they are still known).
+fn check_entries_match_the_data(v: &Vnode, step: usize, what: &str) -> usize {
+    let effective: Vec<(TableUid, Entry)> = {
+        let st = v.state.read();
+        st.cache
+            .entries()
+            .into_iter()
+            .map(|(uid, mut e)| {
+                st.fold_memtables(uid, &mut e, false);
+                (uid, e)
+            })
+            .collect()
+    };
+    for (uid, e) in &effective {
+        let loaded = v.load_entry(*uid, e.values_loaded).unwrap();
+        assert_eq!(e.row, loaded.row, "step {step} ({what}): {uid:?} LAST_ROW");
+        if e.values_loaded {
+            assert_eq!(
+                e.values, loaded.values,
+                "step {step} ({what}): {uid:?} LAST"
+            );
+        }
+    }
+    effective.len()
+}
+
+#[test]
+fn a_flush_fills_a_missing_entry_only_when_its_rows_are_the_newest() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    let full = |x: i64| (Some(x as f64), Some(format!("s{x}")), Some(x));
+    let entries = |v: &Vnode| v.state.read().cache.entries();
+    // Writes leave the cache alone; the flush of a new subtable's rows (all it has) fills it,
+    // LAST included even where it is NULL.
+    write(
+        &v,
+        "t0",
+        &[(10, full(1)), (20, (None, Some("a".into()), None))],
+    );
+    assert!(entries(&v).is_empty());
+    v.flush().unwrap();
+    let e = entries(&v);
+    assert_eq!(e.len(), 1);
+    assert!(e[0].1.values_loaded);
+    assert_eq!(e[0].1.row.as_ref().map(|r| r.0), Some(20));
+    assert_eq!(e[0].1.values[1], Some((10, Value::Float(1.0))));
+    check_entries_match_the_data(&v, 0, "new subtable");
+
+    drop(v);
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    // Older than the files' rows: no entry.
+    write(&v, "t0", &[(15, full(2))]);
+    v.flush().unwrap();
+    assert!(entries(&v).is_empty());
+    // Newer, with a NULL: the row is known, LAST is left to the data.
+    write(&v, "t0", &[(30, (Some(3.0), None, Some(3)))]);
+    v.flush().unwrap();
+    let e = entries(&v);
+    assert_eq!(e.len(), 1);
+    assert!(!e[0].1.values_loaded);
+    assert_eq!(e[0].1.row.as_ref().map(|r| r.0), Some(30));
+    check_entries_match_the_data(&v, 1, "after a restart");
+    let t0 = v.table("t0").unwrap().uid;
+    assert_eq!(
+        v.last_values(t0, &[2]).unwrap(),
+        vec![Some((20, Value::Str("a".into())))]
+    );
+    // Rows still in the memtable answer through the entry without touching it.
+    write(&v, "t0", &[(35, full(5))]);
+    let row = v.last_row(t0, &[0, 1]).unwrap().unwrap();
+    assert_eq!(row[0].get(0), Value::Timestamp(35));
+    assert_eq!(entries(&v)[0].1.row.as_ref().map(|r| r.0), Some(30));
+
+    // A flush never evicts to make room.
+    let used = v.state.read().cache.bytes();
+    v.state.write().cache.bytes_max = used;
+    write(&v, "t1", &[(40, full(4))]);
+    v.flush().unwrap();
+    assert_eq!(entries(&v).len(), 1);
+    // ... but folds the flushed rows into the entries it has.
+    assert_eq!(entries(&v)[0].1.row.as_ref().map(|r| r.0), Some(35));
+    check_entries_match_the_data(&v, 2, "budget");
+}
+
+/// A few rows after everything written before step `step` (as a live feed writes), often
+/// with NULLs, so that a write can fill an entry over older rows that hold other values.
+fn appended(rng: &mut StdRng, step: usize) -> Vec<(i64, Row)> {
+    let base = 6 * MINUTE_MS + step as i64 * 1000;
+    (0..rng.random_range(1..4))
+        .map(|i| {
+            let a = rng
+                .random_bool(0.5)
+                .then(|| rng.random_range(-100.0..100.0f64));
+            let b = rng
+                .random_bool(0.5)
+                .then(|| format!("s{}", rng.random_range(0..5)));
+            let c = rng
+                .random_bool(0.5)
+                .then(|| rng.random_range(-1000..1000i64));
+            (base + i * 100, (a, b, c))
+        })
+        .collect()
+}
+
+#[test]
+fn entries_made_by_writes_equal_what_the_data_gives() {
+    for (seed, model_name) in [
+        (11u64, "both"),
+        (12, "last_row"),
+        (13, "last_value"),
+        (14, "both"),
+    ] {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let d = tempfile::tempdir().unwrap();
+        let open = || Vnode::open(d.path(), cfg_cache(model_name)).unwrap();
+        let mut v = open();
+        let mut filled = 0;
+        for step in 0..250 {
+            let before = v.state.read().cache.len();
+            let what = match rng.random_range(0..100) {
+                0..=29 => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    let rows = if rng.random_bool(0.5) {
+                        appended(&mut rng, step)
+                    } else {
+                        random_rows(&mut rng)
+                    };
+                    write(&v, &t, &rows);
+                    "rows"
+                }
+                30..=64 => {
+                    // Several subtables in one block, in order or not, with repeats and NULLs.
+                    let mut rows = Vec::new();
+                    for _ in 0..rng.random_range(1..4) {
+                        let t = format!("t{}", rng.random_range(0..5));
+                        let part = if rng.random_bool(0.5) {
+                            appended(&mut rng, step)
+                        } else {
+                            random_rows(&mut rng)
+                        };
+                        rows.extend(part.into_iter().map(|(ts, r)| (t.clone(), ts, r)));
+                    }
+                    if rng.random_bool(0.5) {
+                        rows.sort_by_key(|r| r.1);
+                    }
+                    write_block(&v, &rows, rng.random_bool(0.1));
+                    "block"
+                }
+                65..=71 => {
+                    v.flush().unwrap();
+                    "flush"
+                }
+                72..=75 => {
+                    v.compact().unwrap();
+                    "compact"
+                }
+                76..=81 => {
+                    drop(v);
+                    v = open();
+                    "reopen"
+                }
+                82..=85 => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    let lo = rng.random_range(0..6 * MINUTE_MS);
+                    let hi = lo + rng.random_range(0..2 * MINUTE_MS);
+                    if let Some(meta) = v.table(&t) {
+                        v.delete(&[meta.uid], lo, hi).unwrap();
+                    }
+                    "delete"
+                }
+                86..=90 => {
+                    let b = if rng.random_bool(0.5) {
+                        rng.random_range(0..3000)
+                    } else {
+                        1 << 20
+                    };
+                    v.state.write().cache.bytes_max = b;
+                    "budget"
+                }
+                91..=93 => {
+                    let t = format!("t{}", rng.random_range(0..5));
+                    v.drop_table(&t).unwrap();
+                    "drop"
+                }
+                _ => {
+                    // A lookup loads missing entries the way a query does.
+                    let uids: Vec<TableUid> = v.tables(Some("m")).iter().map(|m| m.uid).collect();
+                    if v.stable_schema("m").is_some() {
+                        v.last_rows_columns("m", &uids, &[0, 1]).unwrap();
+                    }
+                    "lookup"
+                }
+            };
+            let n = check_entries_match_the_data(&v, step, what);
+            if what == "flush" && n > before {
+                filled += 1;
+            }
+        }
+        if model_name != "none" {
+            assert!(filled > 0, "{model_name}: no flush filled the cache");
         }
     }
 }

@@ -183,7 +183,6 @@ impl State {
         for (uid, cols) in &a.rows {
             if self.meta.by_uid.contains_key(uid) {
                 self.mem.insert(*uid, cols);
-                self.cache.on_write(*uid, cols);
             }
         }
         for b in &a.blocks {
@@ -192,7 +191,8 @@ impl State {
     }
 
     /// Inserts a row block (its runs stay in write order, so a later run's row replaces an
-    /// earlier one with the same ts).
+    /// earlier one with the same ts). Writes leave the last-row cache alone: a read folds the
+    /// memtables into what it finds there (`cache/mod.rs`).
     fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: &[Column]) {
         // Checked once per subtable, not per run (a subtable has several runs in a block).
         let live: Vec<bool> = uids
@@ -204,15 +204,66 @@ impl State {
             live.get(i).copied().unwrap_or(false).then(|| uids[i])
         };
         self.mem.insert_block(runs, cols, uid_of);
-        if self.cache.len() > 0 {
-            let mut row = 0usize;
-            for (t, n) in runs {
-                let (s, e) = (row, row + *n as usize);
-                row = e;
-                if let Some(uid) = uid_of(*t) {
-                    self.cache.on_write_range(uid, cols, s, e);
+    }
+
+    /// Folds the rows of `uid` in the memtables (frozen, then active: the later write wins an
+    /// equal ts) into a cache entry, which covers the files only; with `row_only`, just the
+    /// last rows, and the entry's LAST values are dropped as no longer known.
+    fn fold_memtables(&self, uid: TableUid, e: &mut Entry, row_only: bool) {
+        if row_only {
+            e.values_loaded = false;
+            e.values.clear();
+        }
+        if let Some(f) = &self.frozen {
+            f.mem.fold_into(uid, e, row_only);
+        }
+        self.mem.fold_into(uid, e, row_only);
+    }
+
+    /// Folds a memtable that is about to be published as files into the cache (state lock
+    /// held, before the file set loses it), so that every entry still covers every row in the
+    /// files. A subtable without an entry gets one when the memtable's rows are all it has or
+    /// are all newer than `files_max` (a bound of every ts in the files before this flush);
+    /// its LAST values count as loaded only when they are complete or it has no other rows.
+    fn fold_flushed(&mut self, mem: &Memtable, files_max: Option<i64>) {
+        if !self.cache.model.any() {
+            return;
+        }
+        let width_of = |meta: &Meta, uid: TableUid| {
+            meta.by_uid
+                .get(&uid)
+                .and_then(|t| meta.stables.get(&t.stable))
+                .map(|s| s.columns.len())
+        };
+        for uid in mem.table_uids() {
+            if self.cache.fold(uid, |e| mem.fold_into(uid, e, false)) {
+                continue;
+            }
+            if !self.cache.fills() {
+                continue;
+            }
+            let Some((first, _)) = mem.ts_bounds(uid) else {
+                continue;
+            };
+            if files_max.is_some_and(|m| m >= first) {
+                continue;
+            }
+            let mut e = Entry {
+                row: None,
+                values: Vec::new(),
+                values_loaded: self.cache.model.last_value,
+            };
+            mem.fold_into(uid, &mut e, false);
+            if e.values_loaded {
+                let width = width_of(&self.meta, uid).unwrap_or(0);
+                e.values.resize(e.values.len().max(width), None);
+                let complete = e.values.iter().skip(1).all(Option::is_some);
+                if !(complete || files_max.is_none()) || e.values.len() != width {
+                    e.values_loaded = false;
+                    e.values.clear();
                 }
             }
+            self.cache.insert_if_room(uid, e);
         }
     }
 
@@ -1814,6 +1865,8 @@ impl VnodeCore {
             Ok((fs, next_id)) => {
                 {
                     let mut st = self.state.write();
+                    let files_max = st.files.ts_max();
+                    st.fold_flushed(&frozen.mem, files_max);
                     st.files = Arc::new(fs);
                     st.frozen = None;
                     st.flushed_seq = frozen.upto;
@@ -1988,7 +2041,18 @@ impl VnodeCore {
             }
         }
         self.commit_manifest(flushed_seq, next_id, &fs, &flushed_meta)?;
-        self.state.write().files = Arc::new(fs);
+        {
+            let mut st = self.state.write();
+            st.files = Arc::new(fs);
+            // A cached row or value of an expired window is gone from the data.
+            if let Some(end) = expired
+                .iter()
+                .map(|f| tsdb::window_bounds(*f, self.window_units).1)
+                .max()
+            {
+                st.cache.remove_up_to(end);
+            }
+        }
         for w in gone {
             for s in &w.stts {
                 s.mark_obsolete();
@@ -2136,8 +2200,32 @@ impl VnodeCore {
                 model.last_row
             };
             if usable {
-                if let Some(e) = st.cache.get(uid) {
+                if let Some(mut e) = st.cache.get(uid) {
                     if e.values_loaded || !want_values {
+                        st.fold_memtables(uid, &mut e, !want_values);
+                        // Unless a memtable row replaced a cached value with a NULL: then only
+                        // the data knows the value before it.
+                        if e.values_loaded || !want_values {
+                            return Ok(e);
+                        }
+                    }
+                }
+            }
+            if !want_values {
+                // A memtable row newer than every row in the files is the last row, and (as
+                // a row-only entry) covers the files from now on.
+                let mut e = Entry {
+                    row: None,
+                    values: Vec::new(),
+                    values_loaded: false,
+                };
+                st.fold_memtables(uid, &mut e, true);
+                let files_max = st.files.ts_max();
+                if let Some((t, _)) = &e.row {
+                    if files_max.is_none_or(|m| *t > m) {
+                        if model.last_row {
+                            st.cache.insert(uid, e.clone());
+                        }
                         return Ok(e);
                     }
                 }
@@ -2145,18 +2233,13 @@ impl VnodeCore {
             model
         };
         let files = self.state.read().files.clone();
-        let mut e = self.load_entry(uid, want_values || model.last_value)?;
+        let e = self.load_entry(uid, want_values || model.last_value)?;
         if model.any() {
             let mut st = self.state.write();
-            // Only cache what is still current: if the file set changed while loading, rows
-            // applied meanwhile may have moved out of the memtables this load did not see.
+            // Only cache an entry that covers the files: if the file set changed while
+            // loading, a flush's rows may have left the memtables after this load read them
+            // and before the entry was there to fold them into.
             if Arc::ptr_eq(&st.files, &files) && st.meta.by_uid.contains_key(&uid) {
-                // Rows applied while loading are in the memtables: fold them in (idempotent).
-                let all = self.all_columns(&st, uid)?;
-                if let Some(f) = &st.frozen {
-                    e.update(&f.mem.range_columns(uid, i64::MIN, i64::MAX, &all));
-                }
-                e.update(&st.mem.range_columns(uid, i64::MIN, i64::MAX, &all));
                 st.cache.insert(uid, e.clone());
             }
         }
@@ -2202,9 +2285,10 @@ impl VnodeCore {
             if st.cache.model.last_row {
                 let mut types_of: HashMap<String, Vec<DataType>> = HashMap::new();
                 for (k, uid) in uids.iter().enumerate() {
-                    let Some(e) = st.cache.get(*uid) else {
+                    let Some(mut e) = st.cache.get(*uid) else {
                         continue;
                     };
+                    st.fold_memtables(*uid, &mut e, true);
                     let Some(t) = st.meta.table_by_uid(*uid) else {
                         continue;
                     };
@@ -2290,6 +2374,8 @@ impl VnodeCore {
         let mut positions = Vec::with_capacity(uids.len());
         let mut misses = Vec::new();
         let use_cache = st.cache.model.last_row;
+        let files_max = st.files.ts_max();
+        let mut made: Vec<(TableUid, i64, Vec<Value>)> = Vec::new();
         // A few subtables' lookups count as uses; a fleet's read leaves the LRU order alone.
         let promote = uids.len() <= LAST_ROWS_PROMOTE_MAX;
         // A current snapshot of the STABLE's subtables answers "is this one of them" from a
@@ -2320,17 +2406,61 @@ impl VnodeCore {
             } else {
                 None
             };
-            match hit {
-                Some(e) => {
+            // A memtable's last row at or after the entry's ts is newer than the entry, which
+            // covers the files (the active memtable's wins an equal ts over the frozen one's).
+            let mut newest: Option<(i64, &[Column], usize)> = None;
+            let frozen = st.frozen.as_ref().map(|f| &f.mem);
+            for m in [frozen, Some(&st.mem)].into_iter().flatten() {
+                if let Some(v) = m.last_row_view(*uid) {
+                    if newest.is_none_or(|n| v.0 >= n.0) {
+                        newest = Some(v);
+                    }
+                }
+            }
+            let from_mem = match (hit, newest) {
+                (Some(e), Some((t, ..))) if e.row.as_ref().is_none_or(|(ct, _)| t >= *ct) => true,
+                (Some(e), _) => {
                     if let Some((_, row)) = &e.row {
                         for (c, ci) in out.iter_mut().zip(columns) {
                             c.push(row.get(*ci).unwrap_or(&Value::Null));
                         }
                         positions.push(k);
                     }
+                    false
                 }
-                None => misses.push(k),
+                // No entry, but a memtable row newer than every row in the files: that is the
+                // last row, and (as a row-only entry) it covers the files from now on.
+                (None, Some((t, cols, i))) if files_max.is_none_or(|m| t > m) => {
+                    if use_cache {
+                        let row = cols.iter().map(|c| c.get(i)).collect();
+                        made.push((*uid, t, row));
+                    }
+                    true
+                }
+                (None, _) => {
+                    misses.push(k);
+                    false
+                }
+            };
+            if let (true, Some((_, cols, i))) = (from_mem, newest) {
+                for (c, ci) in out.iter_mut().zip(columns) {
+                    match cols.get(*ci) {
+                        Some(src) => c.push(&src.get(i)),
+                        None => c.push(&Value::Null),
+                    }
+                }
+                positions.push(k);
             }
+        }
+        for (uid, t, row) in made {
+            st.cache.insert(
+                uid,
+                Entry {
+                    row: Some((t, row)),
+                    values: Vec::new(),
+                    values_loaded: false,
+                },
+            );
         }
         drop(guard);
         if misses.is_empty() {

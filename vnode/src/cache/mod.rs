@@ -1,15 +1,23 @@
 //! The last-row cache: per subtable, its last row (`LAST_ROW`, NULLs included) and the last
 //! non-NULL value of each column (`LAST`), in an LRU bounded in bytes (`CACHESIZE`).
 //!
-//! Owns: the cached entries only; it never reads files (the vnode loads a missing entry from
-//! its data and inserts it). Invariants, all kept under the vnode's state lock so that a cached
-//! entry always equals what a full scan would answer:
-//! - a write updates an entry that is present: the row with the greatest ts of the batch
-//!   replaces the cached row when its ts is >= the cached ts (an equal ts is a newer write of
-//!   the same row), and likewise per column for non-NULL values;
-//! - a write never creates an entry (entries are loaded lazily, so the cache stays bounded,
-//!   and a load into subtables nobody has queried yet pays nothing for the cache);
-//! - dropping a subtable removes its entry; a reopened vnode starts empty.
+//! Owns: the cached entries only; it never reads files or memtables (the vnode loads a missing
+//! entry and folds rows in). Invariant, kept under the vnode's state lock: an entry covers
+//! every row of its subtable in the files, so folding the frozen and then the active memtable
+//! into it ([`Entry::update_range`], ">= wins", which also notices a cached value whose row
+//! was rewritten with a NULL) gives what a full scan would. Hence:
+//! - writes never touch the cache: an ingest pays nothing for it, however many subtables are
+//!   cached; a read folds the memtables (for LAST_ROW only their last rows, O(1) each);
+//! - a flush folds the memtable it publishes into the entries present, in the same critical
+//!   section as the file swap; a subtable without an entry gets one there, while the cache has
+//!   room (never evicting for it), when the flushed rows are all newer than every row already
+//!   in the files. Its LAST values count as known only when the flushed rows give every column
+//!   one or the files held no rows at all;
+//! - a miss whose memtable row is newer than every row in the files answers from it and
+//!   caches it as a row-only entry; any other miss loads from the data, and is cached only if
+//!   the file set did not change meanwhile;
+//! - DELETE and DROP remove entries; an expired window removes the entries that refer to its
+//!   rows; a reopened vnode starts empty.
 
 use lru::LruCache;
 use tidal_common::{Column, TableUid, Value};
@@ -82,6 +90,7 @@ impl Entry {
     }
 
     /// Folds a batch of rows (columns, column 0 = ts) into the entry with the ">= wins" rule.
+    #[cfg(test)]
     pub fn update(&mut self, cols: &[Column]) {
         let n = cols.first().map(Column::len).unwrap_or(0);
         self.update_range(cols, 0, n);
@@ -104,15 +113,20 @@ impl Entry {
             }
         }
         if let Some(b) = best {
-            if self.row.as_ref().is_none_or(|(cts, _)| ts[b] >= *cts) {
-                let mut row: Vec<Value> = cols.iter().map(|c| c.get(s + b)).collect();
-                if let Some((_, old)) = &self.row {
+            match &mut self.row {
+                // Overwritten in place: every write of a cached subtable comes here.
+                Some((cts, row)) if ts[b] >= *cts => {
+                    *cts = ts[b];
                     // A batch of an older schema version is narrower: keep the width.
-                    while row.len() < old.len() {
-                        row.push(Value::Null);
+                    if row.len() < cols.len() {
+                        row.resize(cols.len(), Value::Null);
+                    }
+                    for (k, slot) in row.iter_mut().enumerate() {
+                        *slot = cols.get(k).map_or(Value::Null, |c| c.get(s + b));
                     }
                 }
-                self.row = Some((ts[b], row));
+                Some(_) => {}
+                None => self.row = Some((ts[b], cols.iter().map(|c| c.get(s + b)).collect())),
             }
         }
         if !self.values_loaded {
@@ -121,10 +135,23 @@ impl Entry {
         if self.values.len() < cols.len() {
             self.values.resize(cols.len(), None);
         }
+        // A row whose ts comes again later in the batch is replaced by that later copy, NULLs
+        // and all, so only the last copy of each ts can hold a column's last value.
+        let replaced: Vec<bool> = if ts.windows(2).all(|w| w[0] < w[1]) {
+            Vec::new()
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(ts.len());
+            let mut r: Vec<bool> = ts.iter().rev().map(|t| !seen.insert(*t)).collect();
+            r.reverse();
+            r
+        };
         for (ci, c) in cols.iter().enumerate().skip(1) {
             let mut best: Option<usize> = None;
             for (i, t) in ts.iter().enumerate() {
-                if !c.is_null(s + i) && best.is_none_or(|b| *t >= ts[b]) {
+                if !c.is_null(s + i)
+                    && !replaced.get(i).copied().unwrap_or(false)
+                    && best.is_none_or(|b| *t >= ts[b])
+                {
                     best = Some(i);
                 }
             }
@@ -231,20 +258,53 @@ impl LastRowCache {
         }
     }
 
-    /// Applies written rows to a present entry.
-    pub fn on_write(&mut self, uid: TableUid, cols: &[Column]) {
-        let n = cols.first().map(Column::len).unwrap_or(0);
-        self.on_write_range(uid, cols, 0, n);
+    /// Whether a write may create entries now: the model keeps something and there is room.
+    pub fn fills(&self) -> bool {
+        self.model.any() && self.bytes < self.bytes_max
     }
 
-    /// [`LastRowCache::on_write`] for rows `s..e` of `cols` (one run of a row block), read in
-    /// place.
-    pub fn on_write_range(&mut self, uid: TableUid, cols: &[Column], s: usize, e: usize) {
-        if let Some(entry) = self.lru.peek_mut(&uid) {
-            let before = entry.bytes();
-            entry.update_range(cols, s, e);
-            let after = entry.bytes();
-            self.bytes = self.bytes - before.min(self.bytes) + after;
+    /// Inserts an entry a write made, if it fits without evicting anything (the caller has
+    /// checked that it equals what the data would give).
+    pub fn insert_if_room(&mut self, uid: TableUid, e: Entry) {
+        if self.model.any() && self.bytes + e.bytes() <= self.bytes_max {
+            self.insert(uid, e);
+        }
+    }
+
+    /// Applies `f` (a fold of rows) to a present entry, keeping the byte count; false when
+    /// there is none.
+    pub fn fold(&mut self, uid: TableUid, f: impl FnOnce(&mut Entry)) -> bool {
+        match self.lru.peek_mut(&uid) {
+            Some(entry) => {
+                let before = entry.bytes();
+                f(entry);
+                let after = entry.bytes();
+                self.bytes = self.bytes - before.min(self.bytes) + after;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every entry, in no particular order (tests compare them with the data).
+    #[cfg(test)]
+    pub fn entries(&self) -> Vec<(TableUid, Entry)> {
+        self.lru.iter().map(|(u, e)| (*u, e.clone())).collect()
+    }
+
+    /// Drops every entry holding a row or value at or before `ts` (windows up to it expired).
+    pub fn remove_up_to(&mut self, ts: i64) {
+        let stale: Vec<TableUid> = self
+            .lru
+            .iter()
+            .filter(|(_, e)| {
+                e.row.as_ref().is_some_and(|(t, _)| *t <= ts)
+                    || e.values.iter().flatten().any(|(t, _)| *t <= ts)
+            })
+            .map(|(u, _)| *u)
+            .collect();
+        for u in stale {
+            self.remove(u);
         }
     }
 
@@ -299,6 +359,19 @@ mod tests {
         // Same ts replaces the row, NULL included.
         e.update(&batch(&[(12, Some(5))]));
         assert_eq!(e.row.as_ref().unwrap().1[1], Value::Int(5));
+    }
+
+    #[test]
+    fn a_value_replaced_later_in_the_same_batch_is_not_the_last() {
+        let mut e = Entry {
+            row: Some((3, vec![Value::Timestamp(3), Value::Int(30)])),
+            values: vec![Some((3, Value::Timestamp(3))), Some((3, Value::Int(30)))],
+            values_loaded: true,
+        };
+        // ts 10 is written twice; the second copy (NULL) is the row that stays.
+        e.update(&batch(&[(10, Some(1)), (8, Some(2)), (10, None)]));
+        assert_eq!(e.row.as_ref().unwrap().1[1], Value::Null);
+        assert_eq!(e.values[1], Some((8, Value::Int(2))));
     }
 
     #[test]

@@ -68,6 +68,8 @@ pub struct DataSet {
     /// columns): see [`DataSet::group_stats`]. The data set never changes, so neither do
     /// they; bounded by [`GROUP_STATS_MAX`].
     group_stats: parking_lot::Mutex<GroupStatsCache>,
+    /// The greatest ts of any block (`None`: no blocks).
+    pub ts_max: Option<i64>,
 }
 
 /// [`DataSet::group_stats`] by (STABLE, columns).
@@ -276,6 +278,7 @@ impl DataSet {
             sma,
             head,
             head_bytes,
+            ts_max: index.values().flatten().map(|e| e.loc.ts_max).max(),
             index,
             group_stats: parking_lot::Mutex::new(HashMap::new()),
         })

@@ -17,6 +17,7 @@
 //! of the range they read.
 
 use crate::block::ts_slice;
+use crate::cache::Entry;
 use crate::merge::{merge_runs, Run};
 use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, Value};
@@ -668,6 +669,58 @@ impl Memtable {
                 out
             })
             .collect()
+    }
+
+    /// The last row of `uid` here: its ts, and the columns and index holding it (columns may
+    /// be fewer than the STABLE's: written before a column was added).
+    pub fn last_row_view(&self, uid: TableUid) -> Option<(i64, &[Column], usize)> {
+        let t = self.tables.get(&uid)?;
+        let ts = t.last_ts()?;
+        let (cols, s, e) = t.pieces.last()?.view(&self.chunks);
+        (e > s).then(|| (ts, cols, e - 1))
+    }
+
+    /// Folds the rows of `uid` here into a last-row cache entry (see [`Entry::update_range`]),
+    /// newest piece first; with `row_only`, only the last row (the caller then must not trust
+    /// the entry's LAST values). Pieces are disjoint in ts, so the order changes nothing but
+    /// where the fold may stop: once the row and every column's value are newer than all the
+    /// older pieces hold, those cannot change the entry.
+    pub fn fold_into(&self, uid: TableUid, entry: &mut Entry, row_only: bool) {
+        let Some(t) = self.tables.get(&uid) else {
+            return;
+        };
+        let chunks = &self.chunks;
+        for (k, p) in t.pieces.iter().enumerate().rev() {
+            let (cols, s, e) = p.view(chunks);
+            if e <= s {
+                continue;
+            }
+            if row_only {
+                entry.update_range(cols, e - 1, e);
+                return;
+            }
+            entry.update_range(cols, s, e);
+            let older = k
+                .checked_sub(1)
+                .and_then(|j| t.pieces.get(j))
+                .and_then(|q| q.last_ts(chunks));
+            let Some(older) = older else { return };
+            let settled = entry.row.as_ref().is_some_and(|(ts, _)| *ts > older)
+                && (!entry.values_loaded
+                    || entry
+                        .values
+                        .iter()
+                        .skip(1)
+                        .all(|v| v.as_ref().is_some_and(|(ts, _)| *ts > older)));
+            if settled {
+                return;
+            }
+        }
+    }
+
+    /// The subtables held here (with or without rows).
+    pub fn table_uids(&self) -> impl Iterator<Item = TableUid> + '_ {
+        self.tables.keys().copied()
     }
 
     /// First and last ts of `uid`.

@@ -37,6 +37,8 @@ pub struct SttFile {
     index: HashMap<TableUid, Vec<BlockLoc>>,
     /// Per block (keyed by its offset): the length of the SMA record that follows it.
     sma_len: HashMap<u64, u32>,
+    /// The greatest ts of any block (`None`: no blocks).
+    pub ts_max: Option<i64>,
 }
 
 /// Writes one STT file: `tables` yields, per subtable (ascending uid), its rows in this window
@@ -251,12 +253,14 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         }
         index.entry(uid).or_default().push(b);
     }
+    let ts_max = index.values().flatten().map(|b| b.ts_max).max();
     Ok(SttFile {
         id,
         bytes,
         file,
         index,
         sma_len: sma,
+        ts_max,
     })
 }
 

@@ -117,6 +117,27 @@ impl FileSet {
         FileSet { windows }
     }
 
+    /// An upper bound of every row's ts in the files (`None`: they hold no rows). Windows are
+    /// disjoint in time, so the newest window with rows holds the greatest ts; a damaged
+    /// window's rows are of unknown ts, so it bounds nothing (`i64::MAX`).
+    pub fn ts_max(&self) -> Option<i64> {
+        for w in self.windows.values().rev() {
+            if w.damaged.is_some() {
+                return Some(i64::MAX);
+            }
+            let m = w
+                .stts
+                .iter()
+                .filter_map(|s| s.ts_max)
+                .chain(w.data.as_ref().and_then(|d| d.ts_max))
+                .max();
+            if m.is_some() {
+                return m;
+            }
+        }
+        None
+    }
+
     /// The manifest records of this file set.
     pub fn recs(&self) -> Vec<WindowRec> {
         self.windows
