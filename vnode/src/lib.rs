@@ -2233,7 +2233,9 @@ impl VnodeCore {
             model
         };
         let files = self.state.read().files.clone();
-        let e = self.load_entry(uid, want_values || model.last_value)?;
+        // A LAST_ROW miss loads the row only: LAST values can take many more windows to find
+        // (a column NULL for long), and a LAST query loads them when it first asks.
+        let e = self.load_entry(uid, want_values)?;
         if model.any() {
             let mut st = self.state.write();
             // Only cache an entry that covers the files: if the file set changed while
