@@ -320,6 +320,42 @@ impl State {
     }
 }
 
+/// The greatest ts of subtable `uid`'s rows: from the block indexes of the newest window that
+/// has any of its blocks and from the memtables' map entries, reading no block. `Some(None)`:
+/// it has no rows; `None`: unknown (a damaged window at or after its newest rows).
+fn newest_ts(st: &State, uid: TableUid) -> Option<Option<i64>> {
+    let mut best: Option<i64> = None;
+    for w in st.files.windows.values().rev() {
+        if w.damaged.is_some() {
+            return None;
+        }
+        let in_files = w
+            .stts
+            .iter()
+            .flat_map(|s| s.blocks(uid).iter().map(|b| b.ts_max))
+            .chain(
+                w.data
+                    .iter()
+                    .flat_map(|d| d.blocks(uid).iter().map(|e| e.loc.ts_max)),
+            )
+            .max();
+        if in_files.is_some() {
+            // Windows are disjoint in time: older ones hold only older rows.
+            best = in_files;
+            break;
+        }
+    }
+    for m in [Some(&st.mem), st.frozen.as_ref().map(|f| &f.mem)]
+        .into_iter()
+        .flatten()
+    {
+        if let Some(t) = m.last_row_view(uid).map(|v| v.0) {
+            best = Some(best.map_or(t, |b| b.max(t)));
+        }
+    }
+    Some(best)
+}
+
 /// A vnode: the engine plus its background worker (stopped and joined on drop).
 pub struct Vnode {
     core: Arc<VnodeCore>,
@@ -2139,19 +2175,37 @@ impl VnodeCore {
     /// Computes subtable `uid`'s cache entry from its data (memtables and files); `values` too
     /// when `with_values`.
     fn load_entry(&self, uid: TableUid, with_values: bool) -> Result<Entry> {
-        let all: Vec<usize> = {
+        let (all, newest) = {
             let st = self.state.read();
-            self.all_columns(&st, uid)?
+            let all: Vec<usize> = self
+                .all_columns(&st, uid)?
                 .into_iter()
                 .map(|(i, _)| i)
-                .collect()
+                .collect();
+            (all, newest_ts(&st, uid))
         };
-        let rest: Vec<usize> = all.iter().copied().skip(1).collect();
         let mut entry = Entry {
             row: None,
             values: vec![None; all.len()],
             values_loaded: with_values,
         };
+        if !with_values {
+            // The last row is the one at the greatest ts any block or memtable holds: read
+            // just that ts (the blocks around it) rather than the whole newest window.
+            match newest {
+                Some(None) => return Ok(entry),
+                Some(Some(t)) => {
+                    let cols = self.scan(uid, t, t, &all)?;
+                    let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
+                    if let Some(last) = ts.len().checked_sub(1) {
+                        entry.row = Some((ts[last], cols.iter().map(|c| c.get(last)).collect()));
+                        return Ok(entry);
+                    }
+                }
+                None => {}
+            }
+        }
+        let rest: Vec<usize> = all.iter().copied().skip(1).collect();
         let mut missing: Vec<usize> = if with_values {
             rest.clone()
         } else {
