@@ -14,8 +14,9 @@
 //!   in the files. Its LAST values count as known only when the flushed rows give every column
 //!   one or the files held no rows at all;
 //! - a miss whose memtable row is newer than every row in the files answers from it and
-//!   caches it as a row-only entry; any other miss loads from the data, and is cached only if
-//!   the file set did not change meanwhile;
+//!   caches it as a row-only entry; any other miss loads from the data (a LAST_ROW miss only
+//!   the row at the subtable's greatest ts), and is cached only if the file set did not change
+//!   meanwhile;
 //! - DELETE and DROP remove entries; an expired window removes the entries that refer to its
 //!   rows; a reopened vnode starts empty.
 
