@@ -251,6 +251,20 @@ fn random_delete(v: &Vnode, model: &mut Model, rng: &mut StdRng) -> u64 {
     want
 }
 
+/// A row's values, each non-NULL with its probability in `present`.
+fn random_values(rng: &mut StdRng, present: [f64; 3]) -> Row {
+    let a = rng
+        .random_bool(present[0])
+        .then(|| rng.random_range(-100.0..100.0f64));
+    let b = rng
+        .random_bool(present[1])
+        .then(|| format!("s{}", rng.random_range(0..5)));
+    let c = rng
+        .random_bool(present[2])
+        .then(|| rng.random_range(-1000..1000i64));
+    (a, b, c)
+}
+
 fn random_rows(rng: &mut StdRng) -> Vec<(i64, Row)> {
     let n = rng.random_range(1..80);
     let base = rng.random_range(0..6 * MINUTE_MS);
@@ -262,16 +276,7 @@ fn random_rows(rng: &mut StdRng) -> Vec<(i64, Row)> {
         } else {
             rng.random_range(0..6 * MINUTE_MS)
         };
-        let a = rng
-            .random_bool(0.85)
-            .then(|| rng.random_range(-100.0..100.0f64));
-        let b = rng
-            .random_bool(0.8)
-            .then(|| format!("s{}", rng.random_range(0..5)));
-        let c = rng
-            .random_bool(0.9)
-            .then(|| rng.random_range(-1000..1000i64));
-        out.push((ts, (a, b, c)));
+        out.push((ts, random_values(rng, [0.85, 0.8, 0.9])));
     }
     out
 }
@@ -877,22 +882,11 @@ fn a_flush_fills_a_missing_entry_only_when_its_rows_are_the_newest() {
 }
 
 /// A few rows after everything written before step `step` (as a live feed writes), often
-/// with NULLs, so that a write can fill an entry over older rows that hold other values.
+/// with NULLs, so that a flush can fill an entry over older rows that hold other values.
 fn appended(rng: &mut StdRng, step: usize) -> Vec<(i64, Row)> {
     let base = 6 * MINUTE_MS + step as i64 * 1000;
     (0..rng.random_range(1..4))
-        .map(|i| {
-            let a = rng
-                .random_bool(0.5)
-                .then(|| rng.random_range(-100.0..100.0f64));
-            let b = rng
-                .random_bool(0.5)
-                .then(|| format!("s{}", rng.random_range(0..5)));
-            let c = rng
-                .random_bool(0.5)
-                .then(|| rng.random_range(-1000..1000i64));
-            (base + i * 100, (a, b, c))
-        })
+        .map(|i| (base + i * 100, random_values(rng, [0.5; 3])))
         .collect()
 }
 
