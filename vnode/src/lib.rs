@@ -320,6 +320,33 @@ impl State {
     }
 }
 
+/// The newest memtable row of `uid`: its ts, and the columns and index holding it (the
+/// active memtable's wins an equal ts over the frozen one's).
+fn mem_last_row<'m>(
+    active: &'m Memtable,
+    frozen: Option<&'m Memtable>,
+    uid: TableUid,
+) -> Option<(i64, &'m [Column], usize)> {
+    let mut newest: Option<(i64, &[Column], usize)> = None;
+    for m in [frozen, Some(active)].into_iter().flatten() {
+        if let Some(v) = m.last_row_view(uid) {
+            if newest.is_none_or(|n| v.0 >= n.0) {
+                newest = Some(v);
+            }
+        }
+    }
+    newest
+}
+
+/// A row-only cache entry: row `i` of `cols`, at ts `t`.
+fn row_entry(t: i64, cols: &[Column], i: usize) -> Entry {
+    Entry {
+        row: Some((t, cols.iter().map(|c| c.get(i)).collect())),
+        values: Vec::new(),
+        values_loaded: false,
+    }
+}
+
 /// The greatest ts of subtable `uid`'s rows: from the block indexes of the newest window that
 /// has any of its blocks and from the memtables' map entries, reading no block. `Some(None)`:
 /// it has no rows; `None`: unknown (a damaged window at or after its newest rows).
@@ -345,13 +372,8 @@ fn newest_ts(st: &State, uid: TableUid) -> Option<Option<i64>> {
             break;
         }
     }
-    for m in [Some(&st.mem), st.frozen.as_ref().map(|f| &f.mem)]
-        .into_iter()
-        .flatten()
-    {
-        if let Some(t) = m.last_row_view(uid).map(|v| v.0) {
-            best = Some(best.map_or(t, |b| b.max(t)));
-        }
+    if let Some((t, ..)) = mem_last_row(&st.mem, st.frozen.as_ref().map(|f| &f.mem), uid) {
+        best = Some(best.map_or(t, |b| b.max(t)));
     }
     Some(best)
 }
@@ -2268,20 +2290,15 @@ impl VnodeCore {
             if !want_values {
                 // A memtable row newer than every row in the files is the last row, and (as
                 // a row-only entry) covers the files from now on.
-                let mut e = Entry {
-                    row: None,
-                    values: Vec::new(),
-                    values_loaded: false,
-                };
-                st.fold_memtables(uid, &mut e, true);
                 let files_max = st.files.ts_max();
-                if let Some((t, _)) = &e.row {
-                    if files_max.is_none_or(|m| *t > m) {
-                        if model.last_row {
-                            st.cache.insert(uid, e.clone());
-                        }
-                        return Ok(e);
+                let made = mem_last_row(&st.mem, st.frozen.as_ref().map(|f| &f.mem), uid)
+                    .filter(|(t, ..)| files_max.is_none_or(|m| *t > m))
+                    .map(|(t, cols, i)| row_entry(t, cols, i));
+                if let Some(e) = made {
+                    if model.last_row {
+                        st.cache.insert(uid, e.clone());
                     }
+                    return Ok(e);
                 }
             }
             model
@@ -2431,7 +2448,7 @@ impl VnodeCore {
         let mut misses = Vec::new();
         let use_cache = st.cache.model.last_row;
         let files_max = st.files.ts_max();
-        let mut made: Vec<(TableUid, i64, Vec<Value>)> = Vec::new();
+        let mut made: Vec<(TableUid, Entry)> = Vec::new();
         // A few subtables' lookups count as uses; a fleet's read leaves the LRU order alone.
         let promote = uids.len() <= LAST_ROWS_PROMOTE_MAX;
         // A current snapshot of the STABLE's subtables answers "is this one of them" from a
@@ -2464,15 +2481,7 @@ impl VnodeCore {
             };
             // A memtable's last row at or after the entry's ts is newer than the entry, which
             // covers the files (the active memtable's wins an equal ts over the frozen one's).
-            let mut newest: Option<(i64, &[Column], usize)> = None;
-            let frozen = st.frozen.as_ref().map(|f| &f.mem);
-            for m in [frozen, Some(&st.mem)].into_iter().flatten() {
-                if let Some(v) = m.last_row_view(*uid) {
-                    if newest.is_none_or(|n| v.0 >= n.0) {
-                        newest = Some(v);
-                    }
-                }
-            }
+            let newest = mem_last_row(&st.mem, st.frozen.as_ref().map(|f| &f.mem), *uid);
             let from_mem = match (hit, newest) {
                 (Some(e), Some((t, ..))) if e.row.as_ref().is_none_or(|(ct, _)| t >= *ct) => true,
                 (Some(e), _) => {
@@ -2488,8 +2497,7 @@ impl VnodeCore {
                 // last row, and (as a row-only entry) it covers the files from now on.
                 (None, Some((t, cols, i))) if files_max.is_none_or(|m| t > m) => {
                     if use_cache {
-                        let row = cols.iter().map(|c| c.get(i)).collect();
-                        made.push((*uid, t, row));
+                        made.push((*uid, row_entry(t, cols, i)));
                     }
                     true
                 }
@@ -2508,15 +2516,8 @@ impl VnodeCore {
                 positions.push(k);
             }
         }
-        for (uid, t, row) in made {
-            st.cache.insert(
-                uid,
-                Entry {
-                    row: Some((t, row)),
-                    values: Vec::new(),
-                    values_loaded: false,
-                },
-            );
+        for (uid, e) in made {
+            st.cache.insert(uid, e);
         }
         drop(guard);
         if misses.is_empty() {
