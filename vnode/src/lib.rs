@@ -229,12 +229,6 @@ impl State {
         if !self.cache.model.any() {
             return;
         }
-        let width_of = |meta: &Meta, uid: TableUid| {
-            meta.by_uid
-                .get(&uid)
-                .and_then(|t| meta.stables.get(&t.stable))
-                .map(|s| s.columns.len())
-        };
         for uid in mem.table_uids() {
             if self.cache.fold(uid, |e| mem.fold_into(uid, e, false)) {
                 continue;
@@ -255,7 +249,7 @@ impl State {
             };
             mem.fold_into(uid, &mut e, false);
             if e.values_loaded {
-                let width = width_of(&self.meta, uid).unwrap_or(0);
+                let width = schema_of(self, uid).map_or(0, |s| s.columns.len());
                 e.values.resize(e.values.len().max(width), None);
                 let complete = e.values.iter().skip(1).all(Option::is_some);
                 if !(complete || files_max.is_none()) || e.values.len() != width {
@@ -2482,31 +2476,17 @@ impl VnodeCore {
             // A memtable's last row at or after the entry's ts is newer than the entry, which
             // covers the files (the active memtable's wins an equal ts over the frozen one's).
             let newest = mem_last_row(&st.mem, st.frozen.as_ref().map(|f| &f.mem), *uid);
-            let from_mem = match (hit, newest) {
-                (Some(e), Some((t, ..))) if e.row.as_ref().is_none_or(|(ct, _)| t >= *ct) => true,
-                (Some(e), _) => {
-                    if let Some((_, row)) = &e.row {
-                        for (c, ci) in out.iter_mut().zip(columns) {
-                            c.push(row.get(*ci).unwrap_or(&Value::Null));
-                        }
-                        positions.push(k);
-                    }
-                    false
+            // The memtable's row answers when it is at or after the entry's (which covers the
+            // files), or, with no entry, when it is newer than every row in the files (and
+            // then, as a row-only entry, covers the files from now on).
+            let from_mem = newest.filter(|(t, ..)| match hit {
+                Some(e) => e.row.as_ref().is_none_or(|(ct, _)| *t >= *ct),
+                None => files_max.is_none_or(|m| *t > m),
+            });
+            if let Some((t, cols, i)) = from_mem {
+                if hit.is_none() && use_cache {
+                    made.push((*uid, row_entry(t, cols, i)));
                 }
-                // No entry, but a memtable row newer than every row in the files: that is the
-                // last row, and (as a row-only entry) it covers the files from now on.
-                (None, Some((t, cols, i))) if files_max.is_none_or(|m| t > m) => {
-                    if use_cache {
-                        made.push((*uid, row_entry(t, cols, i)));
-                    }
-                    true
-                }
-                (None, _) => {
-                    misses.push(k);
-                    false
-                }
-            };
-            if let (true, Some((_, cols, i))) = (from_mem, newest) {
                 for (c, ci) in out.iter_mut().zip(columns) {
                     match cols.get(*ci) {
                         Some(src) => c.push(&src.get(i)),
@@ -2514,6 +2494,15 @@ impl VnodeCore {
                     }
                 }
                 positions.push(k);
+            } else if let Some(e) = hit {
+                if let Some((_, row)) = &e.row {
+                    for (c, ci) in out.iter_mut().zip(columns) {
+                        c.push(row.get(*ci).unwrap_or(&Value::Null));
+                    }
+                    positions.push(k);
+                }
+            } else {
+                misses.push(k);
             }
         }
         for (uid, e) in made {
