@@ -989,3 +989,76 @@ fn entries_made_by_writes_equal_what_the_data_gives() {
         }
     }
 }
+
+/// Flushes fold their rows into the cache a few subtables per hold of the state lock, while
+/// reads go on: no read sees a row older than one already acknowledged, before, during or
+/// after a flush, and every entry left equals what the data gives.
+#[test]
+fn reads_during_a_flush_fold_never_go_back() {
+    let d = tempfile::tempdir().unwrap();
+    let v = std::sync::Arc::new(Vnode::open(d.path(), cfg_cache("both")).unwrap());
+    let tables: Vec<String> = (0..5 * FLUSH_FOLD_TABLES)
+        .map(|i| format!("t{i}"))
+        .collect();
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let write_round = |r: i64| {
+        let rows: Vec<(String, i64, Row)> = tables
+            .iter()
+            .map(|t| (t.clone(), r * 10, (Some(r as f64), None, Some(r))))
+            .collect();
+        write_block(&v, &rows, false);
+    };
+    write_round(1);
+    acked.store(1, std::sync::atomic::Ordering::SeqCst);
+    let uids: Vec<TableUid> = v.tables(Some("m")).iter().map(|m| m.uid).collect();
+    assert_eq!(uids.len(), tables.len());
+    let reader = {
+        let (v, acked, done) = (v.clone(), acked.clone(), done.clone());
+        let uids = uids.clone();
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let a = acked.load(std::sync::atomic::Ordering::SeqCst);
+                let (pos, cols) = v.last_rows_columns("m", &uids, &[0, 1]).unwrap();
+                assert_eq!(pos.len(), uids.len());
+                for (k, uid) in uids.iter().enumerate() {
+                    let Value::Timestamp(ts) = cols[0].get(k) else {
+                        panic!("no ts")
+                    };
+                    assert!(
+                        ts >= a * 10,
+                        "fleet read of {uid:?}: {ts} < acked {}",
+                        a * 10
+                    );
+                    assert_eq!(cols[1].get(k), Value::Float((ts / 10) as f64));
+                    let one = v.last_row(*uid, &[0]).unwrap().unwrap();
+                    let one = crate::block::ts_slice(&one[0]).first().copied();
+                    assert!(one >= Some(a * 10), "{uid:?}: {one:?} < acked {}", a * 10);
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for r in 2..=12 {
+        write_round(r);
+        acked.store(r, std::sync::atomic::Ordering::SeqCst);
+        if r % 3 == 0 {
+            v.flush().unwrap();
+        }
+        if r == 7 {
+            // Entries come and go: the next flushes fill some and fold into the others.
+            for uid in uids.iter().step_by(3) {
+                v.state.write().cache.remove(*uid);
+            }
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(reader.join().unwrap() > 0);
+    v.flush().unwrap();
+    assert_eq!(
+        check_entries_match_the_data(&v, 0, "after the flushes"),
+        uids.len()
+    );
+}

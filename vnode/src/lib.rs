@@ -92,6 +92,9 @@ const MIB: u64 = 1024 * 1024;
 const GARBAGE_REWRITE_RATIO: f64 = 0.5;
 /// How often the worker checks retention (KEEP) when it has nothing else to do.
 const RETENTION_CHECK_MS: u64 = 60_000;
+/// Subtables a flush folds into the last-row cache per hold of the state lock: about 1 µs
+/// each (a few cache misses), so a hold stays near 4 ms. Tests fold a few at a time.
+const FLUSH_FOLD_TABLES: usize = if cfg!(test) { 4 } else { 4096 };
 
 /// Identity and options of one vnode; persisted in `vnode.json` at creation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -225,11 +228,11 @@ impl State {
     /// files. A subtable without an entry gets one when the memtable's rows are all it has or
     /// are all newer than `files_max` (a bound of every ts in the files before this flush);
     /// its LAST values count as loaded only when they are complete or it has no other rows.
-    fn fold_flushed(&mut self, mem: &Memtable, files_max: Option<i64>) {
+    fn fold_flushed(&mut self, mem: &Memtable, uids: &[TableUid], files_max: Option<i64>) {
         if !self.cache.model.any() {
             return;
         }
-        for uid in mem.table_uids() {
+        for &uid in uids {
             if self.cache.fold(uid, |e| mem.fold_into(uid, e, false)) {
                 continue;
             }
@@ -1915,10 +1918,21 @@ impl VnodeCore {
         })();
         match r {
             Ok((fs, next_id)) => {
+                // The files do not change meanwhile: the caller holds `bg`.
+                let (files_max, folding) = {
+                    let st = self.state.read();
+                    (st.files.ts_max(), st.cache.model.any())
+                };
+                if folding {
+                    let uids: Vec<TableUid> = frozen.mem.table_uids().collect();
+                    for chunk in uids.chunks(FLUSH_FOLD_TABLES) {
+                        self.state
+                            .write()
+                            .fold_flushed(&frozen.mem, chunk, files_max);
+                    }
+                }
                 {
                     let mut st = self.state.write();
-                    let files_max = st.files.ts_max();
-                    st.fold_flushed(&frozen.mem, files_max);
                     st.files = Arc::new(fs);
                     st.frozen = None;
                     st.flushed_seq = frozen.upto;

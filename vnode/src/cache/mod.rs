@@ -8,11 +8,15 @@
 //! was rewritten with a NULL) gives what a full scan would. Hence:
 //! - writes never touch the cache: an ingest pays nothing for it, however many subtables are
 //!   cached; a read folds the memtables (for LAST_ROW only their last rows, O(1) each);
-//! - a flush folds the memtable it publishes into the entries present, in the same critical
-//!   section as the file swap; a subtable without an entry gets one there, while the cache has
-//!   room (never evicting for it), when the flushed rows are all newer than every row already
-//!   in the files. Its LAST values count as known only when the flushed rows give every column
-//!   one or the files held no rows at all;
+//! - a flush folds the memtable it publishes into the entries present before it swaps the
+//!   files in, a chunk of subtables per hold of the state lock (a million subtables take
+//!   hundreds of ms: too long to stall writes and reads for). Until the swap, reads still fold
+//!   that memtable in as the frozen one, and folding rows twice changes nothing; an entry a
+//!   read makes meanwhile was read from the memtables as well as the files, so it covers the
+//!   flushed rows without a fold. A subtable without an entry gets one there, while the cache
+//!   has room (never evicting for it), when the flushed rows are all newer than every row
+//!   already in the files. Its LAST values count as known only when the flushed rows give
+//!   every column one or the files held no rows at all;
 //! - a miss whose memtable row is newer than every row in the files answers from it and
 //!   caches it as a row-only entry; any other miss loads from the data (a LAST_ROW miss only
 //!   the row at the subtable's greatest ts), and is cached only if the file set did not change
@@ -264,7 +268,7 @@ impl LastRowCache {
         self.model.any() && self.bytes < self.bytes_max
     }
 
-    /// Inserts an entry a write made, if it fits without evicting anything (the caller has
+    /// Inserts an entry a flush made, if it fits without evicting anything (the caller has
     /// checked that it equals what the data would give).
     pub fn insert_if_room(&mut self, uid: TableUid, e: Entry) {
         if self.model.any() && self.bytes + e.bytes() <= self.bytes_max {
