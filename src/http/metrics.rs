@@ -304,6 +304,45 @@ pub fn render(scrape: &Scrape) -> String {
             }
         }
     }
+    for (name, kind, help, get) in [
+        (
+            "tidal_dnode_column_cache_bytes",
+            "gauge",
+            "Bytes held by the data node's decoded-column cache.",
+            (|r| r.column_cache_bytes) as fn(&v1::DnodeStatsResponse) -> u64,
+        ),
+        (
+            "tidal_dnode_column_cache_max_bytes",
+            "gauge",
+            "Bound of the decoded-column cache (column_cache_max_bytes; 0: off).",
+            |r| r.column_cache_max_bytes,
+        ),
+        (
+            "tidal_dnode_column_cache_hits_total",
+            "counter",
+            "Column chunks queries found decoded in the cache.",
+            |r| r.column_cache_hits,
+        ),
+        (
+            "tidal_dnode_column_cache_misses_total",
+            "counter",
+            "Column chunks queries had to read and decode.",
+            |r| r.column_cache_misses,
+        ),
+    ] {
+        family(&mut out, name, kind, help);
+        for d in &scrape.dnodes {
+            if let Ok(r) = &d.result {
+                let _ = writeln!(
+                    out,
+                    "{name}{{dnode=\"{}\",endpoint=\"{}\"}} {}",
+                    d.id,
+                    label(&d.addr),
+                    get(r)
+                );
+            }
+        }
+    }
     let vnodes: Vec<VnodeSample> = scrape
         .dnodes
         .iter()
@@ -476,6 +515,10 @@ mod tests {
                         statements: vec![statements("insert", 7, 0, 0)],
                         fragments_inline: 5,
                         fragments_pooled: 9,
+                        column_cache_bytes: 4096,
+                        column_cache_max_bytes: 65536,
+                        column_cache_hits: 12,
+                        column_cache_misses: 3,
                     }),
                 },
                 DnodeScrape {
@@ -494,6 +537,9 @@ mod tests {
             r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="request"} 5"#,
         );
         has(r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="pool"} 9"#);
+        has(r#"tidal_dnode_column_cache_bytes{dnode="1",endpoint="127.0.0.1:7001"} 4096"#);
+        has(r#"tidal_dnode_column_cache_hits_total{dnode="1",endpoint="127.0.0.1:7001"} 12"#);
+        has(r#"tidal_dnode_column_cache_misses_total{dnode="1",endpoint="127.0.0.1:7001"} 3"#);
         has(&format!("tidal_vnode_rows_written_total{{{labels}}} 42"));
         has(&format!(
             "tidal_vnode_wal_fsync_duration_seconds_bucket{{{labels},le=\"0.00005\"}} 2"
@@ -533,7 +579,7 @@ mod tests {
         let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
         let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
         assert_eq!(types, helps);
-        assert_eq!(types, VNODE_SERIES.len() + 8);
+        assert_eq!(types, VNODE_SERIES.len() + 12);
     }
 
     #[test]

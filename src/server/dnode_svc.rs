@@ -1122,12 +1122,17 @@ impl DnodeRpc for DnodeService {
                 .collect::<Vec<_>>())
         })
         .await?;
+        let columns = tidal_vnode::column_cache::global().stats();
         Ok(Response::new(v1::DnodeStatsResponse {
             dnode_id: self.inner.id.read().0,
             vnodes: entries,
             statements: crate::frontend::metrics::to_wire(),
             fragments_inline: self.inner.fragments_inline.load(Ordering::Relaxed),
             fragments_pooled: self.inner.fragments_pooled.load(Ordering::Relaxed),
+            column_cache_bytes: columns.bytes,
+            column_cache_max_bytes: columns.max_bytes,
+            column_cache_hits: columns.hits,
+            column_cache_misses: columns.misses,
         }))
     }
 

@@ -249,6 +249,7 @@ pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
         None => default_advertise(listener.local_addr()?, &mnode).await?,
     };
     let (sec, auth) = secure::Secured::for_dnode(&data, &cfg.security, &mnode)?;
+    tidal_vnode::column_cache::configure(cfg.column_cache_max_bytes);
     let opts = DnodeOptions {
         heartbeat_interval_ms: cfg.heartbeat_interval_ms,
         register_timeout_ms: cfg.register_timeout_ms,

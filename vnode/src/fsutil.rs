@@ -47,6 +47,8 @@ pub fn read_file(path: &Path) -> Result<Vec<u8>> {
 pub struct FileRef {
     pub path: std::path::PathBuf,
     pub file: File,
+    /// Names this open file in the decoded-column cache (`crate::column_cache`).
+    pub token: u64,
     obsolete: std::sync::atomic::AtomicBool,
 }
 
@@ -56,6 +58,7 @@ impl FileRef {
         Ok(FileRef {
             path: path.to_path_buf(),
             file,
+            token: crate::column_cache::file_token(),
             obsolete: std::sync::atomic::AtomicBool::new(false),
         })
     }

@@ -40,6 +40,7 @@
 mod block;
 mod cache;
 mod codec;
+pub mod column_cache;
 mod compaction;
 mod data_file;
 mod error;
@@ -1727,7 +1728,7 @@ impl VnodeCore {
                 } else {
                     runs.push(Run {
                         prio: 0,
-                        cols: merge::trim(d.read(e, &wanted)?, ts_min, ts_max),
+                        cols: merge::trim_shared(d.read_shared(e, &wanted)?, ts_min, ts_max),
                     });
                 }
             }

@@ -33,6 +33,20 @@ pub fn trim(cols: Vec<Column>, lo: i64, hi: i64) -> Vec<Column> {
     cols.iter().map(|c| c.slice(s, e)).collect()
 }
 
+/// [`trim`] of shared (cached) columns: copies only the rows in `lo..=hi`.
+pub fn trim_shared(cols: Vec<std::sync::Arc<Column>>, lo: i64, hi: i64) -> Vec<Column> {
+    let ts = cols.first().map(|c| ts_slice(c)).unwrap_or(&[]);
+    let s = ts.partition_point(|t| *t < lo);
+    let e = ts.partition_point(|t| *t <= hi);
+    if s == 0 && e == ts.len() {
+        return cols
+            .into_iter()
+            .map(std::sync::Arc::unwrap_or_clone)
+            .collect();
+    }
+    cols.iter().map(|c| c.slice(s, e)).collect()
+}
+
 /// Merges the runs; `ncols` is the column count of every run (used when there is none).
 pub fn merge_runs(runs: Vec<Run>, empty: impl Fn() -> Vec<Column>) -> Vec<Column> {
     let mut runs: Vec<Run> = runs.into_iter().filter(|r| !r.ts().is_empty()).collect();

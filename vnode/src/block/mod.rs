@@ -16,6 +16,7 @@ use crate::error::{Result, VnodeError};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 use tidal_common::types::PhysicalType;
 use tidal_common::{Column, ColumnData, DataType, Value};
 
@@ -127,6 +128,86 @@ pub fn read_columns(
     loc: &BlockLoc,
     wanted: &[(usize, DataType)],
 ) -> Result<Vec<Column>> {
+    let chunks = read_directory(file, path, loc)?;
+    wanted
+        .iter()
+        .map(|&(ci, t)| match chunks.get(ci) {
+            None => Ok(Column::all_null(t, loc.rows as usize)),
+            Some(c) => read_chunk(file, path, loc, ci, *c, t),
+        })
+        .collect()
+}
+
+/// [`read_columns`] through the process's decoded-column cache (`crate::column_cache`): a
+/// chunk found there is neither read nor decoded, and a block whose wanted chunks are all
+/// there is not touched at all. `token` names the open data file.
+pub fn read_columns_cached(
+    file: &File,
+    path: &Path,
+    token: u64,
+    loc: &BlockLoc,
+    wanted: &[(usize, DataType)],
+) -> Result<Vec<Arc<Column>>> {
+    let cache = crate::column_cache::global();
+    let rows = loc.rows as usize;
+    let key = |ci: usize| crate::column_cache::Key {
+        file: token,
+        block_offset: loc.offset,
+        column: ci as u32,
+    };
+    let on = cache.enabled();
+    let mut out: Vec<Option<Arc<Column>>> = Vec::with_capacity(wanted.len());
+    let mut missing = false;
+    for &(ci, t) in wanted {
+        let hit = if ci as u64 >= u64::from(loc.ncols) {
+            Some(Arc::new(Column::all_null(t, rows)))
+        } else if !on {
+            None
+        } else {
+            // Same physical type, same decoding: a type widened by ALTER reads the same chunk.
+            cache
+                .get(&key(ci))
+                .filter(|c| c.len() == rows && column_physical(c) == t.physical())
+        };
+        missing |= hit.is_none();
+        out.push(hit);
+    }
+    if missing {
+        let chunks = read_directory(file, path, loc)?;
+        for (slot, &(ci, t)) in out.iter_mut().zip(wanted) {
+            if slot.is_some() {
+                continue;
+            }
+            let col = Arc::new(match chunks.get(ci) {
+                None => Column::all_null(t, rows),
+                Some(c) => read_chunk(file, path, loc, ci, *c, t)?,
+            });
+            if on {
+                cache.insert(key(ci), col.clone());
+            }
+            *slot = Some(col);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+fn column_physical(c: &Column) -> PhysicalType {
+    match &c.data {
+        ColumnData::Bool(_) => PhysicalType::Bool,
+        ColumnData::Int(_) => PhysicalType::Int,
+        ColumnData::UInt(_) => PhysicalType::UInt,
+        ColumnData::Float(_) => PhysicalType::Float,
+        ColumnData::Str(_) => PhysicalType::Str,
+        ColumnData::Timestamp(_) => PhysicalType::Timestamp,
+    }
+}
+
+/// One column chunk of a block: (offset in the file, length, checksum).
+type Chunk = (u64, u64, u32);
+
+/// The block's directory, checked: its checksum, its column count, every chunk inside the
+/// block.
+fn read_directory(file: &File, path: &Path, loc: &BlockLoc) -> Result<Vec<Chunk>> {
     if loc.ncols > MAX_COLUMNS || dir_bytes(loc.ncols) > loc.len as u64 {
         return Err(corrupt(
             path,
@@ -176,39 +257,40 @@ pub fn read_columns(
         offs.push((at, len, crc));
         at += len;
     }
+    Ok(offs)
+}
+
+fn read_chunk(
+    file: &File,
+    path: &Path,
+    loc: &BlockLoc,
+    ci: usize,
+    (off, len, crc): Chunk,
+    t: DataType,
+) -> Result<Column> {
     let rows = loc.rows as usize;
-    let mut out = Vec::with_capacity(wanted.len());
-    for &(ci, t) in wanted {
-        let Some(&(off, len, crc)) = offs.get(ci) else {
-            out.push(Column::all_null(t, rows));
-            continue;
-        };
-        let bytes = read_at(file, path, off, len as usize)?;
-        let actual = crc32c::crc32c(&bytes);
-        if actual != crc {
-            return Err(corrupt(
-                path,
-                off,
-                format!(
-                    "column {ci} fails its checksum (stored {crc:#010x}, computed {actual:#010x})"
-                ),
-            ));
-        }
-        let col = tidal_codec::decode_column(&bytes, t, rows)
-            .map_err(|e| corrupt(path, off, format!("column {ci}: {e}")))?;
-        if col.len() != rows {
-            return Err(corrupt(
-                path,
-                off,
-                format!(
-                    "column {ci} holds {} rows, the index says {rows}",
-                    col.len()
-                ),
-            ));
-        }
-        out.push(col);
+    let bytes = read_at(file, path, off, len as usize)?;
+    let actual = crc32c::crc32c(&bytes);
+    if actual != crc {
+        return Err(corrupt(
+            path,
+            off,
+            format!("column {ci} fails its checksum (stored {crc:#010x}, computed {actual:#010x})"),
+        ));
     }
-    Ok(out)
+    let col = tidal_codec::decode_column(&bytes, t, rows)
+        .map_err(|e| corrupt(path, off, format!("column {ci}: {e}")))?;
+    if col.len() != rows {
+        return Err(corrupt(
+            path,
+            off,
+            format!(
+                "column {ci} holds {} rows, the index says {rows}",
+                col.len()
+            ),
+        ));
+    }
+    Ok(col)
 }
 
 /// One column's statistics over one block.

@@ -352,6 +352,21 @@ impl DataSet {
         block::read_columns(&self.data.file, &self.data.path, &e.loc, wanted)
     }
 
+    /// [`DataSet::read`] for a query: through the decoded-column cache, which it fills.
+    pub fn read_shared(
+        &self,
+        e: &BlockEntry,
+        wanted: &[(usize, DataType)],
+    ) -> Result<Vec<Arc<Column>>> {
+        block::read_columns_cached(
+            &self.data.file,
+            &self.data.path,
+            self.data.token,
+            &e.loc,
+            wanted,
+        )
+    }
+
     pub fn read_sma(&self, e: &BlockEntry) -> Result<Vec<ColStats>> {
         let b = block::read_at(
             &self.sma.file,

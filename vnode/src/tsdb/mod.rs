@@ -303,10 +303,10 @@ impl FileSet {
                             continue;
                         }
                     }
-                    let cols = d.read(e, wanted)?;
+                    let cols = d.read_shared(e, wanted)?;
                     runs.push(Run {
                         prio: 0,
-                        cols: trim(cols, lo, hi),
+                        cols: crate::merge::trim_shared(cols, lo, hi),
                     });
                 }
             }
