@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 use tidal_common::{Column, ColumnData};
 
 /// Default bound of the cache per process.
-pub const DEFAULT_MAX_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_BYTES: u64 = 32 * 1024 * 1024;
 
 /// A chunk larger than this share of the bound is not kept: one huge block must not flush
 /// everything else.
