@@ -1069,8 +1069,12 @@ fn reads_during_a_flush_fold_never_go_back() {
 #[test]
 fn the_column_cache_never_answers_for_a_file_written_again_under_the_same_name() {
     let d = tempfile::tempdir().unwrap();
+    // Blocks long enough for the cache (column_cache::BLOCK_ROWS_MIN rows).
+    let n = i64::from(crate::column_cache::BLOCK_ROWS_MIN) + 100;
+    let mut c = cfg(1);
+    c.options.maxrows = 4096;
     let rows = |k: i64| -> Vec<(i64, Row)> {
-        (0..40)
+        (0..n)
             .map(|i| {
                 (
                     1000 + i * 10,
@@ -1083,7 +1087,7 @@ fn the_column_cache_never_answers_for_a_file_written_again_under_the_same_name()
     for k in 0..3 {
         let _ = std::fs::remove_dir_all(d.path());
         std::fs::create_dir_all(d.path()).unwrap();
-        let v = Vnode::open(d.path(), cfg(1)).unwrap();
+        let v = Vnode::open(d.path(), c.clone()).unwrap();
         write(&v, "t0", &rows(k));
         v.compact().unwrap();
         // Twice: the second reads come from the cache, and a range inside a block is cut

@@ -140,7 +140,8 @@ pub fn read_columns(
 
 /// [`read_columns`] through the process's decoded-column cache (`crate::column_cache`): a
 /// chunk found there is neither read nor decoded, and a block whose wanted chunks are all
-/// there is not touched at all. `token` names the open data file.
+/// there is not touched at all. `token` names the open data file. Blocks shorter than
+/// `column_cache::BLOCK_ROWS_MIN` rows go around the cache.
 pub fn read_columns_cached(
     file: &File,
     path: &Path,
@@ -148,6 +149,12 @@ pub fn read_columns_cached(
     loc: &BlockLoc,
     wanted: &[(usize, DataType)],
 ) -> Result<Vec<Arc<Column>>> {
+    if loc.rows < crate::column_cache::BLOCK_ROWS_MIN {
+        return Ok(read_columns(file, path, loc, wanted)?
+            .into_iter()
+            .map(Arc::new)
+            .collect());
+    }
     let cache = crate::column_cache::global();
     let rows = loc.rows as usize;
     let key = |ci: usize| crate::column_cache::Key {
