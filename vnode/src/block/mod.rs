@@ -174,7 +174,7 @@ pub fn read_columns_cached(
             // Same physical type, same decoding: a type widened by ALTER reads the same chunk.
             cache
                 .get(&key(ci))
-                .filter(|c| c.len() == rows && column_physical(c) == t.physical())
+                .filter(|c| c.len() == rows && c.physical() == t.physical())
         };
         missing |= hit.is_none();
         out.push(hit);
@@ -196,17 +196,6 @@ pub fn read_columns_cached(
         }
     }
     Ok(out.into_iter().flatten().collect())
-}
-
-fn column_physical(c: &Column) -> PhysicalType {
-    match &c.data {
-        ColumnData::Bool(_) => PhysicalType::Bool,
-        ColumnData::Int(_) => PhysicalType::Int,
-        ColumnData::UInt(_) => PhysicalType::UInt,
-        ColumnData::Float(_) => PhysicalType::Float,
-        ColumnData::Str(_) => PhysicalType::Str,
-        ColumnData::Timestamp(_) => PhysicalType::Timestamp,
-    }
 }
 
 /// One column chunk of a block: (offset in the file, length, checksum).
