@@ -22,29 +22,32 @@ impl Run {
     }
 }
 
+/// The rows `s..e` of the sorted `ts` with `lo <= ts <= hi`; `None` when that is all of them.
+fn rows_within(ts: &[i64], lo: i64, hi: i64) -> Option<(usize, usize)> {
+    let s = ts.partition_point(|t| *t < lo);
+    let e = ts.partition_point(|t| *t <= hi);
+    (s > 0 || e < ts.len()).then_some((s, e))
+}
+
 /// Keeps the rows of `cols` with `lo <= ts <= hi` (ts sorted).
 pub fn trim(cols: Vec<Column>, lo: i64, hi: i64) -> Vec<Column> {
     let ts = cols.first().map(ts_slice).unwrap_or(&[]);
-    let s = ts.partition_point(|t| *t < lo);
-    let e = ts.partition_point(|t| *t <= hi);
-    if s == 0 && e == ts.len() {
-        return cols;
+    match rows_within(ts, lo, hi) {
+        None => cols,
+        Some((s, e)) => cols.iter().map(|c| c.slice(s, e)).collect(),
     }
-    cols.iter().map(|c| c.slice(s, e)).collect()
 }
 
-/// [`trim`] of shared (cached) columns: copies only the rows in `lo..=hi`.
+/// [`trim`] of shared (cached) columns: copies only the rows kept.
 pub fn trim_shared(cols: Vec<std::sync::Arc<Column>>, lo: i64, hi: i64) -> Vec<Column> {
     let ts = cols.first().map(|c| ts_slice(c)).unwrap_or(&[]);
-    let s = ts.partition_point(|t| *t < lo);
-    let e = ts.partition_point(|t| *t <= hi);
-    if s == 0 && e == ts.len() {
-        return cols
+    match rows_within(ts, lo, hi) {
+        None => cols
             .into_iter()
             .map(std::sync::Arc::unwrap_or_clone)
-            .collect();
+            .collect(),
+        Some((s, e)) => cols.iter().map(|c| c.slice(s, e)).collect(),
     }
-    cols.iter().map(|c| c.slice(s, e)).collect()
 }
 
 /// Merges the runs; `ncols` is the column count of every run (used when there is none).

@@ -54,6 +54,8 @@ pub struct ColumnCacheStats {
 
 pub struct ColumnCache {
     inner: Mutex<Inner>,
+    /// `Inner::max_bytes`, readable without the lock (a read checks it before every block).
+    max_bytes: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -103,6 +105,7 @@ impl ColumnCache {
                 bytes: 0,
                 max_bytes,
             }),
+            max_bytes: AtomicU64::new(max_bytes),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -111,11 +114,12 @@ impl ColumnCache {
     pub fn set_max_bytes(&self, max_bytes: u64) {
         let mut g = self.inner.lock();
         g.max_bytes = max_bytes;
+        self.max_bytes.store(max_bytes, Ordering::Relaxed);
         g.evict();
     }
 
     pub fn enabled(&self) -> bool {
-        self.inner.lock().max_bytes > 0
+        self.max_bytes.load(Ordering::Relaxed) > 0
     }
 
     pub fn get(&self, key: &Key) -> Option<Arc<Column>> {
