@@ -224,9 +224,9 @@ impl State {
         self.mem.fold_into(uid, e, row_only);
     }
 
-    /// Folds a memtable that is about to be published as files into the cache (state lock
-    /// held, before the file set loses it), so that every entry still covers every row in the
-    /// files. A subtable without an entry gets one when the memtable's rows are all it has or
+    /// Folds subtables `uids` of a memtable that is about to be published as files into the
+    /// cache (one chunk per hold of the state lock, all before the swap), so that every entry
+    /// still covers every row in the files once the swap lands. A subtable without an entry gets one when the memtable's rows are all it has or
     /// are all newer than `files_max` (a bound of every ts in the files before this flush);
     /// its LAST values count as loaded only when they are complete or it has no other rows.
     fn fold_flushed(&mut self, mem: &Memtable, uids: &[TableUid], files_max: Option<i64>) {
