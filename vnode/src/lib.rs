@@ -1087,7 +1087,7 @@ impl VnodeCore {
                 wal::MAX_RECORD_BYTES
             )));
         }
-        let seq = self.wal.append(&payload);
+        let seq = self.wal.append(payload);
         self.state.write().apply(plan);
         Ok(seq)
     }
@@ -1304,7 +1304,7 @@ impl VnodeCore {
         if self.state.read().meta.table(name).is_none() {
             return Ok(false);
         }
-        let seq = self.wal.append(&op::encode_drop_table(name));
+        let seq = self.wal.append(op::encode_drop_table(name));
         self.state.write().drop_table(name);
         drop(guard);
         self.wal.wait_durable(seq)?;
@@ -1322,7 +1322,7 @@ impl VnodeCore {
                 return Ok(0);
             }
         }
-        let seq = self.wal.append(&op::encode_drop_stable(stable));
+        let seq = self.wal.append(op::encode_drop_stable(stable));
         let n = self.state.write().drop_stable(stable);
         drop(guard);
         self.wal.wait_durable(seq)?;

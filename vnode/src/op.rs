@@ -53,7 +53,18 @@ pub enum Op {
 }
 
 pub fn encode_apply(a: &ApplyRef<'_>) -> Vec<u8> {
-    let mut w = Writer::new();
+    // Schemas and creates are small and rare; the columns are nearly all of a record.
+    let columns: usize = a
+        .rows
+        .iter()
+        .map(|(_, cols)| 12 + cols.iter().map(Writer::column_bytes).sum::<usize>())
+        .chain(a.blocks.iter().map(|b| {
+            12 + 8 * b.uids.len()
+                + 8 * b.runs.len()
+                + b.columns.iter().map(Writer::column_bytes).sum::<usize>()
+        }))
+        .sum();
+    let mut w = Writer::with_capacity(64 + columns);
     w.u8(if a.blocks.is_empty() {
         KIND_APPLY
     } else {

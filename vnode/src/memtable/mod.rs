@@ -11,7 +11,9 @@
 //! each of thousands of subtables. A block is appended whole, column by column, to a chunk
 //! (large column vectors allocated once, shared by all subtables of a column layout), and each
 //! subtable's run in it becomes a piece naming its rows in the chunk: no vector per subtable
-//! grows and reallocates, and memory stays dense. Rows written as per-subtable columns go to
+//! grows and reallocates, and memory stays dense. A block whose runs interleave subtables (a
+//! loader sends rows in file order, one run per row) is gathered into the chunk subtable by
+//! subtable, so that each subtable still gets one piece per block. Rows written as per-subtable columns go to
 //! an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
 //! (`merge::merge_runs`), with the rows they overlap only; flushes and scans copy the pieces
 //! of the range they read.
@@ -222,6 +224,113 @@ fn extend_range(dst: &mut Column, src: &Column, s: usize, e: usize) {
             None => dst.nulls.resize(len + (e - s), false),
         }
     }
+}
+
+/// Appends rows `order[0]`, `order[1]`, ... of `src` (same physical type) to `dst`.
+fn extend_gather(dst: &mut Column, src: &Column, order: &[u32]) {
+    fn gather<T: Clone>(a: &mut Vec<T>, b: &[T], order: &[u32]) {
+        a.extend(order.iter().map(|&i| b[i as usize].clone()));
+    }
+    let len = dst.len();
+    // [`grouped`] draws `order` from `0..rows` of the block; a shorter column (not reachable
+    // after validation) gets NULLs, as in `extend_range`, rather than a panic.
+    if order.iter().any(|&i| i as usize >= src.len()) {
+        push_nulls(dst, order.len());
+        return;
+    }
+    match (&mut dst.data, &src.data) {
+        (ColumnData::Bool(a), ColumnData::Bool(b)) => gather(a, b, order),
+        (ColumnData::Int(a), ColumnData::Int(b))
+        | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
+        | (ColumnData::Int(a), ColumnData::Timestamp(b))
+        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => gather(a, b, order),
+        (ColumnData::UInt(a), ColumnData::UInt(b)) => gather(a, b, order),
+        (ColumnData::Float(a), ColumnData::Float(b)) => gather(a, b, order),
+        (ColumnData::Str(a), ColumnData::Str(b)) => gather(a, b, order),
+        _ => {
+            push_nulls(dst, order.len());
+            return;
+        }
+    }
+    if !src.nulls.is_empty() || !dst.nulls.is_empty() {
+        if dst.nulls.is_empty() {
+            dst.nulls = vec![false; len];
+        }
+        if src.nulls.len() == src.len() {
+            gather(&mut dst.nulls, &src.nulls, order);
+        } else {
+            dst.nulls.resize(len + order.len(), false);
+        }
+    }
+}
+
+/// The row order to gather a block in, and the runs over that order.
+type Regrouped = (Vec<u32>, Vec<(u32, u32)>);
+
+/// A block whose runs interleave subtables, regrouped subtable by subtable: the order to
+/// gather its rows in and the runs over that order, each subtable's rows kept in block order
+/// (so a later row of a ts still wins). `None` when no subtable has two runs: the block is
+/// appended as it is.
+///
+/// Why: a loader reading a time-ordered file (TSBS's, any log) sends a block whose every run
+/// is one row, as its rows arrive. Kept so, each row would become a piece of its own, and
+/// the piece lists grew (and were reallocated and copied) row by row; regrouped, a subtable
+/// gets one piece per block. Runs of table indices that name the same subtable are grouped
+/// as one.
+fn grouped(
+    runs: &[(u32, u32)],
+    rows: usize,
+    uid_of: &impl Fn(u32) -> Option<TableUid>,
+) -> Option<Regrouped> {
+    let tables = runs.iter().map(|r| r.0 as usize).max()? + 1;
+    // A table list far longer than the runs (not what writers send) is left as it is
+    // rather than sized for.
+    if runs.len() < 2 || tables > runs.len().saturating_mul(4) || u32::try_from(rows).is_err() {
+        return None;
+    }
+    // The table index each run's rows are grouped under: the first index of its subtable.
+    let mut canon = vec![u32::MAX; tables];
+    let mut first: HashMap<TableUid, u32, foldhash::fast::RandomState> = HashMap::default();
+    let mut count = vec![0usize; tables];
+    let mut distinct = 0usize;
+    for (t, n) in runs {
+        let ti = *t as usize;
+        if canon[ti] == u32::MAX {
+            canon[ti] = match uid_of(*t) {
+                Some(uid) => *first.entry(uid).or_insert(*t),
+                None => *t,
+            };
+        }
+        let g = canon[ti] as usize;
+        if count[g] == 0 {
+            distinct += 1;
+        }
+        count[g] += *n as usize;
+    }
+    if distinct == runs.len() || count.iter().sum::<usize>() != rows {
+        return None;
+    }
+    let mut at = Vec::with_capacity(tables);
+    let mut regrouped = Vec::with_capacity(distinct);
+    let mut next = 0usize;
+    for (g, c) in count.iter().enumerate() {
+        at.push(next);
+        if *c > 0 {
+            regrouped.push((g as u32, *c as u32));
+        }
+        next += c;
+    }
+    let mut order = vec![0u32; rows];
+    let mut row = 0u32;
+    for (t, n) in runs {
+        let slot = &mut at[canon[*t as usize] as usize];
+        for k in 0..*n {
+            order[*slot] = row + k;
+            *slot += 1;
+        }
+        row += n;
+    }
+    Some((order, regrouped))
 }
 
 fn push_nulls(c: &mut Column, n: usize) {
@@ -531,12 +640,17 @@ impl Memtable {
         if rows == 0 {
             return;
         }
+        let regrouped = grouped(runs, rows, &uid_of);
+        let runs = regrouped.as_ref().map_or(runs, |(_, r)| r.as_slice());
         let chunk = self.chunk_for(cols, rows);
         let base = self.chunks[chunk].rows;
         {
             let c = &mut self.chunks[chunk];
             for (d, s) in c.cols.iter_mut().zip(cols) {
-                extend_range(d, s, 0, rows);
+                match &regrouped {
+                    Some((order, _)) => extend_gather(d, s, order),
+                    None => extend_range(d, s, 0, rows),
+                }
             }
             c.rows += rows;
         }
@@ -927,6 +1041,29 @@ mod tests {
         );
     }
 
+    /// A block whose runs are single rows of alternating subtables (a time-ordered file, as
+    /// a loader reads it) gives each subtable one piece, holding its rows in order.
+    #[test]
+    fn interleaved_runs_make_one_piece_per_subtable() {
+        let rows: Vec<(i64, i64)> = (0..300).map(|i| (i / 3, i)).collect();
+        let runs: Vec<(u32, u32)> = (0..300).map(|i| (i % 3, 1)).collect();
+        let mut m = Memtable::default();
+        m.insert_block(&runs, &cols(&rows), |t| Some(TableUid(u64::from(t))));
+        for t in 0..3u64 {
+            let tm = &m.tables[&TableUid(t)];
+            assert_eq!(tm.pieces.len(), 1, "subtable {t}");
+            let c = m.range_columns(
+                TableUid(t),
+                i64::MIN,
+                i64::MAX,
+                &[(0, DataType::Timestamp), (1, DataType::BigInt)],
+            );
+            assert_eq!(ts_slice(&c[0]), (0..100).collect::<Vec<i64>>().as_slice());
+            let want: Vec<Value> = (0..100).map(|i| Value::Int(3 * i + t as i64)).collect();
+            assert_eq!((0..100).map(|i| c[1].get(i)).collect::<Vec<_>>(), want);
+        }
+    }
+
     /// Random blocks (runs of several subtables, in order, overtaking, overlapping, repeated
     /// ts; some as per-subtable columns) against a model where a later write of a (subtable, ts) wins: every subtable's rows,
     /// bounds, next ts and random ranges agree after every block.
@@ -943,18 +1080,20 @@ mod tests {
                 let mut rows = Vec::new();
                 let mut runs = Vec::new();
                 for _ in 0..rng.random_range(1..8) {
+                    // Table indices 0 and 3 name one subtable, as two names of a block may.
                     let t = rng.random_range(0..4usize);
+                    let u = t % 3;
                     let n = rng.random_range(1..6);
                     let mut ts = match rng.random_range(0..4) {
                         // Mostly after what the subtable holds; else anywhere before it.
-                        0 => rng.random_range(0..next[t].max(1)),
-                        _ => next[t] + rng.random_range(0..3),
+                        0 => rng.random_range(0..next[u].max(1)),
+                        _ => next[u] + rng.random_range(0..3),
                     };
                     for _ in 0..n {
                         let v = step * 1000 + rows.len() as i64;
                         rows.push((ts, v));
-                        model.entry(t as u64).or_default().insert(ts, v);
-                        next[t] = next[t].max(ts + 1);
+                        model.entry(u as u64).or_default().insert(ts, v);
+                        next[u] = next[u].max(ts + 1);
                         ts += if rng.random_range(0..6) == 0 {
                             0
                         } else {
@@ -972,11 +1111,11 @@ mod tests {
                             .iter()
                             .map(|c| c.slice(at, at + *n as usize))
                             .collect();
-                        m.insert(TableUid(u64::from(*t)), &part);
+                        m.insert(TableUid(u64::from(*t % 3)), &part);
                         at += *n as usize;
                     }
                 } else {
-                    m.insert_block(&runs, &block, |t| Some(TableUid(u64::from(t))));
+                    m.insert_block(&runs, &block, |t| Some(TableUid(u64::from(t % 3))));
                 }
                 // The bounds a chunk piece keeps are its rows' own, as are the copies of the
                 // last piece's; the search from the end agrees with a binary search.
