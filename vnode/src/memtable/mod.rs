@@ -288,6 +288,15 @@ fn grouped(
     if runs.len() < 2 || tables > runs.len().saturating_mul(4) || u32::try_from(rows).is_err() {
         return None;
     }
+    // Most blocks name each table once (a batch of many subtables with a row or a run each):
+    // they are appended as they are, found without hashing.
+    let mut seen = vec![false; tables];
+    if !runs
+        .iter()
+        .any(|(t, _)| std::mem::replace(&mut seen[*t as usize], true))
+    {
+        return None;
+    }
     // The table index each run's rows are grouped under: the first index of its subtable.
     let mut canon = vec![u32::MAX; tables];
     let mut first: HashMap<TableUid, u32, foldhash::fast::RandomState> = HashMap::default();
