@@ -101,6 +101,11 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// The rest of the buffer, left unread.
+    pub fn peek_rest(&self) -> &'a [u8] {
+        self.bytes.get(self.pos..).unwrap_or(&[])
+    }
+
     /// The rest of the buffer.
     pub fn rest(&mut self) -> &'a [u8] {
         let s = self.bytes.get(self.pos..).unwrap_or(&[]);
