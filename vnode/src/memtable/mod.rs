@@ -13,8 +13,8 @@
 //! subtable's run in it becomes a piece naming its rows in the chunk: no vector per subtable
 //! grows and reallocates, and memory stays dense. A block whose runs interleave subtables (a
 //! loader sends rows in file order, one run per row) is gathered into the chunk subtable by
-//! subtable, so that each subtable still gets one piece per block. Rows written as per-subtable columns go to
-//! an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
+//! subtable, so that each subtable still gets one piece per block. Rows written as
+//! per-subtable columns go to an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
 //! (`merge::merge_runs`), with the rows they overlap only; flushes and scans copy the pieces
 //! of the range they read.
 
