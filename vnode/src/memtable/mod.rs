@@ -194,72 +194,62 @@ fn col_bytes(c: &Column) -> u64 {
     data + c.nulls.len() as u64
 }
 
-/// Appends rows `s..e` of `src` (same physical type, validated by the write path) to `dst`.
-fn extend_range(dst: &mut Column, src: &Column, s: usize, e: usize) {
-    let len = dst.len();
-    let ok = match (&mut dst.data, &src.data) {
-        (ColumnData::Bool(a), ColumnData::Bool(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
-        (ColumnData::Int(a), ColumnData::Int(b))
-        | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
-        | (ColumnData::Int(a), ColumnData::Timestamp(b))
-        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => {
-            b.get(s..e).map(|x| a.extend_from_slice(x))
+/// Rows of a column to append: a range, copied whole, or an order to gather them in.
+#[derive(Clone, Copy)]
+enum Rows<'o> {
+    Range(usize, usize),
+    Gather(&'o [u32]),
+}
+
+impl Rows<'_> {
+    fn len(self) -> usize {
+        match self {
+            Rows::Range(s, e) => e.saturating_sub(s),
+            Rows::Gather(order) => order.len(),
         }
-        (ColumnData::UInt(a), ColumnData::UInt(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
-        (ColumnData::Float(a), ColumnData::Float(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
-        (ColumnData::Str(a), ColumnData::Str(b)) => b.get(s..e).map(|x| a.extend_from_slice(x)),
-        _ => None,
-    };
-    if ok.is_none() {
-        // Not reachable after validation; keep the columns aligned rather than panic.
-        push_nulls(dst, e.saturating_sub(s));
-        return;
     }
-    if !src.nulls.is_empty() || !dst.nulls.is_empty() {
-        if dst.nulls.is_empty() {
-            dst.nulls = vec![false; len];
-        }
-        match src.nulls.get(s..e) {
-            Some(n) => dst.nulls.extend_from_slice(n),
-            None => dst.nulls.resize(len + (e - s), false),
+
+    /// Appends these rows of `b` to `a`: all of them, or none and `None` when `b` lacks one.
+    fn append<T: Clone>(self, a: &mut Vec<T>, b: &[T]) -> Option<()> {
+        match self {
+            Rows::Range(s, e) => b.get(s..e).map(|x| a.extend_from_slice(x)),
+            Rows::Gather(order) => {
+                if order.iter().any(|&i| i as usize >= b.len()) {
+                    return None;
+                }
+                a.extend(order.iter().map(|&i| b[i as usize].clone()));
+                Some(())
+            }
         }
     }
 }
 
-/// Appends rows `order[0]`, `order[1]`, ... of `src` (same physical type) to `dst`.
-fn extend_gather(dst: &mut Column, src: &Column, order: &[u32]) {
-    fn gather<T: Clone>(a: &mut Vec<T>, b: &[T], order: &[u32]) {
-        a.extend(order.iter().map(|&i| b[i as usize].clone()));
-    }
+/// Appends `rows` of `src` (same physical type, validated by the write path) to `dst`.
+fn extend_rows(dst: &mut Column, src: &Column, rows: Rows<'_>) {
     let len = dst.len();
-    // [`grouped`] draws `order` from `0..rows` of the block; a shorter column (not reachable
-    // after validation) gets NULLs, as in `extend_range`, rather than a panic.
-    if order.iter().any(|&i| i as usize >= src.len()) {
-        push_nulls(dst, order.len());
-        return;
-    }
-    match (&mut dst.data, &src.data) {
-        (ColumnData::Bool(a), ColumnData::Bool(b)) => gather(a, b, order),
+    let ok = match (&mut dst.data, &src.data) {
+        (ColumnData::Bool(a), ColumnData::Bool(b)) => rows.append(a, b),
         (ColumnData::Int(a), ColumnData::Int(b))
         | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
         | (ColumnData::Int(a), ColumnData::Timestamp(b))
-        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => gather(a, b, order),
-        (ColumnData::UInt(a), ColumnData::UInt(b)) => gather(a, b, order),
-        (ColumnData::Float(a), ColumnData::Float(b)) => gather(a, b, order),
-        (ColumnData::Str(a), ColumnData::Str(b)) => gather(a, b, order),
-        _ => {
-            push_nulls(dst, order.len());
-            return;
-        }
+        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => rows.append(a, b),
+        (ColumnData::UInt(a), ColumnData::UInt(b)) => rows.append(a, b),
+        (ColumnData::Float(a), ColumnData::Float(b)) => rows.append(a, b),
+        (ColumnData::Str(a), ColumnData::Str(b)) => rows.append(a, b),
+        _ => None,
+    };
+    if ok.is_none() {
+        // Not reachable after validation; keep the columns aligned rather than panic.
+        push_nulls(dst, rows.len());
+        return;
     }
     if !src.nulls.is_empty() || !dst.nulls.is_empty() {
         if dst.nulls.is_empty() {
             dst.nulls = vec![false; len];
         }
-        if src.nulls.len() == src.len() {
-            gather(&mut dst.nulls, &src.nulls, order);
-        } else {
-            dst.nulls.resize(len + order.len(), false);
+        // A column without NULLs has no flags to append.
+        if rows.append(&mut dst.nulls, &src.nulls).is_none() {
+            dst.nulls.resize(len + rows.len(), false);
         }
     }
 }
@@ -656,10 +646,11 @@ impl Memtable {
         {
             let c = &mut self.chunks[chunk];
             for (d, s) in c.cols.iter_mut().zip(cols) {
-                match &regrouped {
-                    Some((order, _)) => extend_gather(d, s, order),
-                    None => extend_range(d, s, 0, rows),
-                }
+                let which = match &regrouped {
+                    Some((order, _)) => Rows::Gather(order),
+                    None => Rows::Range(0, rows),
+                };
+                extend_rows(d, s, which);
             }
             c.rows += rows;
         }
@@ -782,7 +773,7 @@ impl Memtable {
                 };
                 for (cols, s, e) in &hits {
                     match cols.get(*i) {
-                        Some(c) => extend_range(&mut out, c, *s, *e),
+                        Some(c) => extend_rows(&mut out, c, Rows::Range(*s, *e)),
                         None => push_nulls(&mut out, e - s),
                     }
                 }
