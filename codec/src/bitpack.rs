@@ -71,7 +71,7 @@ pub fn packed_len(n: usize, width: u32) -> usize {
 /// past its end reads zeros.
 fn unpack_block(src: &[u8], width: u32, out: &mut [u64]) {
     // One loop per width: with the width a constant, every value of a group of eight has a
-    // constant byte offset and shift, and the loop unrolls (several times faster than one
+    // constant byte offset and shift, and the loop unrolls (measured 1.6x faster than one
     // loop with the width in a register, on the decode path of every integer and float).
     macro_rules! by_width {
         ($($w:literal)*) => {
@@ -110,8 +110,9 @@ fn unpack_fixed<const W: usize>(src: &[u8], out: &mut [u64]) {
     unpack_from(src, W as u32, out, done);
 }
 
-/// Values `from..` of [`unpack_block`], one at a time through a zero-padded copy: the last
-/// values of a column (whose loads would run past `src`) and widths above 56 bits.
+/// Values `from..` of [`unpack_block`], one at a time through a zero-padded copy: a block's
+/// last values that do not fill a group of eight (or whose loads would run past the end of
+/// the column) and widths above 56 bits.
 fn unpack_from(src: &[u8], width: u32, out: &mut [u64], from: usize) {
     let mask: u64 = if width >= 64 {
         u64::MAX
