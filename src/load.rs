@@ -24,7 +24,7 @@
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
 
-use crate::frontend::schemaless::{Schemaless, SchemalessOptions};
+use crate::frontend::schemaless::{Known, Schemaless, SchemalessOptions};
 use crate::server::BoxError;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -655,7 +655,13 @@ impl WorkerCtx {
         };
         let opts = SchemalessOptions::default();
         // Subtables the writer knows to exist need no tags (none are even converted).
-        let known = |t: &str| writer.knows(t);
+        let contains = |t: &str| writer.knows(t);
+        // The writer forgets what it knows when its set is full: ask it each time rather than
+        // let the series maps remember.
+        let known = Known {
+            contains: &contains,
+            scope: None,
+        };
         let res = self.rt.block_on(async {
             let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;
             let rows: usize = p.blocks.iter().map(RowBlock::num_rows).sum();

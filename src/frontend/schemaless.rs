@@ -32,8 +32,10 @@ use super::write_merge::WriteMerger;
 use super::{ExecError, ExecResult};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tidal_client::{Client, RouteTable};
+use tidal_common::route::{hash_table_name, vgroup_index};
 use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
     Value,
@@ -137,9 +139,24 @@ pub const KNOWN_SUBTABLES_MAX: usize = 1 << 20;
 /// A subtable dropped since makes the write fail with `TableNotFound`; the body is then
 /// written again with every tag and the set starts over. Keyed by a 128-bit hash: a false
 /// hit costs only that retry.
-#[derive(Default)]
 struct KnownSubtables {
     set: parking_lot::Mutex<HashSet<u128, foldhash::fast::RandomState>>,
+    /// Changes whenever the set forgets (from one process-wide counter, so that no two sets
+    /// ever share a value): a subtable found in the set stays there until it changes, which
+    /// lets the per-thread series maps remember the answer ([`KnownScope`]).
+    generation: AtomicU64,
+}
+
+/// Source of [`KnownSubtables::generation`].
+static NEXT_KNOWN_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+impl Default for KnownSubtables {
+    fn default() -> Self {
+        KnownSubtables {
+            set: parking_lot::Mutex::default(),
+            generation: AtomicU64::new(NEXT_KNOWN_GENERATION.fetch_add(1, Ordering::Relaxed)),
+        }
+    }
 }
 
 impl KnownSubtables {
@@ -162,13 +179,43 @@ impl KnownSubtables {
         let mut set = self.set.lock();
         if set.len() + keys.len() > KNOWN_SUBTABLES_MAX {
             set.clear();
+            self.forgot();
         }
         set.extend(keys.iter().copied());
     }
 
     fn clear(&self) {
-        self.set.lock().clear();
+        let mut set = self.set.lock();
+        set.clear();
+        self.forgot();
     }
+
+    /// A new generation, taken with the set's lock held.
+    fn forgot(&self) {
+        let g = NEXT_KNOWN_GENERATION.fetch_add(1, Ordering::Relaxed);
+        self.generation.store(g, Ordering::Release);
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+/// The subtables [`Schemaless::prepare`] may write without tags.
+pub struct Known<'a> {
+    /// Whether the subtable of this name exists.
+    pub contains: &'a (dyn Fn(&str) -> bool + Sync),
+    /// What `contains` answers from, when a `true` answer holds until the scope changes:
+    /// the per-thread series maps then remember it. `None`: ask every time.
+    pub scope: Option<KnownScope<'a>>,
+}
+
+/// A generation of a [`KnownSubtables`] set and the user whose subtables it answers for
+/// (the database is the write's).
+#[derive(Clone, Copy)]
+pub struct KnownScope<'a> {
+    generation: u64,
+    user: &'a str,
 }
 
 /// Most bytes of series keys the [`SeriesKeys`] maps of a process hold together (the keys as
@@ -178,18 +225,45 @@ pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
 /// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
 pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
 
-/// Subtable keys ([`subtable_key`], without `child_table_tag`) of series keys as written,
+/// The subtables of series keys as written ([`subtable_key`], without `child_table_tag`),
 /// across bodies. A feed repeats its series in every body, and with thousands of devices a
 /// body of a few thousand lines sees most of its series once: sorting and FNV-hashing each
-/// line's tags was the largest cost of the fast path after parsing. The subtable key is a
-/// function of the series key's bytes alone (the measurement and the tags, escapes
-/// included), so an entry never goes stale, and one map per thread needs no lock (a shared
-/// one cost a contended atomic per line); the bytes are kept and compared, so two series
-/// never share an entry.
+/// line's tags, spelling the name, hashing it for its vgroup and asking the shared set of
+/// known subtables (a lock and two hashes) were most of the fast path's cost after parsing.
+/// The subtable key and name are functions of the series key's bytes alone (the
+/// measurement and the tags, escapes included), so they never go stale; the vgroup hash
+/// holds for one database and a known answer for one [`KnownScope`] and database, each
+/// checked against the map's current one by an epoch. One map per thread needs no lock (a
+/// shared one cost a contended atomic per line); the bytes are kept and compared, so two
+/// series never share an entry.
 struct SeriesKeys {
-    keys: HashMap<Box<[u8]>, u128, foldhash::fast::RandomState>,
+    keys: HashMap<Box<[u8]>, SeriesEntry, foldhash::fast::RandomState>,
     bytes: usize,
     bytes_max: usize,
+    /// The database whose name hashes entries hold when their epoch is `route_epoch`.
+    route_db: String,
+    route_epoch: u32,
+    /// The scope and database whose known answers entries hold at `known_epoch`.
+    known_scope: (u64, String, String),
+    known_epoch: u32,
+}
+
+/// What [`SeriesKeys`] remembers of a series.
+struct SeriesEntry {
+    key: u128,
+    name: Arc<str>,
+    /// (epoch, `hash_table_name(db, name)`), valid at the map's `route_epoch`.
+    route: (u32, u32),
+    /// The map's `known_epoch` at which the subtable was known to exist (0: never).
+    known: u32,
+}
+
+/// A line's subtable: its key, name, routing hash and whether it is known to exist.
+struct Resolved {
+    key: u128,
+    name: Arc<str>,
+    route_hash: u32,
+    known: bool,
 }
 
 thread_local! {
@@ -198,7 +272,8 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    const ENTRY_BYTES: usize = 40;
+    /// Bookkeeping per entry besides the series key: the entry, the name and the map's slot.
+    const ENTRY_BYTES: usize = 160;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -212,13 +287,19 @@ impl SeriesKeys {
             keys: HashMap::default(),
             bytes: 0,
             bytes_max,
+            route_db: String::new(),
+            route_epoch: 0,
+            known_scope: (0, String::new(), String::new()),
+            known_epoch: 0,
         }
     }
 
+    #[cfg(test)]
     fn get(&self, series: &[u8]) -> Option<u128> {
-        self.keys.get(series).copied()
+        self.keys.get(series).map(|e| e.key)
     }
 
+    /// Remembers subtable key `key` of `series` (an entry never changes once made).
     fn insert(&mut self, series: &[u8], key: u128) {
         if self.keys.contains_key(series) {
             return;
@@ -228,26 +309,111 @@ impl SeriesKeys {
             self.keys.clear();
             self.bytes = 0;
         }
-        self.keys.insert(series.into(), key);
+        let entry = SeriesEntry {
+            key,
+            name: Arc::from(format!("t_{}", fnv128_hex(key))),
+            route: (0, 0),
+            known: 0,
+        };
+        self.keys.insert(series.into(), entry);
         self.bytes += cost;
     }
 
-    /// The subtable key of the series `series` of `line` (no `child_table_tag`), from this
-    /// thread's map or computed and remembered.
-    fn of(series: &[u8], line: &Line<'_>, stable: &str) -> u128 {
+    /// The epoch of routing hashes for `db`: a new one when the database changes.
+    fn route_epoch_for(&mut self, db: &str) -> u32 {
+        if self.route_epoch == 0 || self.route_db != db {
+            self.route_db = db.to_string();
+            self.route_epoch = next_epoch(self.route_epoch);
+        }
+        self.route_epoch
+    }
+
+    /// The epoch of known answers for `scope` and `db`: a new one when either changes.
+    fn known_epoch_for(&mut self, scope: KnownScope<'_>, db: &str) -> u32 {
+        let (g, u, d) = &self.known_scope;
+        if self.known_epoch == 0 || *g != scope.generation || u != scope.user || d != db {
+            self.known_scope = (scope.generation, scope.user.to_string(), db.to_string());
+            self.known_epoch = next_epoch(self.known_epoch);
+        }
+        self.known_epoch
+    }
+
+    /// The subtable of the series `series` of `line` (no `child_table_tag`) written to
+    /// `db`, from this thread's map or computed and remembered.
+    fn resolve(
+        series: &[u8],
+        line: &Line<'_>,
+        stable: &str,
+        db: &str,
+        known: &Known<'_>,
+    ) -> Resolved {
         SERIES_KEYS.with(|k| {
             let mut k = k.borrow_mut();
-            match k.get(series) {
-                Some(key) => key,
-                None => {
-                    let (key, _) = subtable_key(line, stable, None);
-                    k.insert(series, key);
-                    key
+            let route_epoch = k.route_epoch_for(db);
+            let known_epoch = known.scope.map(|s| k.known_epoch_for(s, db));
+            if !k.keys.contains_key(series) {
+                let (key, _) = subtable_key(line, stable, None);
+                k.insert(series, key);
+            }
+            let fresh = |name: &str| (known.contains)(name);
+            match k.keys.get_mut(series) {
+                Some(e) => {
+                    if e.route.0 != route_epoch {
+                        e.route = (route_epoch, hash_table_name(db, &e.name));
+                    }
+                    let is_known = match known_epoch {
+                        Some(epoch) if e.known == epoch => true,
+                        Some(epoch) => {
+                            let yes = fresh(&e.name);
+                            if yes {
+                                e.known = epoch;
+                            }
+                            yes
+                        }
+                        None => fresh(&e.name),
+                    };
+                    Resolved {
+                        key: e.key,
+                        name: e.name.clone(),
+                        route_hash: e.route.1,
+                        known: is_known,
+                    }
                 }
+                // Only a map too small for one entry keeps nothing.
+                None => resolved_now(line, stable, None, db, known),
             }
         })
     }
 }
+
+/// The next epoch after `e` (never 0, which entries start with).
+fn next_epoch(e: u32) -> u32 {
+    e.wrapping_add(1).max(1)
+}
+
+/// A line's subtable computed from scratch.
+fn resolved_now(
+    line: &Line<'_>,
+    stable: &str,
+    child_table_tag: Option<&str>,
+    db: &str,
+    known: &Known<'_>,
+) -> Resolved {
+    let (key, named) = subtable_key(line, stable, child_table_tag);
+    let name: Arc<str> = match named {
+        Some(n) => Arc::from(n),
+        None => Arc::from(format!("t_{}", fnv128_hex(key))),
+    };
+    Resolved {
+        key,
+        route_hash: hash_table_name(db, &name),
+        known: (known.contains)(&name),
+        name,
+    }
+}
+
+/// Most series the per-body maps of the fast path reserve room for up front.
+const SERIES_PER_BODY_RESERVE_MAX: usize = 1 << 16;
 
 /// What a line needs of its STABLE: the type of each field and the tag keys.
 #[derive(Default)]
@@ -661,7 +827,14 @@ impl Schemaless {
         opts: &SchemalessOptions,
         user: Option<&str>,
     ) -> ExecResult<SchemalessOutcome> {
-        let known = |t: &str| user.is_some_and(|u| self.known.contains(u, db, t));
+        let contains = |t: &str| user.is_some_and(|u| self.known.contains(u, db, t));
+        let known = Known {
+            contains: &contains,
+            scope: user.map(|user| KnownScope {
+                generation: self.known.generation(),
+                user,
+            }),
+        };
         let preparing = self.merger.preparing(db);
         let p = self.prepare(db, body, opts, &known).await?;
         let mut out = p.outcome;
@@ -726,7 +899,7 @@ impl Schemaless {
         db: &str,
         body: &[u8],
         opts: &SchemalessOptions,
-        known: &(dyn Fn(&str) -> bool + Sync),
+        known: &Known<'_>,
     ) -> ExecResult<Prepared> {
         let route = self.client.route(db).await?;
         let mut p = match self
@@ -760,7 +933,7 @@ impl Schemaless {
         route: &RouteTable,
         body: &[u8],
         opts: &SchemalessOptions,
-        known: &(dyn Fn(&str) -> bool + Sync),
+        known: &Known<'_>,
     ) -> Option<Prepared> {
         let db_precision = Precision::from(route.precision);
         let now = route.precision.now();
@@ -771,10 +944,18 @@ impl Schemaless {
         // Series key as written (measurement and tags) -> its STABLE and, once resolved, its
         // subtable: one hash of a byte string per line instead of sorting and hashing the
         // tags; different spellings of one series meet again in `subtables`.
-        let mut series: HashMap<&[u8], Series, foldhash::fast::RandomState> = HashMap::default();
+        // Both are sized up front (growing them was 2% of the line protocol's CPU at 4,000
+        // trucks): for the series this thread has seen, or a line per series at about 128
+        // bytes a line if that is fewer.
+        let seen = SERIES_KEYS.with(|k| k.borrow().keys.len());
+        let series_est = (body.len() / 128)
+            .min(seen)
+            .min(SERIES_PER_BODY_RESERVE_MAX);
+        let mut series: HashMap<&[u8], Series, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(series_est, Default::default());
         // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
         let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
-            HashMap::default();
+            HashMap::with_capacity_and_hasher(series_est, Default::default());
         let mut row: Vec<Value> = Vec::new();
         let mut line = Line::default();
         let mut lines = parse_lines(body);
@@ -854,21 +1035,17 @@ impl Schemaless {
                 out.fields += line.fields.len() as u64;
                 continue;
             }
-            let (skey, named) = match child_table_tag {
-                None => (SeriesKeys::of(key, &line, &st.name), None),
-                Some(_) => subtable_key(&line, &st.name, child_table_tag),
+            let sub = match child_table_tag {
+                None => SeriesKeys::resolve(key, &line, &st.name, db, known),
+                Some(_) => resolved_now(&line, &st.name, child_table_tag, db, known),
             };
-            let (b, t) = match subtables.get(&skey) {
+            let (b, t) = match subtables.get(&sub.key) {
                 Some((s, b, t)) if *s == si => (*b, *t),
                 // A subtable named by `child_table_tag` for two STABLEs: which line wins
                 // depends on the slow path's order of STABLEs, so let it decide.
                 Some(_) => return None,
                 None => {
-                    let name = match named {
-                        Some(n) => n.to_string(),
-                        None => format!("t_{}", fnv128_hex(skey)),
-                    };
-                    let tags = if known(&name) {
+                    let tags = if sub.known {
                         None
                     } else {
                         match tags_of(&st.index, &line) {
@@ -879,7 +1056,7 @@ impl Schemaless {
                             }
                         }
                     };
-                    let vg = route.index_of(db, &name);
+                    let vg = vgroup_index(sub.route_hash, route.vgroups.len() as u32);
                     let st = stables.get_mut(si)?;
                     let b = match st.blocks.get(vg).copied().flatten() {
                         Some(b) => b,
@@ -900,8 +1077,8 @@ impl Schemaless {
                             blocks.len() - 1
                         }
                     };
-                    let t = blocks.get_mut(b)?.add_table(&name, tags);
-                    subtables.insert(skey, (si, b, t));
+                    let t = blocks.get_mut(b)?.add_table(&sub.name, tags);
+                    subtables.insert(sub.key, (si, b, t));
                     (b, t)
                 }
             };
@@ -932,7 +1109,7 @@ impl Schemaless {
         route: &RouteTable,
         body: &[u8],
         opts: &SchemalessOptions,
-        known: &(dyn Fn(&str) -> bool + Sync),
+        known: &Known<'_>,
     ) -> ExecResult<Prepared> {
         let db_precision = Precision::from(route.precision);
         let mut out = SchemalessOutcome::default();
@@ -1023,7 +1200,7 @@ impl Schemaless {
                         };
                         // Lines with the same tag set name the same subtable, so the tags
                         // of the first line stand for all of them.
-                        let tags = if known(&name) {
+                        let tags = if (known.contains)(&name) {
                             None
                         } else {
                             match tags_of(&index, line) {
@@ -1421,11 +1598,21 @@ mod tests {
         let mut lines = parse_lines(body.as_bytes());
         let mut l = Line::default();
         let mut seen = Vec::new();
+        let nothing = |_: &str| false;
+        let known = Known {
+            contains: &nothing,
+            scope: None,
+        };
         while let Some(r) = lines.next_into(&mut l) {
             let series = r.expect("parses");
-            let key = SeriesKeys::of(series, &l, "m");
-            assert_eq!(key, subtable_key(&l, "m", None).0);
-            seen.push(key);
+            let sub = SeriesKeys::resolve(series, &l, "m", "db", &known);
+            assert_eq!(sub.key, subtable_key(&l, "m", None).0);
+            assert_eq!(*sub.name, subtable_name(&l, "m", None));
+            assert_eq!(sub.route_hash, hash_table_name("db", &sub.name));
+            // The hash follows the database of the write.
+            let other = SeriesKeys::resolve(series, &l, "m", "db2", &known);
+            assert_eq!(other.route_hash, hash_table_name("db2", &sub.name));
+            seen.push(sub.key);
         }
         assert_eq!(seen.len(), 6);
         assert!(
@@ -1434,6 +1621,55 @@ mod tests {
         );
         assert_ne!(seen[4], seen[0]);
         assert_eq!(seen[4], seen[5]);
+    }
+
+    #[test]
+    fn known_answers_are_remembered_per_scope_and_database() {
+        use std::sync::atomic::AtomicUsize;
+        let set = KnownSubtables::default();
+        let asked = AtomicUsize::new(0);
+        let body = "known_m,a=1 f=1\n";
+        let mut lines = parse_lines(body.as_bytes());
+        let mut l = Line::default();
+        let series = lines.next_into(&mut l).expect("a line").expect("parses");
+        let name = subtable_name(&l, "known_m", None);
+        let resolve = |user: &str, db: &str| {
+            let contains = |t: &str| {
+                asked.fetch_add(1, Ordering::Relaxed);
+                set.contains(user, db, t)
+            };
+            let known = Known {
+                contains: &contains,
+                scope: Some(KnownScope {
+                    generation: set.generation(),
+                    user,
+                }),
+            };
+            SeriesKeys::resolve(series, &l, "known_m", db, &known)
+        };
+        assert!(!resolve("u", "db").known, "not in the set yet");
+        assert!(!resolve("u", "db").known, "a no is asked again");
+        assert_eq!(asked.load(Ordering::Relaxed), 2);
+        set.insert_all(&[KnownSubtables::key("u", "db", &name)]);
+        assert!(resolve("u", "db").known);
+        assert!(resolve("u", "db").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 3, "a yes is remembered");
+        // Another user or database asks (and answers) for itself.
+        assert!(!resolve("u2", "db").known);
+        assert!(!resolve("u", "db2").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 5);
+        assert!(resolve("u", "db").known);
+        assert_eq!(
+            asked.load(Ordering::Relaxed),
+            6,
+            "asked again after another scope"
+        );
+        assert!(resolve("u", "db").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 6);
+        // The set forgot (a known subtable was gone): the remembered yes no longer holds.
+        set.clear();
+        assert!(!resolve("u", "db").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 7);
     }
 
     #[test]
