@@ -351,38 +351,50 @@ impl SeriesKeys {
             let mut k = k.borrow_mut();
             let route_epoch = k.route_epoch_for(db);
             let known_epoch = known.scope.map(|s| k.known_epoch_for(s, db));
-            if !k.keys.contains_key(series) {
-                let (key, _) = subtable_key(line, stable, None);
-                k.insert(series, key);
+            if let Some(e) = k.keys.get_mut(series) {
+                return e.resolved(db, route_epoch, known_epoch, known);
             }
-            let fresh = |name: &str| (known.contains)(name);
+            let (key, _) = subtable_key(line, stable, None);
+            k.insert(series, key);
             match k.keys.get_mut(series) {
-                Some(e) => {
-                    if e.route.0 != route_epoch {
-                        e.route = (route_epoch, hash_table_name(db, &e.name));
-                    }
-                    let is_known = match known_epoch {
-                        Some(epoch) if e.known == epoch => true,
-                        Some(epoch) => {
-                            let yes = fresh(&e.name);
-                            if yes {
-                                e.known = epoch;
-                            }
-                            yes
-                        }
-                        None => fresh(&e.name),
-                    };
-                    Resolved {
-                        key: e.key,
-                        name: e.name.clone(),
-                        route_hash: e.route.1,
-                        known: is_known,
-                    }
-                }
+                Some(e) => e.resolved(db, route_epoch, known_epoch, known),
                 // Only a map too small for one entry keeps nothing.
                 None => resolved_now(line, stable, None, db, known),
             }
         })
+    }
+}
+
+impl SeriesEntry {
+    /// The entry as a [`Resolved`], its routing hash and known answer brought up to the
+    /// map's epochs.
+    fn resolved(
+        &mut self,
+        db: &str,
+        route_epoch: u32,
+        known_epoch: Option<u32>,
+        known: &Known<'_>,
+    ) -> Resolved {
+        if self.route.0 != route_epoch {
+            self.route = (route_epoch, hash_table_name(db, &self.name));
+        }
+        let is_known = match known_epoch {
+            Some(epoch) if self.known == epoch => true,
+            Some(epoch) => {
+                let yes = (known.contains)(&self.name);
+                if yes {
+                    self.known = epoch;
+                }
+                yes
+            }
+            None => (known.contains)(&self.name),
+        };
+        Resolved {
+            key: self.key,
+            name: self.name.clone(),
+            route_hash: self.route.1,
+            known: is_known,
+        }
     }
 }
 
