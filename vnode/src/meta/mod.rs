@@ -29,13 +29,22 @@ pub struct Meta {
     /// The first tag of every STABLE is always indexed (as TDengine does); another tag gets an
     /// index the first time a query filters on it by equality. Every index is kept exactly in
     /// step with `tables`.
-    tag_index: HashMap<(String, usize), HashMap<TagKey, TagSet>>,
+    /// Keyed by STABLE, then the indexed tag positions: a new subtable visits only its own
+    /// STABLE's indexes, and finding them hashes the name it already has.
+    tag_index: HashMap<String, Vec<(usize, TagIndex)>, Fast>,
     /// Per STABLE, a number that changes with every change to its schema or its subtables
     /// (taken from one process-wide counter, so that it never repeats, even across a catalog
     /// rebuilt from disk): a [`tidal_common::StableTables`] built at one version is current
     /// while the version is unchanged.
-    versions: HashMap<String, u64>,
+    versions: HashMap<String, u64, Fast>,
 }
+
+/// foldhash: the catalog is probed per subtable created, with keys no client chooses to
+/// collide (table names that did would only slow their own creation).
+type Fast = foldhash::fast::RandomState;
+
+/// One tag's index: value -> its subtables.
+type TagIndex = HashMap<TagKey, TagSet, Fast>;
 
 /// Source of [`Meta`]'s STABLE versions.
 static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
@@ -89,6 +98,7 @@ impl Meta {
     /// Forgets STABLE `stable` (its subtables must be removed first).
     pub fn remove_stable(&mut self, stable: &str) {
         self.stables.remove(stable);
+        self.tag_index.remove(stable);
         self.bump(stable);
     }
 
@@ -116,18 +126,25 @@ impl Meta {
 
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
-        self.remove_table(&t.name);
+        // A hash probe rules out the tree walk of a removal for a new name.
+        if self.by_name.contains_key(&t.name) {
+            self.remove_table(&t.name);
+        }
         let t = Arc::new(t);
         self.bump(&t.stable);
         self.by_uid.insert(t.uid, t.clone());
         self.by_name.insert(t.name.clone(), t.clone());
-        self.tag_index.entry((t.stable.clone(), 0)).or_default();
-        for ((stable, k), idx) in self.tag_index.iter_mut() {
-            if *stable == t.stable {
-                idx.entry(tag_key(&t, *k))
-                    .or_default()
-                    .insert(t.name.clone(), t.clone());
-            }
+        let indexes = match self.tag_index.get_mut(t.stable.as_str()) {
+            Some(v) => v,
+            None => self.tag_index.entry(t.stable.clone()).or_default(),
+        };
+        if !indexes.iter().any(|(k, _)| *k == 0) {
+            indexes.push((0, TagIndex::default()));
+        }
+        for (k, idx) in indexes.iter_mut() {
+            idx.entry(tag_key(&t, *k))
+                .or_default()
+                .insert(t.name.clone(), t.clone());
         }
         self.tables.insert(t.name.clone(), t);
     }
@@ -137,14 +154,17 @@ impl Meta {
         self.bump(&t.stable);
         self.by_uid.remove(&t.uid);
         self.by_name.remove(name);
-        for ((stable, k), idx) in self.tag_index.iter_mut() {
-            if *stable == t.stable {
-                let key = tag_key(&t, *k);
-                if let Some(set) = idx.get_mut(&key) {
-                    set.remove(name);
-                    if set.is_empty() {
-                        idx.remove(&key);
-                    }
+        for (k, idx) in self
+            .tag_index
+            .get_mut(t.stable.as_str())
+            .into_iter()
+            .flatten()
+        {
+            let key = tag_key(&t, *k);
+            if let Some(set) = idx.get_mut(&key) {
+                set.remove(name);
+                if set.is_empty() {
+                    idx.remove(&key);
                 }
             }
         }
@@ -153,18 +173,27 @@ impl Meta {
 
     /// Whether tag `k` of `stable` has an index.
     pub fn has_tag_index(&self, stable: &str, k: usize) -> bool {
-        self.tag_index.contains_key(&(stable.to_string(), k))
+        self.tag_index_of(stable, k).is_some()
+    }
+
+    fn tag_index_of(&self, stable: &str, k: usize) -> Option<&TagIndex> {
+        let indexes = self.tag_index.get(stable)?;
+        indexes.iter().find(|(i, _)| *i == k).map(|(_, idx)| idx)
     }
 
     /// Builds the index of tag `k` of `stable` (kept up to date from then on).
     pub fn build_tag_index(&mut self, stable: &str, k: usize) {
-        let mut idx: HashMap<TagKey, TagSet> = HashMap::new();
+        let mut idx = TagIndex::default();
         for t in self.tables.values().filter(|t| t.stable == stable) {
             idx.entry(tag_key(t, k))
                 .or_default()
                 .insert(t.name.clone(), t.clone());
         }
-        self.tag_index.insert((stable.to_string(), k), idx);
+        let indexes = self.tag_index.entry(stable.to_string()).or_default();
+        match indexes.iter_mut().find(|(i, _)| *i == k) {
+            Some((_, old)) => *old = idx,
+            None => indexes.push((k, idx)),
+        }
     }
 
     /// The subtables of `stable` whose tag `k` is one of `values`, sorted by name; `None` when
@@ -175,7 +204,7 @@ impl Meta {
         k: usize,
         values: &[Value],
     ) -> Option<Vec<&Arc<TableMeta>>> {
-        let idx = self.tag_index.get(&(stable.to_string(), k))?;
+        let idx = self.tag_index_of(stable, k)?;
         let sets: Vec<&TagSet> = values
             .iter()
             .filter_map(|v| idx.get(&TagKey::of(v)))
@@ -240,4 +269,61 @@ impl Meta {
 
 fn tag_key(t: &TableMeta, k: usize) -> TagKey {
     TagKey::of(t.tags.get(k).unwrap_or(&Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(uid: u64, name: &str, stable: &str, tags: &[&str]) -> TableMeta {
+        TableMeta {
+            uid: TableUid(uid),
+            name: name.to_string(),
+            stable: stable.to_string(),
+            tags: tags.iter().map(|t| Value::Str(t.to_string())).collect(),
+        }
+    }
+
+    fn names(m: &Meta, stable: &str, k: usize, v: &str) -> Option<Vec<String>> {
+        m.tables_by_tag(stable, k, &[Value::Str(v.to_string())])
+            .map(|ts| ts.iter().map(|t| t.name.clone()).collect())
+    }
+
+    #[test]
+    fn tag_indexes_follow_creates_replacements_and_drops_per_stable() {
+        let mut m = Meta::new();
+        m.insert_table(table(1, "a1", "a", &["x", "north"]));
+        m.insert_table(table(2, "a2", "a", &["y", "north"]));
+        m.insert_table(table(3, "b1", "b", &["x", "north"]));
+        // The first tag is always indexed, per STABLE.
+        assert_eq!(names(&m, "a", 0, "x"), Some(vec!["a1".to_string()]));
+        assert_eq!(names(&m, "b", 0, "x"), Some(vec!["b1".to_string()]));
+        assert!(!m.has_tag_index("a", 1));
+        assert_eq!(names(&m, "a", 1, "north"), None, "no index on tag 1 yet");
+        m.build_tag_index("a", 1);
+        assert!(m.has_tag_index("a", 1));
+        assert!(!m.has_tag_index("b", 1), "built for one STABLE only");
+        assert_eq!(
+            names(&m, "a", 1, "north"),
+            Some(vec!["a1".into(), "a2".into()])
+        );
+        // Kept up to date: a new subtable, one replaced with other tags, one removed.
+        m.insert_table(table(4, "a0", "a", &["z", "north"]));
+        m.insert_table(table(5, "a2", "a", &["y", "south"]));
+        m.remove_table("a1");
+        assert_eq!(names(&m, "a", 1, "north"), Some(vec!["a0".to_string()]));
+        assert_eq!(names(&m, "a", 1, "south"), Some(vec!["a2".to_string()]));
+        assert_eq!(names(&m, "a", 0, "x"), Some(vec![]));
+        assert_eq!(m.table("a2").map(|t| t.uid), Some(TableUid(5)));
+        assert_eq!(m.next_uid, 6);
+        // Building again gives the same sets; a dropped STABLE's indexes go with it.
+        m.build_tag_index("a", 1);
+        assert_eq!(names(&m, "a", 1, "north"), Some(vec!["a0".to_string()]));
+        for t in ["a0", "a2"] {
+            m.remove_table(t);
+        }
+        m.remove_stable("a");
+        assert!(!m.has_tag_index("a", 1));
+        assert_eq!(names(&m, "b", 0, "x"), Some(vec!["b1".to_string()]));
+    }
 }
