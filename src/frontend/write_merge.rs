@@ -437,8 +437,9 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
                 row += n as usize;
             }
         }
-        for (idx, segs) in &segments {
-            for &(j, start, end) in segs {
+        for (idx, segs) in &mut segments {
+            in_time_order(blocks, segs);
+            for &(j, start, end) in segs.iter() {
                 merged.push_rows(*idx, blocks[j].columns(), start, end);
             }
         }
@@ -447,15 +448,56 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
     out
 }
 
+/// Puts one subtable's segments in time order when each is ascending and their time ranges
+/// are disjoint; otherwise leaves them in queue order (a later request's row of a ts must
+/// win). Concurrent requests of a time-ordered feed are queued in whatever order their
+/// parsing ends, so a subtable's rows in a merged block were often out of order, and the
+/// data node then merged them as late rows (a fifth of its time in the line protocol at
+/// 4,000 trucks) instead of taking one in-order run.
+fn in_time_order(blocks: &[RowBlock], segs: &mut [Segment]) {
+    if segs.len() < 2 {
+        return;
+    }
+    let range = |&(j, start, end): &Segment| -> Option<(i64, i64)> {
+        let ts = match &blocks.get(j)?.columns().first()?.data {
+            ColumnData::Timestamp(v) => v.get(start..end)?,
+            _ => return None,
+        };
+        if !ts.windows(2).all(|w| w[0] < w[1]) {
+            return None;
+        }
+        Some((*ts.first()?, *ts.last()?))
+    };
+    let Some(ranges) = segs.iter().map(range).collect::<Option<Vec<_>>>() else {
+        return;
+    };
+    let mut order: Vec<usize> = (0..segs.len()).collect();
+    order.sort_by_key(|&i| ranges[i].0);
+    let disjoint = order.windows(2).all(|w| ranges[w[0]].1 < ranges[w[1]].0);
+    if disjoint && order.iter().enumerate().any(|(k, &i)| k != i) {
+        let sorted: Vec<Segment> = order.iter().map(|&i| segs[i]).collect();
+        segs.copy_from_slice(&sorted);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tidal_common::{DataType, Value};
 
     fn block(rows: &[(&str, Option<i64>, i64)]) -> RowBlock {
+        let rows: Vec<_> = rows
+            .iter()
+            .map(|(n, tag, ts)| (*n, *tag, *ts, ts * 10))
+            .collect();
+        block_with_values(&rows)
+    }
+
+    /// (subtable, tag, ts, value) per row.
+    fn block_with_values(rows: &[(&str, Option<i64>, i64, i64)]) -> RowBlock {
         let mut b = RowBlock::new("st", &[DataType::Timestamp, DataType::BigInt]);
         let mut names: Vec<&str> = Vec::new();
-        for (name, tag, ts) in rows {
+        for (name, tag, ts, value) in rows {
             let t = match names.iter().position(|n| n == name) {
                 Some(t) => t as u32,
                 None => {
@@ -463,7 +505,7 @@ mod tests {
                     b.add_table(name, tag.map(|v| vec![Value::Int(v)]))
                 }
             };
-            assert!(b.push_row(t, &[Value::Timestamp(*ts), Value::Int(*ts * 10)]));
+            assert!(b.push_row(t, &[Value::Timestamp(*ts), Value::Int(*value)]));
         }
         b
     }
@@ -511,5 +553,41 @@ mod tests {
         assert_eq!(m.tags(1), Some(&[Value::Int(2)][..]));
         assert_eq!(m.tags(2), Some(&[Value::Int(3)][..]));
         assert_eq!(merged[1].stable(), "other");
+    }
+
+    #[test]
+    fn a_subtables_disjoint_segments_go_in_time_order_and_overlapping_ones_in_queue_order() {
+        // Requests queued out of order: the later rows came first.
+        let late =
+            block_with_values(&[("x", None, 30, 300), ("y", None, 31, 1), ("z", None, 5, 50)]);
+        let early = block_with_values(&[
+            ("x", None, 10, 100),
+            ("y", None, 31, 2),
+            ("z", None, 7, 70),
+            ("z", None, 6, 60),
+        ]);
+        let merged = merge_blocks(&[late, early]);
+        let rows = rows_of(&merged[0]);
+        assert_eq!(
+            rows,
+            [
+                ("x", 10),
+                ("x", 30),
+                // y: the same ts in both; the later-queued request's row stays last (wins).
+                ("y", 31),
+                ("y", 31),
+                // z: one segment is not ascending, so queue order is kept.
+                ("z", 5),
+                ("z", 7),
+                ("z", 6),
+            ]
+            .map(|(n, t)| (n.to_string(), t))
+        );
+        // The values moved with their rows, and the duplicate's winner is the second one.
+        let v: Vec<i64> = match &merged[0].columns()[1].data {
+            ColumnData::Int(v) => v.clone(),
+            _ => panic!("value column"),
+        };
+        assert_eq!(v, vec![100, 300, 1, 2, 50, 70, 60]);
     }
 }
