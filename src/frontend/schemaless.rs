@@ -248,10 +248,11 @@ struct SeriesKeys {
     known_epoch: u32,
 }
 
-/// What [`SeriesKeys`] remembers of a series.
+/// What [`SeriesKeys`] remembers of a series. The name is not kept: it is spelled from the
+/// key on the stack when needed, which costs less than reading it from the heap (a cache
+/// miss per line with 100,000s of series).
 struct SeriesEntry {
     key: u128,
-    name: Arc<str>,
     /// (epoch, `hash_table_name(db, name)`), valid at the map's `route_epoch`.
     route: (u32, u32),
     /// The map's `known_epoch` at which the subtable was known to exist (0: never).
@@ -261,7 +262,7 @@ struct SeriesEntry {
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
 struct Resolved {
     key: u128,
-    name: Arc<str>,
+    name: SubtableName,
     route_hash: u32,
     known: bool,
 }
@@ -272,8 +273,8 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bookkeeping per entry besides the series key: the entry, the name and the map's slot.
-    const ENTRY_BYTES: usize = 160;
+    /// Bookkeeping per entry besides the series key: the map's slot and the key's box.
+    const ENTRY_BYTES: usize = 80;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -311,7 +312,6 @@ impl SeriesKeys {
         }
         let entry = SeriesEntry {
             key,
-            name: Arc::from(format!("t_{}", fnv128_hex(key))),
             route: (0, 0),
             known: 0,
         };
@@ -375,23 +375,24 @@ impl SeriesEntry {
         known_epoch: Option<u32>,
         known: &Known<'_>,
     ) -> Resolved {
+        let name = SubtableName::Hex(HexName::of(self.key));
         if self.route.0 != route_epoch {
-            self.route = (route_epoch, hash_table_name(db, &self.name));
+            self.route = (route_epoch, hash_table_name(db, name.as_str()));
         }
         let is_known = match known_epoch {
             Some(epoch) if self.known == epoch => true,
             Some(epoch) => {
-                let yes = (known.contains)(&self.name);
+                let yes = (known.contains)(name.as_str());
                 if yes {
                     self.known = epoch;
                 }
                 yes
             }
-            None => (known.contains)(&self.name),
+            None => (known.contains)(name.as_str()),
         };
         Resolved {
             key: self.key,
-            name: self.name.clone(),
+            name,
             route_hash: self.route.1,
             known: is_known,
         }
@@ -412,15 +413,51 @@ fn resolved_now(
     known: &Known<'_>,
 ) -> Resolved {
     let (key, named) = subtable_key(line, stable, child_table_tag);
-    let name: Arc<str> = match named {
-        Some(n) => Arc::from(n),
-        None => Arc::from(format!("t_{}", fnv128_hex(key))),
+    let name = match named {
+        Some(n) => SubtableName::Named(n.to_string()),
+        None => SubtableName::Hex(HexName::of(key)),
     };
     Resolved {
         key,
-        route_hash: hash_table_name(db, &name),
-        known: (known.contains)(&name),
+        route_hash: hash_table_name(db, name.as_str()),
+        known: (known.contains)(name.as_str()),
         name,
+    }
+}
+
+/// A subtable's name: spelled from its key, or the value of `child_table_tag`.
+enum SubtableName {
+    Hex(HexName),
+    Named(String),
+}
+
+impl SubtableName {
+    fn as_str(&self) -> &str {
+        match self {
+            SubtableName::Hex(h) => h.as_str(),
+            SubtableName::Named(n) => n,
+        }
+    }
+}
+
+/// `t_` + the 32 lower-case hex digits of a subtable key, on the stack.
+struct HexName([u8; 34]);
+
+impl HexName {
+    fn of(key: u128) -> HexName {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut b = [0u8; 34];
+        b[0] = b't';
+        b[1] = b'_';
+        for (i, d) in b[2..].iter_mut().enumerate() {
+            *d = DIGITS[((key >> ((31 - i) * 4)) & 0xf) as usize];
+        }
+        HexName(b)
+    }
+
+    fn as_str(&self) -> &str {
+        // Always ASCII, so never the default.
+        std::str::from_utf8(&self.0).unwrap_or_default()
     }
 }
 
@@ -504,12 +541,7 @@ fn fnv128_lanes<'p>(parts: impl IntoIterator<Item = &'p [u8]>) -> u128 {
 /// `h` as 32 lower-case hex digits (what `format!("{h:032x}")` gives, without the formatter,
 /// which was 5% of the line-protocol path: a new subtable key per line at 4,000 trucks).
 fn fnv128_hex(h: u128) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(34);
-    for i in (0..32).rev() {
-        out.push(char::from(DIGITS[((h >> (i * 4)) & 0xf) as usize]));
-    }
-    out
+    HexName::of(h).as_str()[2..].to_string()
 }
 
 /// A line's tags as written, as a map key (see `prepare`).
@@ -1089,7 +1121,7 @@ impl Schemaless {
                             blocks.len() - 1
                         }
                     };
-                    let t = blocks.get_mut(b)?.add_table(&sub.name, tags);
+                    let t = blocks.get_mut(b)?.add_table(sub.name.as_str(), tags);
                     subtables.insert(sub.key, (si, b, t));
                     (b, t)
                 }
@@ -1619,11 +1651,11 @@ mod tests {
             let series = r.expect("parses");
             let sub = SeriesKeys::resolve(series, &l, "m", "db", &known);
             assert_eq!(sub.key, subtable_key(&l, "m", None).0);
-            assert_eq!(*sub.name, subtable_name(&l, "m", None));
-            assert_eq!(sub.route_hash, hash_table_name("db", &sub.name));
+            assert_eq!(sub.name.as_str(), subtable_name(&l, "m", None));
+            assert_eq!(sub.route_hash, hash_table_name("db", sub.name.as_str()));
             // The hash follows the database of the write.
             let other = SeriesKeys::resolve(series, &l, "m", "db2", &known);
-            assert_eq!(other.route_hash, hash_table_name("db2", &sub.name));
+            assert_eq!(other.route_hash, hash_table_name("db2", sub.name.as_str()));
             seen.push(sub.key);
         }
         assert_eq!(seen.len(), 6);
