@@ -116,7 +116,14 @@ struct Inner {
     routes: Mutex<HashMap<RouteKey, Arc<RouteTable>>>,
     /// STABLE schemas with the time they were fetched (see [`SCHEMA_CACHE_TTL_MS`]).
     schemas: Mutex<HashMap<SchemaKey, (StableSchema, std::time::Instant)>>,
+    /// Names the mnode said are not STABLEs, with when it said so (for as long as a schema
+    /// is cached): a query of a subtable asks for it as a STABLE first, and that round trip
+    /// was a third of a subtable LAST_ROW's latency. Bounded by [`NOT_STABLES_MAX`].
+    not_stables: Mutex<HashMap<SchemaKey, std::time::Instant>>,
 }
+
+/// Most names [`Client::stable`] remembers as not being STABLEs.
+pub const NOT_STABLES_MAX: usize = 65_536;
 
 impl Client {
     /// Connects to the mnode at `addr` (`host:port`) as root with the default password
@@ -159,6 +166,7 @@ impl Client {
                 channels: Mutex::new(HashMap::new()),
                 routes: Mutex::new(HashMap::new()),
                 schemas: Mutex::new(HashMap::new()),
+                not_stables: Mutex::new(HashMap::new()),
             }),
         };
         client.channel(addr)?;
@@ -275,14 +283,25 @@ impl Client {
     pub fn invalidate(&self, db: &str) {
         self.inner.routes.lock().retain(|(_, d), _| d != db);
         self.inner.schemas.lock().retain(|(_, d, _), _| d != db);
+        self.inner.not_stables.lock().retain(|(_, d, _), _| d != db);
     }
 
-    /// The schema of a STABLE, cached.
+    /// The schema of a STABLE, cached, as is the mnode's answer that `name` is none
+    /// (`StableNotFound`; [`Client::refresh_stable`] asks again).
     pub async fn stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
         let key = (self.cache_scope(), db.to_string(), name.to_string());
+        let ttl = Duration::from_millis(SCHEMA_CACHE_TTL_MS);
         if let Some((s, at)) = self.inner.schemas.lock().get(&key) {
-            if at.elapsed() < Duration::from_millis(SCHEMA_CACHE_TTL_MS) {
+            if at.elapsed() < ttl {
                 return Ok(s.clone());
+            }
+        }
+        if let Some(at) = self.inner.not_stables.lock().get(&key) {
+            if at.elapsed() < ttl {
+                return Err(ClientError::new(
+                    StatusCode::StableNotFound,
+                    format!("STABLE '{name}' does not exist in database '{db}'"),
+                ));
             }
         }
         self.authenticate().await?;
@@ -295,16 +314,32 @@ impl Client {
                 .await
                 .map_err(ClientError::from)
         };
-        let wire = match get().await {
+        let got = match get().await {
             Err(e) if self.can_relogin(&e) => {
                 self.relogin().await?;
                 get().await
             }
             r => r,
-        }?
-        .into_inner();
+        };
+        let wire = match got {
+            Ok(w) => w.into_inner(),
+            Err(e) => {
+                if e.code == StatusCode::StableNotFound {
+                    let mut not = self.inner.not_stables.lock();
+                    if not.len() >= NOT_STABLES_MAX {
+                        not.retain(|_, at| at.elapsed() < ttl);
+                        if not.len() >= NOT_STABLES_MAX {
+                            not.clear();
+                        }
+                    }
+                    not.insert(key, std::time::Instant::now());
+                }
+                return Err(e);
+            }
+        };
         let schema = schema_from_wire(&wire)
             .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
+        self.inner.not_stables.lock().remove(&key);
         self.inner
             .schemas
             .lock()
@@ -315,10 +350,9 @@ impl Client {
     /// Fetches a STABLE's schema from the mnode, bypassing and replacing the cached copy
     /// (after an ALTER by another process, or a schema mismatch).
     pub async fn refresh_stable(&self, db: &str, name: &str) -> Result<StableSchema, ClientError> {
-        self.inner
-            .schemas
-            .lock()
-            .remove(&(self.cache_scope(), db.to_string(), name.to_string()));
+        let key = (self.cache_scope(), db.to_string(), name.to_string());
+        self.inner.schemas.lock().remove(&key);
+        self.inner.not_stables.lock().remove(&key);
         self.stable(db, name).await
     }
 
@@ -419,10 +453,12 @@ impl Client {
     fn cache_schema(&self, wire: &v1::StableSchema) -> Result<StableSchema, ClientError> {
         let schema = schema_from_wire(wire)
             .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?;
-        self.inner.schemas.lock().insert(
-            (self.cache_scope(), schema.db.clone(), schema.name.clone()),
-            (schema.clone(), std::time::Instant::now()),
-        );
+        let key = (self.cache_scope(), schema.db.clone(), schema.name.clone());
+        self.inner.not_stables.lock().remove(&key);
+        self.inner
+            .schemas
+            .lock()
+            .insert(key, (schema.clone(), std::time::Instant::now()));
         Ok(schema)
     }
 

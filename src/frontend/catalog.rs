@@ -3,7 +3,7 @@
 
 use super::{ExecResult, SqlService};
 use std::collections::HashMap;
-use tidal_common::{Precision, StableSchema, TableMeta};
+use tidal_common::{Precision, StableSchema, StatusCode, TableMeta};
 
 #[derive(Default)]
 pub struct Snapshot {
@@ -29,15 +29,14 @@ impl Snapshot {
                     Err(_) => continue, // the planner reports the unknown database
                 }
             }
-            match svc.client.stable(&tdb, &r.name).await {
-                Ok(schema) => {
+            match svc.table(&tdb, &r.name).await? {
+                Some(Named::Stable(schema)) => {
                     s.stables.insert((tdb, r.name.clone()), schema);
                 }
-                Err(_) => {
-                    if let Some(t) = svc.subtable(&tdb, &r.name).await? {
-                        s.subtables.insert((tdb, r.name.clone()), t);
-                    }
+                Some(Named::Subtable(meta, schema)) => {
+                    s.subtables.insert((tdb, r.name.clone()), (meta, schema));
                 }
+                None => {}
             }
         }
         Ok(s)
@@ -57,5 +56,32 @@ impl tidal_sql::Catalog for Snapshot {
     }
     fn precision(&self, db: &str) -> Option<Precision> {
         self.precisions.get(db).copied()
+    }
+}
+
+/// A table by name: a STABLE, or a subtable with its STABLE's schema.
+pub enum Named {
+    Stable(StableSchema),
+    Subtable(TableMeta, StableSchema),
+}
+
+impl SqlService {
+    /// The table `name` of `db`: asked of the mnode as a STABLE (cached, as is a "no"), else
+    /// of its vnode as a subtable; `None` when neither has it. The mnode is asked again
+    /// before `None`, since its cached "no" may predate the STABLE.
+    pub async fn table(&self, db: &str, name: &str) -> ExecResult<Option<Named>> {
+        match self.client.stable(db, name).await {
+            Ok(schema) => return Ok(Some(Named::Stable(schema))),
+            Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
+            Err(_) => {}
+        }
+        if let Some((meta, schema)) = self.subtable(db, name).await? {
+            return Ok(Some(Named::Subtable(meta, schema)));
+        }
+        match self.client.refresh_stable(db, name).await {
+            Ok(schema) => Ok(Some(Named::Stable(schema))),
+            Err(e) if e.code == StatusCode::DatabaseNotFound => Err(e.into()),
+            Err(_) => Ok(None),
+        }
     }
 }

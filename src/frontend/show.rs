@@ -2,7 +2,7 @@
 //! `SHOW CREATE` statements that recreate an object, and SHOW QUERIES over this node's
 //! registry of running statements. Output columns follow TDengine 3.x names where it has them.
 
-use super::catalog::Snapshot;
+use super::catalog::{Named, Snapshot};
 use super::queries::Running;
 use super::{ExecError, ExecResult, Outcome, SqlService};
 use std::collections::HashMap;
@@ -467,21 +467,10 @@ pub async fn mnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
     ))
 }
 
-/// A STABLE or a subtable, with the metadata SHOW needs of it.
-enum Named {
-    Stable(StableSchema),
-    Subtable(TableMeta, StableSchema),
-}
-
 async fn lookup(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<(String, Named)> {
     let tdb = svc.db_of(&table.db, db)?.to_string();
-    match svc.client.stable(&tdb, &table.name).await {
-        Ok(schema) => return Ok((tdb, Named::Stable(schema))),
-        Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
-        Err(_) => {}
-    }
-    match svc.subtable(&tdb, &table.name).await? {
-        Some((meta, schema)) => Ok((tdb, Named::Subtable(meta, schema))),
+    match svc.table(&tdb, &table.name).await? {
+        Some(named) => Ok((tdb, named)),
         None => Err(ExecError::new(
             StatusCode::TableNotFound,
             format!("table '{}' does not exist in database '{tdb}'", table.name),
@@ -796,18 +785,14 @@ pub fn queries(db: &str, running: &[Arc<Running>]) -> ExecResult<Outcome> {
 
 pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<Outcome> {
     let tdb = svc.db_of(&table.db, db)?.to_string();
-    let schema = match svc.client.stable(&tdb, &table.name).await {
-        Ok(schema) => schema,
-        Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
-        Err(_) => match svc.subtable(&tdb, &table.name).await? {
-            Some((_, schema)) => schema,
-            None => {
-                return Err(ExecError::new(
-                    StatusCode::TableNotFound,
-                    format!("table '{}' does not exist in database '{tdb}'", table.name),
-                ))
-            }
-        },
+    let schema = match svc.table(&tdb, &table.name).await? {
+        Some(Named::Stable(schema) | Named::Subtable(_, schema)) => schema,
+        None => {
+            return Err(ExecError::new(
+                StatusCode::TableNotFound,
+                format!("table '{}' does not exist in database '{tdb}'", table.name),
+            ))
+        }
     };
     let comp = match svc
         .client
