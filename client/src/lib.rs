@@ -43,7 +43,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{
-    Batch, ColumnDef, Precision, RowBlock, StableSchema, StatusCode, TableWrite, WriteBatch,
+    Batch, ColumnDef, Precision, RowBlock, StableSchema, StatusCode, TableMeta, TableWrite,
+    WriteBatch,
 };
 use tidal_proto::convert::{
     batch_from_wire, column_defs_to_wire, row_block_to_wire, schema_from_wire, schema_to_wire,
@@ -120,10 +121,31 @@ struct Inner {
     /// is cached): a query of a subtable asks for it as a STABLE first, and that round trip
     /// was a third of a subtable LAST_ROW's latency. Bounded by [`NOT_STABLES_MAX`].
     not_stables: Mutex<HashMap<SchemaKey, std::time::Instant>>,
+    /// Subtables' metadata as a vnode gave it, with when (see [`Client::cached_table`]).
+    tables: Mutex<HashMap<SchemaKey, (TableMeta, std::time::Instant)>>,
 }
 
-/// Most names [`Client::stable`] remembers as not being STABLEs.
+/// Most names [`Client::stable`] remembers as not being STABLEs, and most subtables
+/// [`Client::cache_table`] keeps.
 pub const NOT_STABLES_MAX: usize = 65_536;
+
+/// Inserts `key` into a map of entries stamped when made, bounded at [`NOT_STABLES_MAX`]:
+/// when full, the entries older than `ttl` go, and if that frees nothing, all.
+fn insert_bounded<V>(
+    map: &mut HashMap<SchemaKey, V>,
+    key: SchemaKey,
+    value: V,
+    ttl: Duration,
+    made: impl Fn(&V) -> std::time::Instant,
+) {
+    if map.len() >= NOT_STABLES_MAX {
+        map.retain(|_, v| made(v).elapsed() < ttl);
+        if map.len() >= NOT_STABLES_MAX {
+            map.clear();
+        }
+    }
+    map.insert(key, value);
+}
 
 impl Client {
     /// Connects to the mnode at `addr` (`host:port`) as root with the default password
@@ -167,6 +189,7 @@ impl Client {
                 routes: Mutex::new(HashMap::new()),
                 schemas: Mutex::new(HashMap::new()),
                 not_stables: Mutex::new(HashMap::new()),
+                tables: Mutex::new(HashMap::new()),
             }),
         };
         client.channel(addr)?;
@@ -284,6 +307,38 @@ impl Client {
         self.inner.routes.lock().retain(|(_, d), _| d != db);
         self.inner.schemas.lock().retain(|(_, d, _), _| d != db);
         self.inner.not_stables.lock().retain(|(_, d, _), _| d != db);
+        self.inner.tables.lock().retain(|(_, d, _), _| d != db);
+    }
+
+    /// Subtable `name` of `db` as last given to [`Client::cache_table`], if that was within
+    /// [`SCHEMA_CACHE_TTL_MS`]. For planning only: a vnode checks a plan's subtable against
+    /// its STABLE, so a subtable created again under another STABLE fails the plan instead of
+    /// being misread; its tags may be a second old.
+    pub fn cached_table(&self, db: &str, name: &str) -> Option<TableMeta> {
+        let key = (self.cache_scope(), db.to_string(), name.to_string());
+        let tables = self.inner.tables.lock();
+        let (meta, at) = tables.get(&key)?;
+        (at.elapsed() < Duration::from_millis(SCHEMA_CACHE_TTL_MS)).then(|| meta.clone())
+    }
+
+    /// Remembers subtable `meta` of `db` (see [`Client::cached_table`]).
+    pub fn cache_table(&self, db: &str, meta: &TableMeta) {
+        let key = (self.cache_scope(), db.to_string(), meta.name.clone());
+        let ttl = Duration::from_millis(SCHEMA_CACHE_TTL_MS);
+        let mut tables = self.inner.tables.lock();
+        insert_bounded(
+            &mut tables,
+            key,
+            (meta.clone(), std::time::Instant::now()),
+            ttl,
+            |(_, at)| *at,
+        );
+    }
+
+    /// Forgets the cached metadata of subtable `name` of `db`; whether there was any.
+    pub fn forget_table(&self, db: &str, name: &str) -> bool {
+        let key = (self.cache_scope(), db.to_string(), name.to_string());
+        self.inner.tables.lock().remove(&key).is_some()
     }
 
     /// The schema of a STABLE, cached, as is the mnode's answer that `name` is none
@@ -326,13 +381,7 @@ impl Client {
             Err(e) => {
                 if e.code == StatusCode::StableNotFound {
                     let mut not = self.inner.not_stables.lock();
-                    if not.len() >= NOT_STABLES_MAX {
-                        not.retain(|_, at| at.elapsed() < ttl);
-                        if not.len() >= NOT_STABLES_MAX {
-                            not.clear();
-                        }
-                    }
-                    not.insert(key, std::time::Instant::now());
+                    insert_bounded(&mut not, key, std::time::Instant::now(), ttl, |at| *at);
                 }
                 return Err(e);
             }

@@ -30,6 +30,10 @@ pub enum SqlError {
     /// A query needs more memory than its limit allows (see `memory`).
     #[error("{0}")]
     ResourceExhausted(String),
+    /// The plan names a subtable as a member of a STABLE it no longer belongs to (the
+    /// coordinator's metadata was older than the subtable): plan again.
+    #[error("{0}")]
+    StalePlan(String),
 }
 
 impl SqlError {
@@ -47,6 +51,7 @@ impl SqlError {
             SqlError::InvalidArgument(_) => StatusCode::InvalidArgument,
             SqlError::Unsupported(_) => StatusCode::Unimplemented,
             SqlError::ResourceExhausted(_) => StatusCode::ResourceExhausted,
+            SqlError::StalePlan(_) => StatusCode::SchemaMismatch,
         }
     }
 }

@@ -1262,10 +1262,33 @@ fn target_tables(f: &Fragment, src: &dyn ScanSource) -> Result<Vec<Arc<TableMeta
                 None => src.tables(s),
             }
         }
-        ScanTarget::Table(t) => vec![src.table(t).ok_or_else(|| {
-            SqlError::TableNotFound(format!("table '{t}' not found on this vnode"))
-        })?],
+        ScanTarget::Table(t) => vec![target_table(f, t, src)?],
     })
+}
+
+/// Subtable `t` of a fragment that targets it, if it is on this vnode and still belongs to
+/// the STABLE the fragment was planned for.
+fn target_table(f: &Fragment, t: &str, src: &dyn ScanSource) -> Result<Arc<TableMeta>, SqlError> {
+    let m = src
+        .table(t)
+        .ok_or_else(|| SqlError::TableNotFound(format!("table '{t}' not found on this vnode")))?;
+    if let Some(s) = f.stable.as_ref().filter(|s| **s != m.stable) {
+        return Err(SqlError::StalePlan(format!(
+            "table '{t}' belongs to STABLE '{}' on this vnode, not '{s}': it was created again since the query was planned",
+            m.stable
+        )));
+    }
+    Ok(m)
+}
+
+/// The checks of a fragment's target that need no scan: a subtable target exists and belongs
+/// to the planned STABLE. A streaming server runs them before it answers, so that a stale
+/// plan fails the call itself (and is planned again) rather than its stream.
+pub fn check_target(f: &Fragment, src: &dyn ScanSource) -> Result<(), SqlError> {
+    match &f.target {
+        ScanTarget::Table(t) => target_table(f, t, src).map(|_| ()),
+        ScanTarget::Stable(_) => Ok(()),
+    }
 }
 
 /// Runs a fragment over this vnode's data.

@@ -48,7 +48,7 @@ pub use ast::*;
 pub use bind::{bind_create_subtable, bind_insert};
 pub use error::{Pos, SqlError};
 pub use exec::{
-    batch_rows, execute_fragment, execute_fragment_stream, execute_fragment_until,
+    batch_rows, check_target, execute_fragment, execute_fragment_stream, execute_fragment_until,
     execute_fragment_with, finish, finish_with, fragment_tables, is_point_lookup, slice_batch,
     ColSummary, ScanPiece, ScanSource, POINT_LOOKUP_TABLES_MAX, STREAM_BATCH_BYTES,
     STREAM_BATCH_ROWS,

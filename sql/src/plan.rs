@@ -20,6 +20,7 @@ use crate::ast::*;
 use crate::error::{Pos, SqlError};
 use crate::expr::{eval, CallFunc, PExpr, ScalarFunc};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use tidal_common::types::PhysicalType;
 use tidal_common::{DataType, Field, Precision, StableSchema, TableMeta, Value};
 
@@ -80,6 +81,11 @@ pub struct Fragment {
     /// without ORDER BY).
     #[serde(default)]
     pub limit: Option<u64>,
+    /// For a subtable target: the STABLE the plan was made for. A vnode whose subtable of
+    /// that name belongs to another STABLE (dropped and created again since the coordinator
+    /// looked it up) fails the fragment rather than read it with the wrong columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable: Option<String>,
 }
 
 impl Fragment {
@@ -341,6 +347,7 @@ pub fn plan_query(
         default_db,
         fragments: Vec::new(),
         depth: 0,
+        subtable_stables: HashMap::new(),
     };
     let (root, fields) = p.level(q)?;
     Ok(QueryPlan {
@@ -1743,6 +1750,8 @@ struct Planner<'a> {
     default_db: Option<&'a str>,
     fragments: Vec<FragmentSpec>,
     depth: usize,
+    /// Subtable -> the STABLE it was planned as a member of (see [`Fragment::stable`]).
+    subtable_stables: HashMap<String, String>,
 }
 
 struct OutItem {
@@ -1778,6 +1787,8 @@ impl Planner<'_> {
                     ));
                     (s, false)
                 } else if let Some((meta, s)) = self.cat.subtable(&db, &name.name) {
+                    self.subtable_stables
+                        .insert(meta.name.clone(), meta.stable.clone());
                     stable_src = Some((
                         db.clone(),
                         FragmentTarget::Table(meta.name.clone()),
@@ -2305,6 +2316,7 @@ impl Planner<'_> {
                         filter,
                         op: FragmentOp::Project { exprs: pre },
                         limit: None,
+                        stable: None,
                     };
                     let gf = frag.output_fields();
                     let id = self.push_fragment(db, target, frag);
@@ -2428,6 +2440,7 @@ impl Planner<'_> {
                             (Some(l), true) => Some(l.limit.saturating_add(l.offset)),
                             _ => None,
                         },
+                        stable: None,
                     };
                     let gf = frag.output_fields();
                     let id = self.push_fragment(db, target, frag);
@@ -2626,6 +2639,7 @@ impl Planner<'_> {
                                 .collect(),
                         },
                         limit: None,
+                        stable: None,
                     };
                     let gf = frag.output_fields();
                     let id = self.push_fragment(db, target, frag);
@@ -2697,6 +2711,7 @@ impl Planner<'_> {
                             aggs: aggs.clone(),
                         },
                         limit: None,
+                        stable: None,
                     };
                     let gf = frag.output_fields();
                     let id = self.push_fragment(db, target, frag);
@@ -2838,6 +2853,7 @@ impl Planner<'_> {
                     filter,
                     op: FragmentOp::Project { exprs },
                     limit: None,
+                    stable: None,
                 };
                 let gf = frag.output_fields();
                 let id = self.push_fragment(db, target, frag);
@@ -2872,7 +2888,10 @@ impl Planner<'_> {
             .unwrap_or(Precision::Millis)
     }
 
-    fn push_fragment(&mut self, db: String, target: FragmentTarget, fragment: Fragment) -> u32 {
+    fn push_fragment(&mut self, db: String, target: FragmentTarget, mut fragment: Fragment) -> u32 {
+        if let ScanTarget::Table(t) = &fragment.target {
+            fragment.stable = self.subtable_stables.get(t).cloned();
+        }
         let id = self.fragments.len() as u32;
         self.fragments.push(FragmentSpec {
             id,

@@ -29,7 +29,7 @@ impl Snapshot {
                     Err(_) => continue, // the planner reports the unknown database
                 }
             }
-            match svc.table(&tdb, &r.name).await? {
+            match svc.table_for_plan(&tdb, &r.name).await? {
                 Some(Named::Stable(schema)) => {
                     s.stables.insert((tdb, r.name.clone()), schema);
                 }
@@ -70,12 +70,29 @@ impl SqlService {
     /// of its vnode as a subtable; `None` when neither has it. The mnode is asked again
     /// before `None`, since its cached "no" may predate the STABLE.
     pub async fn table(&self, db: &str, name: &str) -> ExecResult<Option<Named>> {
+        self.lookup(db, name, false).await
+    }
+
+    /// [`SqlService::table`] for a plan: a subtable's metadata may come from the client's
+    /// cache (a vnode fails a plan whose subtable now belongs to another STABLE, and
+    /// [`SqlService::forget_cached_tables`] lets the statement plan again).
+    pub async fn table_for_plan(&self, db: &str, name: &str) -> ExecResult<Option<Named>> {
+        self.lookup(db, name, true).await
+    }
+
+    async fn lookup(&self, db: &str, name: &str, cached: bool) -> ExecResult<Option<Named>> {
         match self.client.stable(db, name).await {
             Ok(schema) => return Ok(Some(Named::Stable(schema))),
             Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
             Err(_) => {}
         }
+        if let Some(meta) = cached.then(|| self.client.cached_table(db, name)).flatten() {
+            if let Ok(schema) = self.client.stable(db, &meta.stable).await {
+                return Ok(Some(Named::Subtable(meta, schema)));
+            }
+        }
         if let Some((meta, schema)) = self.subtable(db, name).await? {
+            self.client.cache_table(db, &meta);
             return Ok(Some(Named::Subtable(meta, schema)));
         }
         match self.client.refresh_stable(db, name).await {
@@ -83,5 +100,17 @@ impl SqlService {
             Err(e) if e.code == StatusCode::DatabaseNotFound => Err(e.into()),
             Err(_) => Ok(None),
         }
+    }
+
+    /// Forgets the cached metadata of the subtables `q` reads; whether any was cached (then
+    /// the statement may plan again with fresh metadata).
+    pub fn forget_cached_tables(&self, db: &str, q: &tidal_sql::Query) -> bool {
+        let mut any = false;
+        for t in tidal_sql::referenced_tables(q) {
+            any |= self
+                .client
+                .forget_table(t.db.as_deref().unwrap_or(db), &t.name);
+        }
+        any
     }
 }

@@ -829,7 +829,8 @@ impl SqlService {
     }
 
     /// Runs `run` again, after refreshing the routes of the tables `q` reads, while it fails
-    /// with a retryable error (up to 8 attempts, backing off from 100 ms to 1 s).
+    /// with a retryable error (up to 8 attempts, backing off from 100 ms to 1 s); and once,
+    /// at once, when it was planned with a subtable's cached metadata that no longer holds.
     async fn with_route_retries<T, F, Fut>(
         &self,
         db: &str,
@@ -842,8 +843,26 @@ impl SqlService {
     {
         const ATTEMPTS: u32 = 8;
         let mut attempt = 0;
+        let mut replanned = false;
         loop {
             match run().await {
+                // Planned with a subtable's cached metadata that no longer holds (dropped, or
+                // created again under another STABLE, which the vnode refuses or the planner
+                // finds wrong): once more with fresh metadata.
+                Err(e)
+                    if matches!(
+                        e.code,
+                        StatusCode::SchemaMismatch
+                            | StatusCode::TableNotFound
+                            | StatusCode::ColumnNotFound
+                            | StatusCode::TypeMismatch
+                            | StatusCode::PlanError
+                            | StatusCode::InvalidArgument
+                    ) && !replanned
+                        && self.forget_cached_tables(db, q) =>
+                {
+                    replanned = true;
+                }
                 Err(e) if e.code.is_retryable() && attempt + 1 < ATTEMPTS => {
                     attempt += 1;
                     for t in tidal_sql::referenced_tables(q) {

@@ -932,6 +932,8 @@ impl DnodeRpc for DnodeService {
             ))
         });
         let (vnode, fragment, budget) = self.fragment_call(req)?;
+        tidal_sql::check_target(&fragment, &VnodeSource(&vnode))
+            .map_err(|e| status_error(e.status_code(), e.to_string()))?;
         self.count_fragments(false, 1);
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let flag = cancel.0.clone();
