@@ -468,15 +468,28 @@ fn in_time_order(blocks: &[RowBlock], segs: &mut [Segment]) {
         }
         Some((*ts.first()?, *ts.last()?))
     };
-    let Some(ranges) = segs.iter().map(range).collect::<Option<Vec<_>>>() else {
+    // Already in order (the usual case): nothing to allocate.
+    let mut prev_last: Option<i64> = None;
+    let mut in_order = true;
+    for seg in segs.iter() {
+        let Some((first, last)) = range(seg) else {
+            return;
+        };
+        in_order &= prev_last.is_none_or(|p| p < first);
+        prev_last = Some(last);
+    }
+    if in_order {
         return;
-    };
-    let mut order: Vec<usize> = (0..segs.len()).collect();
-    order.sort_by_key(|&i| ranges[i].0);
-    let disjoint = order.windows(2).all(|w| ranges[w[0]].1 < ranges[w[1]].0);
-    if disjoint && order.iter().enumerate().any(|(k, &i)| k != i) {
-        let sorted: Vec<Segment> = order.iter().map(|&i| segs[i]).collect();
-        segs.copy_from_slice(&sorted);
+    }
+    let mut ranged: Vec<((i64, i64), Segment)> = segs
+        .iter()
+        .filter_map(|seg| Some((range(seg)?, *seg)))
+        .collect();
+    ranged.sort_by_key(|((first, _), _)| *first);
+    if ranged.windows(2).all(|w| w[0].0 .1 < w[1].0 .0) {
+        for (dst, (_, seg)) in segs.iter_mut().zip(ranged) {
+            *dst = seg;
+        }
     }
 }
 
