@@ -21,7 +21,7 @@ pub mod write;
 
 pub use batch::{Batch, Column, ColumnData, Field};
 pub use histogram::{HistogramSnapshot, LatencyHistogram, LATENCY_BOUNDS_SECONDS};
-pub use ids::{DnodeId, SchemaVersion, TableUid, VgroupId};
+pub use ids::{DnodeId, SchemaVersion, TableUid, UidHash, VgroupId};
 pub use route::{hash_table_name, split_hash_space, vgroup_index, HashRange};
 pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, StableTables, TableMeta};
 pub use status::StatusCode;

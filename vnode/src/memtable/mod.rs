@@ -22,7 +22,7 @@ use crate::block::ts_slice;
 use crate::cache::Entry;
 use crate::merge::{merge_runs, Run};
 use std::collections::HashMap;
-use tidal_common::{Column, ColumnData, DataType, TableUid, Value};
+use tidal_common::{Column, ColumnData, DataType, TableUid, UidHash, Value};
 
 /// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk).
 const PIECE_BYTES: u64 = std::mem::size_of::<Piece>() as u64;
@@ -33,8 +33,9 @@ const CHUNK_ROWS_MAX: usize = 65_536;
 
 #[derive(Default)]
 pub struct Memtable {
-    /// foldhash: probed once per subtable run of every write.
-    tables: HashMap<TableUid, TableMem, foldhash::fast::RandomState>,
+    /// Probed once per subtable run of every write, in the batch's order: [`UidHash`] keeps
+    /// that walk in uid order when the batch lists subtables in creation order.
+    tables: HashMap<TableUid, TableMem, UidHash>,
     chunks: Vec<Chunk>,
     /// Chunks still taking rows, at most one per column layout (indices into `chunks`).
     open: Vec<usize>,
@@ -289,7 +290,7 @@ fn grouped(
     }
     // The table index each run's rows are grouped under: the first index of its subtable.
     let mut canon = vec![u32::MAX; tables];
-    let mut first: HashMap<TableUid, u32, foldhash::fast::RandomState> = HashMap::default();
+    let mut first: HashMap<TableUid, u32, UidHash> = HashMap::default();
     let mut count = vec![0usize; tables];
     let mut distinct = 0usize;
     for (t, n) in runs {

@@ -11,7 +11,7 @@ use crate::codec::{DResult, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tidal_common::{StableSchema, TableMeta, TableUid, Value};
+use tidal_common::{StableSchema, TableMeta, TableUid, UidHash, Value};
 
 #[derive(Default, Clone)]
 pub struct Meta {
@@ -22,7 +22,7 @@ pub struct Meta {
     /// name, and with 100,000s of subtables a tree walk of string compares per subtable costs
     /// more than the rest of its write.
     by_name: HashMap<String, Arc<TableMeta>, foldhash::fast::RandomState>,
-    pub by_uid: HashMap<TableUid, Arc<TableMeta>, foldhash::fast::RandomState>,
+    pub by_uid: HashMap<TableUid, Arc<TableMeta>, UidHash>,
     pub next_uid: u64,
     /// Tag indexes: (stable, tag position) -> value -> its subtables with that value, by name
     /// (the same `Arc`s as `tables`, so a lookup returns them without another search).
