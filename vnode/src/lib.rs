@@ -185,7 +185,7 @@ impl State {
             self.meta.insert_table(t.clone());
         }
         for (uid, cols) in &a.rows {
-            if self.meta.by_uid.contains_key(uid) {
+            if self.meta.has_uid(*uid) {
                 self.mem.insert(*uid, cols);
             }
         }
@@ -199,10 +199,7 @@ impl State {
     /// memtables into what it finds there (`cache/mod.rs`).
     fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: &[Column]) {
         // Checked once per subtable, not per run (a subtable has several runs in a block).
-        let live: Vec<bool> = uids
-            .iter()
-            .map(|u| self.meta.by_uid.contains_key(u))
-            .collect();
+        let live: Vec<bool> = uids.iter().map(|u| self.meta.has_uid(*u)).collect();
         let uid_of = |i: u32| {
             let i = i as usize;
             live.get(i).copied().unwrap_or(false).then(|| uids[i])
@@ -422,7 +419,7 @@ pub struct VnodeCore {
     dir: PathBuf,
     cfg: VnodeConfig,
     /// Serialises mutations: validate + WAL append + apply, and freezes.
-    commit: Mutex<()>,
+    commit: Mutex<WriteHints>,
     /// Serialises file-set changes: flush, merge, compact, retention.
     bg: Mutex<()>,
     state: RwLock<State>,
@@ -653,9 +650,74 @@ struct TablePlanner<'m, 'a> {
     /// Name -> index in `creates`.
     created: HashMap<&'a str, usize, foldhash::fast::RandomState>,
     next_uid: u64,
+    /// The existing subtable resolved last: the next one is guessed from it.
+    prev: Option<TableUid>,
+    hints: &'m mut WriteHints,
+    /// Wrong guesses left before the planner stops guessing: a batch whose subtables come
+    /// in no order costs at most [`GUESSES_MAX`] of them. A right guess earns one back.
+    /// None at all below [`GUESS_TABLES_MIN`] subtables.
+    guesses_left: u32,
 }
 
-impl<'a> TablePlanner<'_, 'a> {
+/// See `TablePlanner::guesses_left`.
+const GUESSES_MAX: u32 = 32;
+
+/// Guessing pays only when the lookup by name misses the CPU cache: a vnode with fewer
+/// subtables than this keeps its name table in the cache, and there a wrong guess (half of
+/// them in the TSBS data at 4,000 trucks, where devices skip readings and send late) cost
+/// more than the lookups it saved.
+const GUESS_TABLES_MIN: usize = 8192;
+
+/// The uids around the previous subtable's that a guess tries when the hint is wrong: a
+/// writer that skips a device (no reading this time) or sends one a little late shifts
+/// the order by a few places. Neighbouring uids are neighbouring buckets of `by_uid`.
+const NEAR_UIDS: [i64; 8] = [1, 2, 3, 4, -1, -2, -3, -4];
+
+/// What the write path learns from one write for the next, kept under the commit lock.
+///
+/// Writers list the subtables of a batch in much the same order every time (a collector
+/// walks its devices in a fixed order), so the subtable after a given one is usually the
+/// one that followed it last time. A guess checked against `by_uid` reads neighbouring
+/// buckets (the order is mostly the creation order, and [`tidal_common::UidHash`] keeps
+/// neighbouring uids in neighbouring buckets) where the lookup by name reads a random one:
+/// with 100,000s of subtables that lookup was a cache miss per row.
+#[derive(Default)]
+struct WriteHints {
+    /// Subtable -> the subtable after it in the last write that listed both in a row. At
+    /// most one entry per subtable: cleared when it outgrows the catalog (dropped subtables
+    /// leave theirs behind).
+    next: HashMap<TableUid, TableUid, tidal_common::UidHash>,
+}
+
+impl WriteHints {
+    fn bound(&mut self, tables: usize) {
+        if self.next.len() > tables.saturating_mul(2).max(1024) {
+            self.next = HashMap::default();
+        }
+    }
+}
+
+impl<'m, 'a> TablePlanner<'m, 'a> {
+    /// The existing subtable `table` is likely to be, checked: the one that followed the
+    /// previous subtable last time, or one created shortly before or after it.
+    fn guess(&mut self, table: &str) -> Option<&'m Arc<TableMeta>> {
+        let prev = self.prev.filter(|_| self.guesses_left > 0)?;
+        let meta = self.meta;
+        let h = Meta::name_hash(table);
+        let near = |d: i64| meta.table_if_named(TableUid(prev.0.wrapping_add_signed(d)), table, h);
+        let t = self
+            .hints
+            .next
+            .get(&prev)
+            .and_then(|u| meta.table_if_named(*u, table, h))
+            .or_else(|| NEAR_UIDS.iter().find_map(|d| near(*d)));
+        self.guesses_left = match t {
+            Some(_) => (self.guesses_left + 1).min(GUESSES_MAX),
+            None => self.guesses_left - 1,
+        };
+        t
+    }
+
     fn uid_of(
         &mut self,
         table: &'a str,
@@ -663,8 +725,19 @@ impl<'a> TablePlanner<'_, 'a> {
         tags: Option<&[Value]>,
         schema: &StableSchema,
     ) -> Result<TableUid> {
-        let existing = match self.meta.table(table) {
-            Some(t) => Some((t.uid, t.stable.as_str())),
+        let guessed = self.guess(table);
+        let existing = match guessed.or_else(|| self.meta.table(table)) {
+            Some(t) => {
+                // Learned only while guessing pays: in a batch of no order it would be a
+                // random probe more per row.
+                if let Some(prev) = self.prev.filter(|_| self.guesses_left > 0) {
+                    if self.hints.next.get(&prev) != Some(&t.uid) {
+                        self.hints.next.insert(prev, t.uid);
+                    }
+                }
+                self.prev = Some(t.uid);
+                Some((t.uid, t.stable.as_str()))
+            }
             None => self
                 .created
                 .get(table)
@@ -917,7 +990,7 @@ impl VnodeCore {
             comp: cfg.options.comp,
             window_units,
             cfg: cfg.clone(),
-            commit: Mutex::new(()),
+            commit: Mutex::new(WriteHints::default()),
             bg: Mutex::new(()),
             state: RwLock::new(state),
             stable_tables: Mutex::new(HashMap::new()),
@@ -974,7 +1047,9 @@ impl VnodeCore {
         meta: &Meta,
         batch: &'a WriteBatch,
         blocks_in: &'a [BlockIn],
+        hints: &mut WriteHints,
     ) -> Result<ApplyRef<'a>> {
+        hints.bound(meta.num_tables());
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
         for s in &batch.schemas {
             let e = newest.entry(s.name.as_str()).or_insert(s);
@@ -1008,6 +1083,13 @@ impl VnodeCore {
             creates: Vec::new(),
             created: HashMap::default(),
             next_uid: meta.next_uid,
+            prev: None,
+            hints,
+            guesses_left: if meta.num_tables() < GUESS_TABLES_MIN {
+                0
+            } else {
+                GUESSES_MAX
+            },
         };
         let mut rows = Vec::with_capacity(batch.tables.len());
         let oldest = self.oldest_writable_ts();
@@ -1185,12 +1267,12 @@ impl VnodeCore {
                 got: batch.db.clone(),
             });
         }
-        let guard = self.commit.lock();
+        let mut guard = self.commit.lock();
         self.wal.check_poisoned()?;
         self.make_room()?;
         let plan = {
             let st = self.state.read();
-            self.plan_write(&st.meta, batch, &blocks)?
+            self.plan_write(&st.meta, batch, &blocks, &mut guard)?
         };
         let outcome = WriteOutcome {
             rows: plan
@@ -2321,7 +2403,7 @@ impl VnodeCore {
             // Only cache an entry that covers the files: if the file set changed while
             // loading, a flush's rows may have left the memtables after this load read them
             // and before the entry was there to fold them into.
-            if Arc::ptr_eq(&st.files, &files) && st.meta.by_uid.contains_key(&uid) {
+            if Arc::ptr_eq(&st.files, &files) && st.meta.has_uid(uid) {
                 st.cache.insert(uid, e.clone());
             }
         }
@@ -2472,7 +2554,7 @@ impl VnodeCore {
             // The catalog is probed only for a subtable the snapshot does not list: a probe
             // per candidate missed the cache on every one and was most of a fleet's lookup.
             if members.as_ref().is_none_or(|m| m.position(*uid).is_none()) {
-                match st.meta.by_uid.get(uid) {
+                match st.meta.table_by_uid(*uid) {
                     None => continue,
                     Some(t) if t.stable == stable && members.is_none() => {}
                     Some(t) => {

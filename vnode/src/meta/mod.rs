@@ -22,7 +22,9 @@ pub struct Meta {
     /// name, and with 100,000s of subtables a tree walk of string compares per subtable costs
     /// more than the rest of its write.
     by_name: HashMap<String, Arc<TableMeta>, foldhash::fast::RandomState>,
-    pub by_uid: HashMap<TableUid, Arc<TableMeta>, UidHash>,
+    /// With each table's [`Meta::name_hash`], so that a guessed uid is checked against a
+    /// name without reading the table (see [`Meta::table_if_named`]).
+    by_uid: HashMap<TableUid, (u64, Arc<TableMeta>), UidHash>,
     pub next_uid: u64,
     /// Tag indexes: (stable, tag position) -> value -> its subtables with that value, by name
     /// (the same `Arc`s as `tables`, so a lookup returns them without another search).
@@ -132,7 +134,8 @@ impl Meta {
         }
         let t = Arc::new(t);
         self.bump(&t.stable);
-        self.by_uid.insert(t.uid, t.clone());
+        self.by_uid
+            .insert(t.uid, (Meta::name_hash(&t.name), t.clone()));
         self.by_name.insert(t.name.clone(), t.clone());
         let indexes = match self.tag_index.get_mut(t.stable.as_str()) {
             Some(v) => v,
@@ -225,8 +228,38 @@ impl Meta {
         self.by_name.get(name)
     }
 
+    /// Subtable `uid` if it is named `name`, whose [`Meta::name_hash`] is `name_hash`: a
+    /// writer that guesses a name's uid checks the guess with this (see `TablePlanner` in
+    /// lib.rs). A guess reads a neighbouring bucket of `by_uid` ([`UidHash`]), where
+    /// [`Meta::table`] reads a random one of `by_name`; a wrong one is told by the hash alone.
+    pub fn table_if_named(
+        &self,
+        uid: TableUid,
+        name: &str,
+        name_hash: u64,
+    ) -> Option<&Arc<TableMeta>> {
+        match self.by_uid.get(&uid) {
+            Some((h, t)) if *h == name_hash && t.name == name => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The hash [`Meta::table_if_named`] compares (fixed: it is not a map's own hash).
+    pub fn name_hash(name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        foldhash::fast::FixedState::with_seed(0x7469_6461_6c00).hash_one(name)
+    }
+
+    pub fn has_uid(&self, uid: TableUid) -> bool {
+        self.by_uid.contains_key(&uid)
+    }
+
+    pub fn num_tables(&self) -> usize {
+        self.by_uid.len()
+    }
+
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {
-        self.by_uid.get(&uid).map(|t| &**t)
+        self.by_uid.get(&uid).map(|(_, t)| &**t)
     }
 
     pub fn tables_of(&self, stable: &str) -> Vec<String> {
@@ -325,5 +358,35 @@ mod tests {
         m.remove_stable("a");
         assert!(!m.has_tag_index("a", 1));
         assert_eq!(names(&m, "b", 0, "x"), Some(vec!["b1".to_string()]));
+    }
+
+    #[test]
+    fn a_guessed_uid_is_taken_only_with_its_name() {
+        let mut m = Meta::new();
+        for uid in 1..=3u64 {
+            m.insert_table(table(uid, &format!("t{uid}"), "s", &["x"]));
+        }
+        let uid = |m: &Meta, uid: u64, name: &str| {
+            m.table_if_named(TableUid(uid), name, Meta::name_hash(name))
+                .map(|t| t.uid.0)
+        };
+        assert_eq!(uid(&m, 2, "t2"), Some(2));
+        assert_eq!(uid(&m, 2, "t3"), None, "another name");
+        let t2 = Meta::name_hash("t2");
+        assert_eq!(
+            m.table_if_named(TableUid(2), "t2", t2).map(|t| t.uid.0),
+            Some(2)
+        );
+        assert!(
+            m.table_if_named(TableUid(2), "t2", t2 ^ 1).is_none(),
+            "another hash"
+        );
+        assert_eq!(uid(&m, 9, "t3"), None, "no such uid");
+        // t2 dropped and created again: uid 2 is gone, the name is uid 4.
+        m.insert_table(table(4, "t2", "s", &["y"]));
+        assert_eq!(uid(&m, 2, "t2"), None);
+        assert_eq!(uid(&m, 4, "t2"), Some(4));
+        m.remove_table("t3");
+        assert_eq!(uid(&m, 3, "t3"), None);
     }
 }
