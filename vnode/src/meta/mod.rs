@@ -2,10 +2,12 @@
 //! next subtable uid.
 //!
 //! Owns: name -> table, uid -> table, stable -> schema. Invariants: `by_uid` and `by_name` hold
-//! exactly the tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of LAST_ROW over many
-//! subtables — is one hash probe and listing tables copies no names or tags); every table's stable is in `stables`; `next_uid` is greater than every
-//! uid ever handed out (also of dropped tables), so uids are never reused. The catalog is made
-//! durable by the WAL (creates/drops/schema records) and by the snapshot in the manifest.
+//! exactly the tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of
+//! LAST_ROW over many subtables — is one hash probe and listing tables copies no names or
+//! tags), and `by_uid` beside each its name's [`Meta::name_hash`]; every table's stable is in
+//! `stables`; `next_uid` is greater than every uid ever handed out (also of dropped tables), so
+//! uids are never reused. The catalog is made durable by the WAL (creates/drops/schema records)
+//! and by the snapshot in the manifest.
 
 use crate::codec::{DResult, Reader, Writer};
 use std::collections::{BTreeMap, HashMap};
