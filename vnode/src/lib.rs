@@ -177,12 +177,14 @@ struct State {
 }
 
 impl State {
-    fn apply(&mut self, a: &ApplyRef<'_>) {
+    /// Applies `a`, taking its creates (the catalog keeps them: no copy of every new
+    /// subtable's name and tags).
+    fn apply(&mut self, a: &mut ApplyRef<'_>) {
         for s in &a.schemas {
             self.meta.put_schema(s);
         }
-        for t in &a.creates {
-            self.meta.insert_table(t.clone());
+        for t in std::mem::take(&mut a.creates) {
+            self.meta.insert_table(t);
         }
         for (uid, cols) in &a.rows {
             if self.meta.has_uid(*uid) {
@@ -290,7 +292,7 @@ impl State {
                 rows,
                 blocks,
             } => {
-                let a = ApplyRef {
+                let mut a = ApplyRef {
                     schemas: schemas.iter().collect(),
                     creates,
                     rows: rows.iter().map(|(u, c)| (*u, c.as_slice())).collect(),
@@ -303,7 +305,7 @@ impl State {
                         })
                         .collect(),
                 };
-                self.apply(&a);
+                self.apply(&mut a);
             }
             Op::DropTable { name } => {
                 self.drop_table(&name);
@@ -1160,7 +1162,8 @@ impl VnodeCore {
 
     /// Logs and applies one validated operation; returns its WAL seq. Caller holds the commit
     /// lock.
-    fn commit_apply(&self, plan: &ApplyRef<'_>) -> Result<u64> {
+    /// Logs and applies `plan` (its creates are taken).
+    fn commit_apply(&self, plan: &mut ApplyRef<'_>) -> Result<u64> {
         let payload = op::encode_apply(plan);
         if payload.len() > wal::MAX_RECORD_BYTES as usize {
             return Err(VnodeError::InvalidArgument(format!(
@@ -1270,7 +1273,7 @@ impl VnodeCore {
         let mut guard = self.commit.lock();
         self.wal.check_poisoned()?;
         self.make_room()?;
-        let plan = {
+        let mut plan = {
             let st = self.state.read();
             self.plan_write(&st.meta, batch, &blocks, &mut guard)?
         };
@@ -1294,7 +1297,7 @@ impl VnodeCore {
         {
             return Ok(outcome);
         }
-        let seq = self.commit_apply(&plan)?;
+        let seq = self.commit_apply(&mut plan)?;
         {
             // Hand a full memtable to the worker now rather than at the next write, so a
             // quiet vnode does not sit on a full buffer.
@@ -1325,7 +1328,7 @@ impl VnodeCore {
         schema.validate().map_err(VnodeError::InvalidArgument)?;
         let guard = self.commit.lock();
         self.wal.check_poisoned()?;
-        let plan = {
+        let mut plan = {
             let st = self.state.read();
             let meta = &st.meta;
             let update = meta.schema_is_news(schema);
@@ -1372,7 +1375,7 @@ impl VnodeCore {
         if plan.schemas.is_empty() && plan.creates.is_empty() {
             return Ok(0);
         }
-        let seq = self.commit_apply(&plan)?;
+        let seq = self.commit_apply(&mut plan)?;
         drop(guard);
         self.wal.wait_durable(seq)?;
         Ok(n)
