@@ -283,6 +283,28 @@ impl<'a> Lines<'a> {
     /// the same order), or the line's error (then `line` holds no meaningful point). `None`
     /// at the end of the body.
     pub fn next_into(&mut self, line: &mut Line<'a>) -> Option<Result<&'a [u8], ParseError>> {
+        self.next_line_into(line, None)
+    }
+
+    /// [`Lines::next_into`] that first asks `known` about the point's series key as written
+    /// (found by a scan for its end, without splitting it): when `known` says true, the
+    /// measurement and tags are not parsed, and `line.measurement` and `line.tags` are left
+    /// empty. A caller that has parsed a line with the same series key before (same bytes,
+    /// so the same measurement and tags, and no error in them) saves a third of the parse.
+    /// Errors are the same as `next_into`'s.
+    pub fn next_into_known(
+        &mut self,
+        line: &mut Line<'a>,
+        known: &mut dyn FnMut(&'a [u8]) -> bool,
+    ) -> Option<Result<&'a [u8], ParseError>> {
+        self.next_line_into(line, Some(known))
+    }
+
+    fn next_line_into<'k>(
+        &mut self,
+        line: &mut Line<'a>,
+        mut known: Option<&mut (dyn FnMut(&'a [u8]) -> bool + 'k)>,
+    ) -> Option<Result<&'a [u8], ParseError>> {
         loop {
             if self.pos >= self.buf.len() {
                 return None;
@@ -320,7 +342,7 @@ impl<'a> Lines<'a> {
                 _ => {}
             }
             let series_start = p.pos;
-            let result = p.line_into(line);
+            let result = p.line_into(line, known.as_deref_mut());
             // Strings may span newlines; keep the line count in step with the body.
             self.line_no += p.extra_newlines;
             match result {
@@ -465,13 +487,59 @@ impl<'a> Parser<'a> {
 
     /// Parses a line into `out` (its vectors cleared and reused); returns where the series
     /// key (measurement and tags) ends.
-    fn line_into(&mut self, out: &mut Line<'a>) -> PResult<usize> {
+    fn line_into<'k>(
+        &mut self,
+        out: &mut Line<'a>,
+        known: Option<&mut (dyn FnMut(&'a [u8]) -> bool + 'k)>,
+    ) -> PResult<usize> {
         out.line_no = self.line_no;
         out.timestamp = None;
         out.tags.clear();
         out.fields.clear();
+        let skip = known.is_some_and(|known| {
+            let end = self.series_end();
+            let skip = known(self.buf.get(self.pos..end).unwrap_or(&[]));
+            if skip {
+                self.pos = end;
+            }
+            skip
+        });
+        if skip {
+            out.measurement = Cow::Borrowed("");
+        } else {
+            self.series_into(out)?;
+        }
+        self.fields_into(out)
+    }
+
+    /// Where the series key starting here ends in a well-formed line: the first unescaped
+    /// space, or the line end. The same escapes as [`Parser::token`]'s: a backslash keeps
+    /// the byte after it in the token unless that byte ends the line (a backslash before a
+    /// byte it does not escape is a plain byte, and so is that byte, which is no delimiter
+    /// of the key's end either way).
+    ///
+    /// A `\r` does not stop the scan: a span that runs on to one before the line end ends
+    /// in it, which no series key `Parser::line_into` returns does, so such a span is
+    /// simply not known.
+    fn series_end(&self) -> usize {
+        let mut i = self.pos;
+        loop {
+            let rest = self.buf.get(i..).unwrap_or(&[]);
+            // SIMD: series keys are most of a line's bytes.
+            i += memchr::memchr3(b' ', b'\\', b'\n', rest).unwrap_or(rest.len());
+            match self.buf.get(i) {
+                Some(b'\\') => match self.buf.get(i + 1) {
+                    None | Some(b'\n' | b'\r') => i += 1,
+                    Some(_) => i += 2,
+                },
+                _ => return i.min(self.buf.len()),
+            }
+        }
+    }
+
+    /// The measurement and the tags of a line into `out`.
+    fn series_into(&mut self, out: &mut Line<'a>) -> PResult<()> {
         let tags = &mut out.tags;
-        let fields = &mut out.fields;
         let m_pos = self.pos;
         let measurement = self.token(Section::Measurement)?;
         if measurement.is_empty() {
@@ -507,6 +575,13 @@ impl<'a> Parser<'a> {
             tag_keys |= bit;
             tags.push((key, value));
         }
+        Ok(())
+    }
+
+    /// The field set and timestamp of a line into `out`, from the end of its series key;
+    /// returns where that key ended.
+    fn fields_into(&mut self, out: &mut Line<'a>) -> PResult<usize> {
+        let fields = &mut out.fields;
         let series_end = self.pos;
         // The field set starts after one or more spaces.
         // Tokens end only at ',' ' ' '=' or the line end, and ',' '=' were consumed above.

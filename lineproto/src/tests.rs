@@ -503,3 +503,111 @@ fn duplicate_keys_are_found_among_many() {
     let e = err(&format!("m,{},t63=w f=1", tags.join(",")));
     assert_eq!(e.kind, ErrorKind::DuplicateTag("t63".into()));
 }
+
+/// What a pass over a body gives, line by line: the key, measurement, tags, fields and
+/// timestamp of each point, or its error.
+type Outcome = Vec<Result<(String, String, String, String, Option<i64>), ParseError>>;
+
+fn pass(body: &[u8], known: Option<&std::collections::HashSet<Vec<u8>>>) -> (Outcome, usize) {
+    let mut lines = parse_lines(body);
+    let mut l = Line::default();
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    loop {
+        let mut asked: Option<bool> = None;
+        let r = match known {
+            None => lines.next_into(&mut l),
+            Some(set) => lines.next_into_known(&mut l, &mut |k| {
+                let hit = set.contains(k);
+                asked = Some(hit);
+                hit
+            }),
+        };
+        let Some(r) = r else { break };
+        out.push(r.map(|key| {
+            let key = String::from_utf8_lossy(key).into_owned();
+            if asked == Some(true) {
+                skipped += 1;
+                assert!(l.measurement.is_empty() && l.tags.is_empty(), "{key}");
+            }
+            (
+                key,
+                l.measurement.to_string(),
+                format!("{:?}", l.tags),
+                format!("{:?}", l.fields),
+                l.timestamp,
+            )
+        }));
+    }
+    (out, skipped)
+}
+
+/// `next_into_known` gives what `next_into` gives — the same keys, fields, timestamps and
+/// errors, line by line — whether it is told a key is known or not, for bodies made of the
+/// bytes that matter to the syntax (escapes, quotes, `\r`, delimiters); where it skips a
+/// known key's measurement and tags, they are the ones a line with that key had.
+#[test]
+fn known_series_keys_skip_the_tags_and_change_nothing_else() {
+    let alphabet = b"ab,= \\\"\r\n\t1.#ix";
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let mut skipped_total = 0;
+    for round in 0..3000 {
+        // Lines of a few templates with random bytes mixed in, so that many parse, some
+        // repeat a key and some fail at every place.
+        let mut body = Vec::new();
+        for _ in 0..1 + next(8) {
+            let templates: [&[u8]; 6] = [
+                b"m,t=a f=1 5\n",
+                b"m\\ x,t\\,1=a\\=b f=1i,g=\"q\" 7\n",
+                b"m,t=a,u=b f=2\r\n",
+                b"m,t=a f=\"x\ny\" 9\n",
+                b"m\\,t=a\\\\ f=1\n",
+                b"w\\\rz,t=\\a f=1 3\n",
+            ];
+            let mut line = templates[next(templates.len())].to_vec();
+            if next(3) == 0 {
+                for _ in 0..1 + next(3) {
+                    let at = next(line.len() + 1);
+                    line.insert(at, alphabet[next(alphabet.len())]);
+                }
+            }
+            body.extend_from_slice(&line);
+        }
+        let (want, _) = pass(&body, None);
+        let keys: std::collections::HashSet<Vec<u8>> = want
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
+            .collect();
+        let (none, _) = pass(&body, Some(&std::collections::HashSet::new()));
+        assert_eq!(
+            none,
+            want,
+            "round {round}: {:?}",
+            String::from_utf8_lossy(&body)
+        );
+        let (got, skipped) = pass(&body, Some(&keys));
+        skipped_total += skipped;
+        // A skipped line has no measurement and tags; all else is the same.
+        let strip = |o: &Outcome| -> Vec<_> {
+            o.iter()
+                .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
+                .collect()
+        };
+        assert_eq!(
+            strip(&got),
+            strip(&want),
+            "round {round}: {:?}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    assert!(
+        skipped_total > 1000,
+        "only {skipped_total} lines were skipped"
+    );
+}

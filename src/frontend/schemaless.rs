@@ -691,6 +691,43 @@ struct Series {
     table: Option<(usize, u32)>,
 }
 
+/// Whether `Schemaless::prepare` parses the next line with
+/// [`tidal_lineproto::Lines::next_into_known`]: in windows of [`SkipTags::WINDOW`] lines,
+/// each decided by the one before (at least a quarter of its lines skipped their tags);
+/// after a window that did not pay, [`SkipTags::PAUSE`] lines without, then a new try.
+#[derive(Default)]
+struct SkipTags {
+    asked: u32,
+    skipped: u32,
+    paused: u32,
+}
+
+impl SkipTags {
+    const WINDOW: u32 = 64;
+    const PAUSE: u32 = 256;
+
+    fn ask(&mut self) -> bool {
+        if self.paused == 0 {
+            return true;
+        }
+        self.paused -= 1;
+        false
+    }
+
+    /// Counts a line parsed with the question, and whether it skipped its tags.
+    fn asked(&mut self, skipped: bool) {
+        self.asked += 1;
+        self.skipped += u32::from(skipped);
+        if self.asked == Self::WINDOW {
+            if self.skipped * 4 < self.asked {
+                self.paused = Self::PAUSE;
+            }
+            self.asked = 0;
+            self.skipped = 0;
+        }
+    }
+}
+
 fn bad_stable_name(measurement: &str) -> String {
     format!(
         "measurement '{measurement}' cannot be a STABLE name: use letters, digits and '_', not starting with a digit"
@@ -1003,7 +1040,23 @@ impl Schemaless {
         let mut row: Vec<Value> = Vec::new();
         let mut line = Line::default();
         let mut lines = parse_lines(body);
-        while let Some(parsed) = lines.next_into(&mut line) {
+        // A line whose series key this body has already resolved to a subtable needs no
+        // tags: the parser is asked to skip them (`Lines::next_into_known`) where that pays,
+        // i.e. while at least one line in four repeats a key. A body with a line per device
+        // has no repeats, and there the extra scan for the key's end is dropped for a while.
+        let mut skip_tags = SkipTags::default();
+        loop {
+            let mut looked_up: Option<Option<Series>> = None;
+            let parsed = if skip_tags.ask() {
+                lines.next_into_known(&mut line, &mut |k| {
+                    let s = series.get(k).copied();
+                    looked_up = Some(s);
+                    s.is_some_and(|s| s.table.is_some())
+                })
+            } else {
+                lines.next_into(&mut line)
+            };
+            let Some(parsed) = parsed else { break };
             let key = match parsed {
                 Ok(k) => k,
                 Err(e) => {
@@ -1014,7 +1067,13 @@ impl Schemaless {
                     continue;
                 }
             };
-            let hit = series.get(key).copied();
+            let hit = match looked_up {
+                Some(s) => s,
+                None => series.get(key).copied(),
+            };
+            if looked_up.is_some() {
+                skip_tags.asked(hit.is_some_and(|s| s.table.is_some()));
+            }
             let si = match hit {
                 Some(s) => s.stable,
                 None => {
