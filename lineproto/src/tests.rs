@@ -611,3 +611,34 @@ fn known_series_keys_skip_the_tags_and_change_nothing_else() {
         "only {skipped_total} lines were skipped"
     );
 }
+
+/// The fuzz corpus (`fuzz/corpus/lineproto_parse`): every body gives the same keys, fields,
+/// timestamps and errors when every key it gives is called known.
+#[test]
+fn the_fuzz_corpus_parses_the_same_with_known_keys() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/lineproto_parse");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("the corpus folder") {
+        let body = std::fs::read(entry.expect("an entry").path()).expect("a corpus file");
+        let (want, _) = pass(&body, None);
+        let keys: std::collections::HashSet<Vec<u8>> = want
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
+            .collect();
+        let (got, _) = pass(&body, Some(&keys));
+        let strip = |o: &Outcome| -> Vec<_> {
+            o.iter()
+                .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
+                .collect()
+        };
+        assert_eq!(
+            strip(&got),
+            strip(&want),
+            "{:?}",
+            String::from_utf8_lossy(&body)
+        );
+        n += 1;
+    }
+    assert!(n > 100, "only {n} corpus files");
+}
