@@ -542,6 +542,28 @@ fn pass(body: &[u8], known: Option<&std::collections::HashSet<Vec<u8>>>) -> (Out
     (out, skipped)
 }
 
+/// Parses `body` without known keys, with none known and with all its keys known: the
+/// same keys, fields, timestamps and errors every time (the skipped lines lack only their
+/// measurement and tags). Returns how many lines skipped their tags.
+fn same_with_known_keys(body: &[u8], what: &str) -> usize {
+    let (want, _) = pass(body, None);
+    let keys: std::collections::HashSet<Vec<u8>> = want
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
+        .collect();
+    let text = String::from_utf8_lossy(body);
+    let (none, _) = pass(body, Some(&std::collections::HashSet::new()));
+    assert_eq!(none, want, "{what}: {text:?}");
+    let (got, skipped) = pass(body, Some(&keys));
+    let strip = |o: &Outcome| -> Vec<_> {
+        o.iter()
+            .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
+            .collect()
+    };
+    assert_eq!(strip(&got), strip(&want), "{what}: {text:?}");
+    skipped
+}
+
 /// `next_into_known` gives what `next_into` gives — the same keys, fields, timestamps and
 /// errors, line by line — whether it is told a key is known or not, for bodies made of the
 /// bytes that matter to the syntax (escapes, quotes, `\r`, delimiters); where it skips a
@@ -579,32 +601,7 @@ fn known_series_keys_skip_the_tags_and_change_nothing_else() {
             }
             body.extend_from_slice(&line);
         }
-        let (want, _) = pass(&body, None);
-        let keys: std::collections::HashSet<Vec<u8>> = want
-            .iter()
-            .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
-            .collect();
-        let (none, _) = pass(&body, Some(&std::collections::HashSet::new()));
-        assert_eq!(
-            none,
-            want,
-            "round {round}: {:?}",
-            String::from_utf8_lossy(&body)
-        );
-        let (got, skipped) = pass(&body, Some(&keys));
-        skipped_total += skipped;
-        // A skipped line has no measurement and tags; all else is the same.
-        let strip = |o: &Outcome| -> Vec<_> {
-            o.iter()
-                .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
-                .collect()
-        };
-        assert_eq!(
-            strip(&got),
-            strip(&want),
-            "round {round}: {:?}",
-            String::from_utf8_lossy(&body)
-        );
+        skipped_total += same_with_known_keys(&body, &format!("round {round}"));
     }
     assert!(
         skipped_total > 1000,
@@ -621,23 +618,7 @@ fn the_fuzz_corpus_parses_the_same_with_known_keys() {
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).expect("the corpus folder") {
         let body = std::fs::read(entry.expect("an entry").path()).expect("a corpus file");
-        let (want, _) = pass(&body, None);
-        let keys: std::collections::HashSet<Vec<u8>> = want
-            .iter()
-            .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
-            .collect();
-        let (got, _) = pass(&body, Some(&keys));
-        let strip = |o: &Outcome| -> Vec<_> {
-            o.iter()
-                .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
-                .collect()
-        };
-        assert_eq!(
-            strip(&got),
-            strip(&want),
-            "{:?}",
-            String::from_utf8_lossy(&body)
-        );
+        same_with_known_keys(&body, "a corpus file");
         n += 1;
     }
     assert!(n > 100, "only {n} corpus files");
