@@ -701,23 +701,29 @@ impl WriteHints {
 
 impl<'m, 'a> TablePlanner<'m, 'a> {
     /// The existing subtable `table` is likely to be, checked: the one that followed the
-    /// previous subtable last time, or one created shortly before or after it.
+    /// previous subtable last time, or one created shortly before or after it (then
+    /// learned as the one that follows).
     fn guess(&mut self, table: &str) -> Option<&'m Arc<TableMeta>> {
         let prev = self.prev.filter(|_| self.guesses_left > 0)?;
         let meta = self.meta;
         let h = Meta::name_hash(table);
+        let hinted = self.hints.next.get(&prev).copied();
+        if let Some(t) = hinted.and_then(|u| meta.table_if_named(u, table, h)) {
+            self.guesses_left = (self.guesses_left + 1).min(GUESSES_MAX);
+            return Some(t);
+        }
         let near = |d: i64| meta.table_if_named(TableUid(prev.0.wrapping_add_signed(d)), table, h);
-        let t = self
-            .hints
-            .next
-            .get(&prev)
-            .and_then(|u| meta.table_if_named(*u, table, h))
-            .or_else(|| NEAR_UIDS.iter().find_map(|d| near(*d)));
-        self.guesses_left = match t {
-            Some(_) => (self.guesses_left + 1).min(GUESSES_MAX),
-            None => self.guesses_left - 1,
-        };
-        t
+        match NEAR_UIDS.iter().find_map(|d| near(*d)) {
+            Some(t) => {
+                self.guesses_left = (self.guesses_left + 1).min(GUESSES_MAX);
+                self.hints.next.insert(prev, t.uid);
+                Some(t)
+            }
+            None => {
+                self.guesses_left -= 1;
+                None
+            }
+        }
     }
 
     fn uid_of(
@@ -730,10 +736,11 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
         let guessed = self.guess(table);
         let existing = match guessed.or_else(|| self.meta.table(table)) {
             Some(t) => {
-                // Learned only while guessing pays: in a batch of no order it would be a
-                // random probe more per row.
-                if let Some(prev) = self.prev.filter(|_| self.guesses_left > 0) {
-                    if self.hints.next.get(&prev) != Some(&t.uid) {
+                // A name the guesses missed is learned (`guess` learns its own near hits),
+                // only while guessing pays: in a batch of no order it would be a random
+                // probe more per row.
+                if guessed.is_none() {
+                    if let Some(prev) = self.prev.filter(|_| self.guesses_left > 0) {
                         self.hints.next.insert(prev, t.uid);
                     }
                 }
