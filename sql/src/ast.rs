@@ -254,6 +254,9 @@ pub enum FromItem {
         alias: Option<String>,
         pos: Pos,
     },
+    /// No FROM clause (`SELECT NOW()`, `SELECT SERVER_VERSION()`): one row of no columns,
+    /// evaluated by the coordinator alone. `pos` is where FROM would have stood.
+    None { pos: Pos },
 }
 
 #[derive(Clone, Debug, PartialEq)]

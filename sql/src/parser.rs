@@ -1083,9 +1083,17 @@ impl Parser {
                 break;
             }
         }
-        self.expect_kw("from")?;
+        let from_pos = self.pos();
+        let has_from = self.eat_kw("from");
         let pos = self.pos();
-        let from = if self.eat_op("(") {
+        let from = if !has_from {
+            // Without FROM the statement ends here (or its subquery does): anything else is
+            // most likely a misspelt FROM, and saying so beats a complaint about what follows.
+            if !(self.at_eof() || self.peek_op(";") || self.peek_op(")")) {
+                return Err(self.unexpected("FROM"));
+            }
+            FromItem::None { pos: from_pos }
+        } else if self.eat_op("(") {
             let q = self.query_or_paren()?;
             self.expect_op(")")?;
             let alias = self.alias()?;

@@ -144,6 +144,9 @@ pub enum Node {
         fragment: u32,
         fields: Vec<Field>,
     },
+    /// One row of one column that no name reaches ([`DUAL_FIELD`]): the input of a SELECT
+    /// without FROM, whose expressions are constants evaluated once.
+    OneRow,
     Filter {
         input: Box<Node>,
         pred: PExpr,
@@ -322,6 +325,9 @@ pub struct QueryPlan {
     pub fields: Vec<Field>,
 }
 
+/// The name of [`Node::OneRow`]'s column: not an identifier, so no query can name it.
+pub const DUAL_FIELD: &str = "\u{0}dual";
+
 /// Every table or STABLE named in FROM, at any depth.
 pub fn referenced_tables(q: &Query) -> Vec<ObjectRef> {
     let mut out = Vec::new();
@@ -333,6 +339,7 @@ pub fn referenced_tables(q: &Query) -> Vec<ObjectRef> {
                 return out;
             }
             FromItem::Subquery { query, .. } => cur = query,
+            FromItem::None { .. } => return out,
         }
     }
 }
@@ -461,6 +468,8 @@ struct Scope {
     precision: Precision,
     from_name: String,
     window: Option<WinScope>,
+    /// The session's database (what `DATABASE()` returns).
+    session_db: Option<String>,
 }
 
 #[derive(Clone)]
@@ -540,7 +549,7 @@ impl Scope {
             ScopeKind::Derived { fields } => {
                 if let Some(i) = fields
                     .iter()
-                    .position(|f| f.name.eq_ignore_ascii_case(name))
+                    .position(|f| f.name != DUAL_FIELD && f.name.eq_ignore_ascii_case(name))
                 {
                     return Ok(PExpr::Input(i, fields[i].data_type));
                 }
@@ -643,6 +652,7 @@ trait Ctx {
     fn leaf(&mut self, e: &Expr) -> Result<Option<PExpr>, SqlError>;
     fn column(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError>;
     fn precision(&self) -> Precision;
+    fn session_db(&self) -> Option<&str>;
 }
 
 struct ScalarCtx<'a> {
@@ -675,6 +685,9 @@ impl Ctx for ScalarCtx<'_> {
     }
     fn precision(&self) -> Precision {
         self.scope.precision
+    }
+    fn session_db(&self) -> Option<&str> {
+        self.scope.session_db.as_deref()
     }
 }
 
@@ -870,6 +883,39 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
         }
         Expr::Function {
             name, args, pos, ..
+        } if system_func(name).is_some() => {
+            if !args.is_empty() {
+                return Err(SqlError::Plan(format!(
+                    "function '{name}' takes no arguments, got {} at {pos}",
+                    args.len()
+                )));
+            }
+            match system_func(name) {
+                Some(SystemFunc::Today) => PExpr::Lit(
+                    Value::Timestamp(precision.from_nanos(today_ns(precision.now(), precision))),
+                    DataType::Timestamp,
+                ),
+                Some(SystemFunc::Database) => match ctx.session_db() {
+                    Some(db) => PExpr::Lit(
+                        Value::Str(db.to_string()),
+                        DataType::VarChar(db.len().max(1) as u32),
+                    ),
+                    None => PExpr::Lit(Value::Null, DataType::VarChar(1)),
+                },
+                Some(SystemFunc::ServerVersion | SystemFunc::ClientVersion) => PExpr::Lit(
+                    Value::Str(VERSION.to_string()),
+                    DataType::VarChar(VERSION.len() as u32),
+                ),
+                Some(SystemFunc::ServerStatus) => PExpr::Lit(Value::Int(1), DataType::Int),
+                Some(SystemFunc::Timezone) => PExpr::Lit(
+                    Value::Str(TIMEZONE.to_string()),
+                    DataType::VarChar(TIMEZONE.len() as u32),
+                ),
+                None => return Err(SqlError::Unsupported(format!("function '{name}' at {pos}"))),
+            }
+        }
+        Expr::Function {
+            name, args, pos, ..
         } if call_func(name).is_some() => {
             let Some((f, lo, hi)) = call_func(name) else {
                 return Err(SqlError::Unsupported(format!("function '{name}' at {pos}")));
@@ -1022,7 +1068,26 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             }
             PExpr::Func(f, Box::new(a), DataType::Double)
         }
-        Expr::Cast { expr, data_type } => PExpr::Cast(Box::new(compile(expr, ctx)?), *data_type),
+        Expr::Cast { expr, data_type } => {
+            let inner = compile(expr, ctx)?;
+            match (&inner, data_type) {
+                // A time literal in the database's precision ('2024-01-01 00:00:00'), as in a
+                // comparison with a timestamp; digits stay a raw epoch value.
+                (PExpr::Lit(Value::Str(s), _), DataType::Timestamp)
+                    if s.trim().parse::<i64>().is_err() =>
+                {
+                    match precision.parse_timestamp(s) {
+                        Some(t) => PExpr::Lit(Value::Timestamp(t), DataType::Timestamp),
+                        None => {
+                            return Err(SqlError::TypeMismatch(format!(
+                                "'{s}' is not a valid timestamp in '{e}'"
+                            )))
+                        }
+                    }
+                }
+                _ => PExpr::Cast(Box::new(inner), *data_type),
+            }
+        }
     })
 }
 
@@ -1289,6 +1354,48 @@ impl Ctx for AggCtx<'_> {
     fn precision(&self) -> Precision {
         self.scope.precision
     }
+    fn session_db(&self) -> Option<&str> {
+        self.scope.session_db.as_deref()
+    }
+}
+
+/// Functions of the session and the server, constant within a statement.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum SystemFunc {
+    /// Midnight (UTC, the zone every time literal is read in) of the statement's day.
+    Today,
+    Database,
+    ServerVersion,
+    /// The client's version as this server knows it: the protocol does not carry the
+    /// client's own, and a client of this build speaks this version's protocol.
+    ClientVersion,
+    /// 1 whenever the statement runs (TDengine's "the server is up").
+    ServerStatus,
+    Timezone,
+}
+
+fn system_func(name: &str) -> Option<SystemFunc> {
+    Some(match name {
+        "today" => SystemFunc::Today,
+        "database" => SystemFunc::Database,
+        "server_version" => SystemFunc::ServerVersion,
+        "client_version" => SystemFunc::ClientVersion,
+        "server_status" => SystemFunc::ServerStatus,
+        "timezone" => SystemFunc::Timezone,
+        _ => return None,
+    })
+}
+
+/// What `SERVER_VERSION()` returns.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// What `TIMEZONE()` returns: time literals are read, and timestamps printed, in UTC.
+const TIMEZONE: &str = "UTC (UTC, +0000)";
+
+/// Midnight (UTC) of the day holding `now` (in `precision`), in nanoseconds.
+fn today_ns(now: i64, precision: Precision) -> i64 {
+    const DAY_NS: i64 = 86_400_000_000_000;
+    let ns = now.saturating_mul(1_000_000_000 / precision.per_second());
+    ns.div_euclid(DAY_NS) * DAY_NS
 }
 
 /// Multi-argument scalar functions: (function, min args, max args).
@@ -1661,6 +1768,9 @@ impl Ctx for RowCtx<'_> {
     fn precision(&self) -> Precision {
         self.scope.precision
     }
+    fn session_db(&self) -> Option<&str> {
+        self.scope.session_db.as_deref()
+    }
 }
 
 /// INTERP context: `interp(x)` becomes a pre-projected column the Interp node fills at each
@@ -1721,6 +1831,9 @@ impl Ctx for InterpCtx<'_> {
     }
     fn precision(&self) -> Precision {
         self.scope.precision
+    }
+    fn session_db(&self) -> Option<&str> {
+        self.scope.session_db.as_deref()
     }
 }
 
@@ -1810,6 +1923,47 @@ impl Planner<'_> {
                     precision,
                     from_name: name.name.clone(),
                     window: None,
+                    session_db: self.default_db.map(str::to_string),
+                }
+            }
+            FromItem::None { pos } => {
+                for item in &q.projection {
+                    match item {
+                        SelectItem::Wildcard(p) => {
+                            return Err(SqlError::Plan(format!(
+                                "SELECT * needs a FROM clause at {p} (none at {pos})"
+                            )))
+                        }
+                        SelectItem::Expr {
+                            expr:
+                                Expr::Function {
+                                    name,
+                                    star: true,
+                                    pos: p,
+                                    ..
+                                },
+                            ..
+                        } if name != "count" => {
+                            return Err(SqlError::Plan(format!(
+                                "{name}(*) needs a FROM clause at {p} (none at {pos})"
+                            )))
+                        }
+                        _ => {}
+                    }
+                }
+                inner = Some(Node::OneRow);
+                Scope {
+                    kind: ScopeKind::Derived {
+                        fields: vec![Field::new(DUAL_FIELD, DataType::BigInt)],
+                    },
+                    // NOW() in the session database's precision, as it would compare there
+                    precision: self
+                        .default_db
+                        .and_then(|db| self.cat.precision(db))
+                        .unwrap_or(Precision::Millis),
+                    from_name: "a SELECT without FROM".to_string(),
+                    window: None,
+                    session_db: self.default_db.map(str::to_string),
                 }
             }
             FromItem::Subquery { query, alias, .. } => {
@@ -1821,6 +1975,7 @@ impl Planner<'_> {
                     precision,
                     from_name: alias.clone().unwrap_or_else(|| "subquery".to_string()),
                     window: None,
+                    session_db: self.default_db.map(str::to_string),
                 }
             }
         };
@@ -2125,6 +2280,7 @@ impl Planner<'_> {
                             precision: scope.precision,
                             from_name: scope.from_name.clone(),
                             window: None,
+                            session_db: scope.session_db.clone(),
                         };
                         let p = compile(&c, &mut ScalarCtx { scope: &mut ts })?;
                         tag_layout = ts.layout();

@@ -716,6 +716,71 @@ fn parse_query_clauses() {
     assert!(!q.order_by[0].asc);
 }
 
+#[test]
+fn select_without_from_is_one_row_of_constants() {
+    let q = query("SELECT 1 + 1 AS two, database(), concat('v', server_version())");
+    assert!(matches!(q.from, FromItem::None { .. }));
+    assert!(referenced_tables(&q).is_empty());
+    let plan = plan_query(&q, Some("iot"), &Cat).expect("plan");
+    assert!(plan.fragments.is_empty(), "nothing runs on a vnode");
+    let b = run("SELECT 1 + 1 AS two, database(), concat('v', server_version())");
+    assert_eq!(
+        names(&b),
+        ["two", "database()", "concat('v',server_version())"]
+    );
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            // arithmetic is DOUBLE, as in TDengine
+            Value::Float(2.0),
+            Value::Str("iot".into()),
+            Value::Str(format!("v{}", env!("CARGO_PKG_VERSION"))),
+        ]]
+    );
+    // as a subquery, filtered by the outer query
+    let b = run("SELECT x * 2 FROM (SELECT 3 AS x, today() AS d) WHERE d <= now()");
+    assert_eq!(rows(&b), vec![vec![Value::Float(6.0)]]);
+    let b = run("SELECT x FROM (SELECT 3 AS x) WHERE x > 3");
+    assert_eq!(b.num_rows(), 0);
+    // TODAY() is midnight UTC in the session database's precision (ms here)
+    let b = run("SELECT cast(today() as bigint) % 86400000, now() - today() < 1d");
+    assert_eq!(rows(&b), vec![vec![Value::Float(0.0), Value::Bool(true)]]);
+}
+
+#[test]
+fn select_without_from_rejects_what_needs_a_table() {
+    for (sql, want) in [
+        ("SELECT *", "SELECT * needs a FROM clause at 1:8"),
+        (
+            "SELECT last_row(*)",
+            "last_row(*) needs a FROM clause at 1:8",
+        ),
+        (
+            "SELECT velocity",
+            "unknown column 'velocity' in a SELECT without FROM at 1:8",
+        ),
+        (
+            "SELECT velocity FORM readings",
+            "expected FROM, found 'readings'",
+        ),
+        ("SELECT 1 WHERE 1 = 1", "expected FROM, found 'WHERE'"),
+        (
+            "SELECT database(1)",
+            "function 'database' takes no arguments, got 1 at 1:8",
+        ),
+        (
+            "SELECT cast('soon' as timestamp)",
+            "'soon' is not a valid timestamp",
+        ),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.contains(want), "{sql}: {e}");
+    }
+    // The hidden column of the one row cannot be reached by any name.
+    let e = err("SELECT `\u{0}dual`").to_string();
+    assert!(e.contains("unknown column"), "{e}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // binding inserts
 

@@ -15,7 +15,15 @@ pub struct Snapshot {
 impl Snapshot {
     pub async fn load(svc: &SqlService, db: &str, q: &tidal_sql::Query) -> ExecResult<Snapshot> {
         let mut s = Snapshot::default();
-        for r in tidal_sql::referenced_tables(q) {
+        let refs = tidal_sql::referenced_tables(q);
+        if refs.is_empty() && !db.is_empty() {
+            // A SELECT without FROM evaluates NOW() and TODAY() in the session database's
+            // precision; a database that has gone leaves it at the default.
+            if let Ok(p) = svc.precision(db).await {
+                s.precisions.insert(db.to_string(), p);
+            }
+        }
+        for r in refs {
             let tdb = match &r.db {
                 Some(d) => d.clone(),
                 None if !db.is_empty() => db.to_string(),

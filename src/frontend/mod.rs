@@ -1017,6 +1017,11 @@ impl SqlService {
     /// Runs `plan` by gathering every fragment result, then finishing it on this node.
     async fn select_gathered(&self, db: &str, plan: tidal_sql::QueryPlan) -> ExecResult<Outcome> {
         let mut precision = Precision::Millis;
+        if plan.fragments.is_empty() && !db.is_empty() {
+            // A SELECT without FROM computed its timestamps in the session database's
+            // precision (see `Snapshot::load`).
+            precision = self.precision(db).await.unwrap_or(Precision::Millis);
+        }
         for spec in &plan.fragments {
             precision = self.precision(&spec.db).await?;
         }
