@@ -4,6 +4,8 @@
 //! the TSBS IoT data set's first day) and `{F}` a random fleet, fresh for every run and the
 //! same sequence on every invocation, so that two builds can be compared on equal draws.
 //!
+//! `QLOOP_SEED=N` draws another sequence. With `QLOOP_EACH=1` it also prints every run's time in run order (warm-up effects).
+//!
 //! `cargo run --release --example qloop -- 127.0.0.1:6030 bench 300 "select ... ts > {S} AND ts <= {E} and fleet = '{F}' ..."`
 
 use std::time::Instant;
@@ -28,7 +30,12 @@ async fn main() -> Result<(), BoxError> {
     }
     let client = Client::connect(addr).await?;
     // xorshift64: the same draws every time, no dependency
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15
+        ^ std::env::var("QLOOP_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0)
+            .wrapping_mul(0x2545_f491_4f6c_dd1d);
     let mut draw = move || {
         x ^= x << 13;
         x ^= x >> 7;
@@ -48,7 +55,14 @@ async fn main() -> Result<(), BoxError> {
             client.execute(&q, db).await?;
             if run > 0 {
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
+                if std::env::var_os("QLOOP_DRAWS").is_some() {
+                    println!("{:.2} ms  start {start} fleet {fleet}", ms[ms.len() - 1]);
+                }
             }
+        }
+        if std::env::var_os("QLOOP_EACH").is_some() {
+            let each: Vec<String> = ms.iter().map(|m| format!("{m:.2}")).collect();
+            println!("each run (ms): {}", each.join(" "));
         }
         ms.sort_by(f64::total_cmp);
         let mean = ms.iter().sum::<f64>() / ms.len() as f64;
