@@ -436,6 +436,13 @@ pub enum Expr {
         pattern: Box<Expr>,
         negated: bool,
     },
+    /// `expr MATCH 'regex'` (`negated`: NMATCH): a regular-expression search, unanchored.
+    Match {
+        expr: Box<Expr>,
+        pattern: String,
+        negated: bool,
+        pos: Pos,
+    },
     /// A function call; `name` is lower-cased; `star` for `f(*)`.
     Function {
         name: String,
@@ -465,6 +472,7 @@ impl Expr {
             | Expr::InList { expr, .. }
             | Expr::Between { expr, .. }
             | Expr::Like { expr, .. }
+            | Expr::Match { expr, .. }
             | Expr::Cast { expr, .. } => expr.position(),
             Expr::Case { whens, .. } => whens.first().and_then(|w| w.0.position()),
             _ => None,
@@ -480,7 +488,7 @@ impl Expr {
                 right.walk(f);
             }
             Expr::Not(e) | Expr::Neg(e) | Expr::Cast { expr: e, .. } => e.walk(f),
-            Expr::IsNull { expr, .. } => expr.walk(f),
+            Expr::IsNull { expr, .. } | Expr::Match { expr, .. } => expr.walk(f),
             Expr::InList { expr, list, .. } => {
                 expr.walk(f);
                 for e in list {
@@ -600,6 +608,17 @@ impl fmt::Display for Expr {
                 f,
                 "{expr} {}like {pattern}",
                 if *negated { "not " } else { "" }
+            ),
+            Expr::Match {
+                expr,
+                pattern,
+                negated,
+                ..
+            } => write!(
+                f,
+                "{expr} {}match '{}'",
+                if *negated { "n" } else { "" },
+                pattern.replace('\'', "''")
             ),
             Expr::Function {
                 name, args, star, ..

@@ -159,6 +159,8 @@ pub enum PExpr {
     IsNull(Box<PExpr>, bool),
     InList(Box<PExpr>, ValueList, bool),
     Like(Box<PExpr>, String, bool),
+    /// MATCH (`false`) / NMATCH (`true`) with a regular expression (see [`regex_for`]).
+    Regex(Box<PExpr>, String, bool),
     Func(ScalarFunc, Box<PExpr>, DataType),
     Cast(Box<PExpr>, DataType),
     /// The start of the INTERVAL window holding the timestamp: `(interval, offset)` in the
@@ -181,9 +183,11 @@ impl PExpr {
             | PExpr::Call(_, _, t)
             | PExpr::Cast(_, t) => *t,
             PExpr::WinStart(..) => DataType::Timestamp,
-            PExpr::Not(_) | PExpr::IsNull(..) | PExpr::InList(..) | PExpr::Like(..) => {
-                DataType::Bool
-            }
+            PExpr::Not(_)
+            | PExpr::IsNull(..)
+            | PExpr::InList(..)
+            | PExpr::Like(..)
+            | PExpr::Regex(..) => DataType::Bool,
         }
     }
 
@@ -201,6 +205,7 @@ impl PExpr {
             | PExpr::IsNull(a, _)
             | PExpr::InList(a, _, _)
             | PExpr::Like(a, _, _)
+            | PExpr::Regex(a, _, _)
             | PExpr::Func(_, a, _)
             | PExpr::Cast(a, _)
             | PExpr::WinStart(a, _, _) => a.for_each_input_mut(f),
@@ -235,6 +240,7 @@ impl PExpr {
             | PExpr::IsNull(a, _)
             | PExpr::InList(a, _, _)
             | PExpr::Like(a, _, _)
+            | PExpr::Regex(a, _, _)
             | PExpr::Func(_, a, _)
             | PExpr::Cast(a, _)
             | PExpr::WinStart(a, _, _) => a.inputs(out),
@@ -371,6 +377,20 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
             Ok(Column {
                 data: ColumnData::Bool(out),
                 nulls,
+            })
+        }
+        PExpr::Regex(a, pat, negated) => {
+            let c = eval(a, cols, n)?;
+            let re = regex_for(pat)?;
+            let out = match &c.data {
+                ColumnData::Str(v) => v.iter().map(|s| re.is_match(s) != *negated).collect(),
+                _ => (0..n)
+                    .map(|i| re.is_match(&c.get(i).to_string()) != *negated)
+                    .collect(),
+            };
+            Ok(Column {
+                data: ColumnData::Bool(out),
+                nulls: c.nulls.clone(),
             })
         }
         PExpr::Like(a, pat, negated) => {
@@ -859,6 +879,65 @@ fn cast(c: &Column, t: DataType, n: usize) -> Result<Column, SqlError> {
         out.push(&v);
     }
     Ok(out)
+}
+
+/// Longest MATCH / NMATCH pattern accepted, in bytes.
+pub const REGEX_PATTERN_BYTES_MAX: usize = 4096;
+/// Most memory one compiled pattern may take (the regex crate's size limits): a pattern that
+/// would compile to more is refused instead of taking the node's memory.
+const REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
+/// Compiled patterns kept per thread; past it the cache starts over.
+const REGEX_CACHE_MAX: usize = 64;
+
+thread_local! {
+    static REGEXES: std::cell::RefCell<std::collections::HashMap<String, Arc<regex::Regex>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The compiled regular expression of a MATCH / NMATCH pattern (Rust `regex` syntax, which
+/// takes TDengine's POSIX extended patterns: `^truck_1[0-9]$`, `(a|b)`, classes). Searches
+/// anywhere in the value, as TDengine's does. Compiled once per thread and pattern, since a
+/// fragment evaluates its filter once per batch.
+pub fn regex_for(pattern: &str) -> Result<Arc<regex::Regex>, SqlError> {
+    if pattern.len() > REGEX_PATTERN_BYTES_MAX {
+        return Err(SqlError::Plan(format!(
+            "regular expression of {} bytes; at most {REGEX_PATTERN_BYTES_MAX} are accepted",
+            pattern.len()
+        )));
+    }
+    if let Some(re) = REGEXES.with(|c| c.borrow().get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_COMPILED_BYTES_MAX)
+        .dfa_size_limit(REGEX_COMPILED_BYTES_MAX)
+        .build()
+        .map(Arc::new)
+        .map_err(|e| {
+            let why = match e {
+                regex::Error::CompiledTooBig(_) => {
+                    "it would compile to more than 1 MiB".to_string()
+                }
+                // The crate's syntax errors draw the pattern with a caret over several
+                // lines; the last line says what is wrong, and the message stays one line.
+                e => {
+                    let text = e.to_string();
+                    let last = text.lines().map(str::trim).rfind(|l| !l.is_empty());
+                    last.unwrap_or_default()
+                        .trim_start_matches("error: ")
+                        .to_string()
+                }
+            };
+            SqlError::Plan(format!("invalid regular expression '{pattern}': {why}"))
+        })?;
+    REGEXES.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= REGEX_CACHE_MAX {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), re.clone());
+    });
+    Ok(re)
 }
 
 /// SQL LIKE with `%` and `_` (and `\` escapes).

@@ -1464,6 +1464,29 @@ impl Parser {
         if negated {
             return Err(self.unexpected("IN, BETWEEN or LIKE"));
         }
+        for (kw, negated) in [("match", false), ("nmatch", true)] {
+            if self.peek_kw(kw) {
+                let pos = self.pos();
+                self.advance();
+                let t = self.advance();
+                let Tok::Str(pattern) = t.tok else {
+                    return Err(syntax(
+                        t.pos,
+                        format!(
+                            "{} needs a quoted regular expression, found {}",
+                            kw.to_uppercase(),
+                            t.tok.describe()
+                        ),
+                    ));
+                };
+                return Ok(Expr::Match {
+                    expr: Box::new(l),
+                    pattern,
+                    negated,
+                    pos,
+                });
+            }
+        }
         Ok(l)
     }
 

@@ -828,6 +828,24 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 b
             }
         }
+        Expr::Match {
+            expr,
+            pattern,
+            negated,
+            pos,
+        } => {
+            let p = compile(expr, ctx)?;
+            if p.data_type().physical() != PhysicalType::Str {
+                return Err(SqlError::TypeMismatch(format!(
+                    "{} needs a string, '{expr}' is {} at {pos}",
+                    if *negated { "NMATCH" } else { "MATCH" },
+                    p.data_type()
+                )));
+            }
+            // Checked here, so that a bad pattern is a planning error with its place.
+            crate::expr::regex_for(pattern).map_err(|e| SqlError::Plan(format!("{e} at {pos}")))?;
+            PExpr::Regex(Box::new(p), pattern.clone(), *negated)
+        }
         Expr::Like {
             expr,
             pattern,

@@ -781,6 +781,35 @@ fn select_without_from_rejects_what_needs_a_table() {
     assert!(e.contains("unknown column"), "{e}");
 }
 
+#[test]
+fn match_patterns_are_checked_when_planned() {
+    let long = format!(
+        "SELECT 'a' MATCH '{}'",
+        "a".repeat(crate::expr::REGEX_PATTERN_BYTES_MAX + 1)
+    );
+    let e = err(&long).to_string();
+    assert!(e.contains("at most 4096"), "{e}");
+    let e = err("SELECT 'a' MATCH 'x{1000}{1000}'").to_string();
+    assert!(
+        e.contains("more than 1 MiB") && e.contains("at 1:12"),
+        "{e}"
+    );
+    let e = err("SELECT 'a' NMATCH '[z-a]'").to_string();
+    assert!(
+        e.contains("invalid regular expression '[z-a]'") && !e.contains('\n'),
+        "{e}"
+    );
+    let b = run("SELECT 'truck_12' MATCH '^truck_1[0-9]$', 'truck_12' NMATCH 'ck_1', 'x' MATCH ''");
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Bool(true),
+            Value::Bool(false),
+            Value::Bool(true)
+        ]]
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // binding inserts
 

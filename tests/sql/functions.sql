@@ -61,3 +61,11 @@ SELECT * FROM r_a;
 INSERT INTO r_a (ts, a) SELECT ts + 1h, v * 10 FROM d2;
 SELECT tbname, COUNT(*), SUM(a) FROM rollup PARTITION BY tbname;
 INSERT INTO r_a SELECT ts, v FROM d2;
+-- MATCH / NMATCH: regular-expression searches on strings and tags (a bad pattern is a
+-- planning error with its place).
+SELECT tbname, COUNT(*) FROM m WHERE loc MATCH '^a' PARTITION BY tbname ORDER BY tbname;
+SELECT COUNT(*) FROM m WHERE tbname NMATCH '[12]$';
+SELECT tbname FROM m WHERE tbname MATCH 'd(1|3)' AND v > 4 ORDER BY tbname;
+SELECT COUNT(*) FROM m WHERE loc MATCH '(';
+SELECT COUNT(*) FROM m WHERE v MATCH '1';
+SELECT COUNT(*) FROM m WHERE loc MATCH gid;
