@@ -210,6 +210,30 @@ impl Sql for SqlService {
     }
 }
 
+/// `fut`'s result, or an Internal error when it panics. A bug that panics while a statement
+/// is parsed, planned or run then fails that statement with an error its client can read
+/// (the panic hook has logged where) instead of dropping the connection; the node and its
+/// other sessions go on.
+async fn fail_on_panic<T>(fut: impl std::future::Future<Output = ExecResult<T>>) -> ExecResult<T> {
+    use futures::FutureExt;
+    std::panic::AssertUnwindSafe(fut)
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(ExecError::new(
+                StatusCode::Internal,
+                format!(
+                    "internal error while running the statement (a bug: please report it with the statement): {what}"
+                ),
+            ))
+        })
+}
+
 /// The user name statements of `s` are registered under.
 fn caller_name(s: &queries::Session) -> String {
     if s.user.is_empty() {
@@ -262,6 +286,15 @@ impl SqlService {
     /// listed by SHOW QUERIES while it runs (a stream: until it is read or dropped) and, when
     /// it holds only queries, can be killed and times out.
     pub async fn execute_session(
+        &self,
+        sql: &str,
+        db: &str,
+        session: &queries::Session,
+    ) -> ExecResult<stream::Reply> {
+        fail_on_panic(self.execute_session_unguarded(sql, db, session)).await
+    }
+
+    async fn execute_session_unguarded(
         &self,
         sql: &str,
         db: &str,
@@ -1059,5 +1092,26 @@ impl SqlService {
             Some(r) => r.memory.clone(),
             None => tidal_sql::MemoryBudget::new(self.memory_max_bytes, "query_memory_max_bytes"),
         }
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_panicking_statement_fails_with_an_internal_error() {
+        let v: Vec<u8> = Vec::new();
+        let index = v.len() + 1;
+        let r: ExecResult<u8> = fail_on_panic(async move { Ok(v[index]) }).await;
+        let e = r.expect_err("the panic becomes an error");
+        assert_eq!(e.code, StatusCode::Internal);
+        assert!(
+            e.message.contains("internal error") && e.message.contains("index out of bounds"),
+            "{}",
+            e.message
+        );
+        let ok: ExecResult<u8> = fail_on_panic(async { Ok(7) }).await;
+        assert_eq!(ok.ok(), Some(7));
     }
 }
