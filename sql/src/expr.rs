@@ -52,6 +52,24 @@ pub enum CallFunc {
     ToIso8601,
     /// TO_UNIXTIMESTAMP(string, units per second).
     ToUnixTimestamp,
+    /// MOD(a, b): the remainder of a / b with the sign of a (NULL when b is 0).
+    Mod,
+    /// TRUNCATE(x, d): x cut (toward zero) to d decimals.
+    Truncate,
+    /// RAND(): a uniform double in [0, 1), drawn per row.
+    Rand,
+    /// WEEKDAY(ts, units per second): 0 = Monday.
+    Weekday,
+    /// DAYOFWEEK(ts, units per second): 1 = Sunday.
+    Dayofweek,
+    /// WEEK(ts, mode, units per second): the planner supplies mode 0 when it is left out.
+    Week,
+    /// WEEKOFYEAR(ts, units per second): the ISO week.
+    Weekofyear,
+    /// TO_CHAR(ts, format, units per second), see [`crate::timefmt`].
+    ToChar,
+    /// TO_TIMESTAMP(string, format, units per second).
+    ToTimestamp,
 }
 
 /// IN lists up to this long are searched element by element; longer ones (generated lists
@@ -663,8 +681,80 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
                 .map(Value::Int)
                 .unwrap_or(Value::Null)
         }
+        CallFunc::Mod => match (num(0), num(1)) {
+            (Some(x), Some(y)) if y != 0.0 => Value::Float(x % y),
+            _ => Value::Null,
+        },
+        CallFunc::Truncate => match (num(0), a.get(1).and_then(Value::as_i64)) {
+            (Some(x), Some(d)) => {
+                let p = 10f64.powi(d.clamp(-308, 308) as i32);
+                let t = (x * p).trunc() / p;
+                Value::Float(if t.is_finite() { t } else { x.trunc() })
+            }
+            _ => Value::Null,
+        },
+        CallFunc::Rand => Value::Float(rand_unit()),
+        CallFunc::Weekday | CallFunc::Dayofweek | CallFunc::Weekofyear => {
+            let (Some(t), Some(p)) = (a[0].as_i64(), a.get(1).and_then(Value::as_i64)) else {
+                return Value::Null;
+            };
+            let v = match f {
+                CallFunc::Weekday => crate::timefmt::weekday(t, p),
+                CallFunc::Dayofweek => crate::timefmt::dayofweek(t, p),
+                _ => crate::timefmt::weekofyear(t, p),
+            };
+            v.map(Value::Int).unwrap_or(Value::Null)
+        }
+        CallFunc::Week => match (
+            a[0].as_i64(),
+            a.get(1).and_then(Value::as_i64),
+            a.get(2).and_then(Value::as_i64),
+        ) {
+            (Some(t), Some(mode), Some(p)) => crate::timefmt::week(t, p, mode)
+                .map(Value::Int)
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
+        },
+        CallFunc::ToChar => match (a[0].as_i64(), a.get(2).and_then(Value::as_i64)) {
+            (Some(t), Some(p)) => {
+                crate::timefmt::to_char(t, p, &a.get(1).map(text).unwrap_or_default())
+                    .map(Value::Str)
+                    .unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        },
+        CallFunc::ToTimestamp => {
+            let p = a.get(2).and_then(Value::as_i64).unwrap_or(1000);
+            crate::timefmt::to_timestamp(&s0(), &a.get(1).map(text).unwrap_or_default(), p)
+                .map(Value::Timestamp)
+                .unwrap_or(Value::Null)
+        }
         CallFunc::ConcatWs => Value::Null,
     }
+}
+
+thread_local! {
+    static RAND_STATE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// A uniform double in [0, 1) from a per-thread xorshift64*, seeded from the clock and the
+/// thread on first use (RAND is not for secrets).
+fn rand_unit() -> f64 {
+    RAND_STATE.with(|s| {
+        let mut x = s.get();
+        if x == 0 {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let here = &x as *const u64 as u64;
+            x = (now ^ here.rotate_left(32)) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    })
 }
 
 fn bools(c: &Column, n: usize) -> (Vec<bool>, Vec<bool>) {

@@ -42,6 +42,7 @@ pub mod parser;
 pub mod plan;
 pub mod prune;
 pub mod stream;
+pub mod timefmt;
 
 pub use agg::{AggFunc, AggSpec};
 pub use ast::*;

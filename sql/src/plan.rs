@@ -955,27 +955,68 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             for x in args {
                 a.push(compile(x, ctx)?);
             }
-            if matches!(f, CallFunc::TimeDiff) {
+            let calendar = matches!(
+                f,
+                CallFunc::Weekday
+                    | CallFunc::Dayofweek
+                    | CallFunc::Week
+                    | CallFunc::Weekofyear
+                    | CallFunc::ToChar
+            );
+            if matches!(f, CallFunc::TimeDiff) || calendar {
                 // timestamp strings count as timestamps here too
                 let ts = PExpr::Input(0, DataType::Timestamp);
-                for x in a.iter_mut().take(2) {
+                let n = if calendar { 1 } else { 2 };
+                for x in a.iter_mut().take(n) {
                     *x = ts_literal(&ts, x.clone(), precision)?;
                 }
             }
-            if matches!(
+            if f == CallFunc::Week && a.len() == 1 {
+                a.push(PExpr::Lit(Value::Int(0), DataType::BigInt));
+            }
+            if f == CallFunc::Week && !a.get(1).is_some_and(|m| m.data_type().is_numeric()) {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function 'week' needs a numeric mode (0-7) as its second argument at {pos}"
+                )));
+            }
+            if let (CallFunc::ToChar | CallFunc::ToTimestamp, Some(fmt)) = (f, a.get(1)) {
+                if fmt.data_type().physical() != PhysicalType::Str {
+                    return Err(SqlError::TypeMismatch(format!(
+                        "function '{name}' needs a format string as its second argument, '{}' is {} at {pos}",
+                        args[1],
+                        fmt.data_type()
+                    )));
+                }
+                if let PExpr::Lit(Value::Str(fmt), _) = fmt {
+                    if fmt.len() > crate::timefmt::FORMAT_BYTES_MAX {
+                        return Err(SqlError::Plan(format!(
+                            "the format of '{name}' has {} bytes; at most {} are accepted at {pos}",
+                            fmt.len(),
+                            crate::timefmt::FORMAT_BYTES_MAX
+                        )));
+                    }
+                }
+            }
+            if (matches!(
                 f,
                 CallFunc::TimeTruncate | CallFunc::TimeDiff | CallFunc::ToIso8601
-            ) && !matches!(
-                a[0].data_type().physical(),
-                PhysicalType::Timestamp | PhysicalType::Int
-            ) {
+            ) || calendar)
+                && !matches!(
+                    a[0].data_type().physical(),
+                    PhysicalType::Timestamp | PhysicalType::Int
+                )
+            {
                 return Err(SqlError::TypeMismatch(format!(
                     "function '{name}' needs a timestamp, '{}' is {} at {pos}",
                     args[0],
                     a[0].data_type()
                 )));
             }
-            if matches!(f, CallFunc::ToIso8601 | CallFunc::ToUnixTimestamp) {
+            if matches!(
+                f,
+                CallFunc::ToIso8601 | CallFunc::ToUnixTimestamp | CallFunc::ToTimestamp
+            ) || calendar
+            {
                 a.push(PExpr::Lit(
                     Value::Int(precision.per_second()),
                     DataType::BigInt,
@@ -992,6 +1033,8 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Cos
                     | CallFunc::Tan
                     | CallFunc::Sign
+                    | CallFunc::Mod
+                    | CallFunc::Truncate
             );
             let string_args = matches!(
                 f,
@@ -1005,6 +1048,7 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Rtrim
                     | CallFunc::Replace
                     | CallFunc::ToUnixTimestamp
+                    | CallFunc::ToTimestamp
             );
             if numeric_args
                 && a.iter()
@@ -1047,7 +1091,15 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 | CallFunc::Ln
                 | CallFunc::Sin
                 | CallFunc::Cos
-                | CallFunc::Tan => DataType::Double,
+                | CallFunc::Tan
+                | CallFunc::Mod
+                | CallFunc::Truncate
+                | CallFunc::Rand => DataType::Double,
+                CallFunc::Weekday | CallFunc::Dayofweek | CallFunc::Week | CallFunc::Weekofyear => {
+                    DataType::BigInt
+                }
+                CallFunc::ToChar => DataType::VarChar(str_len(&a[1..2]).saturating_mul(4).max(64)),
+                CallFunc::ToTimestamp => DataType::Timestamp,
                 CallFunc::Sign | CallFunc::TimeDiff | CallFunc::ToUnixTimestamp => DataType::BigInt,
                 CallFunc::Replace => DataType::VarChar(str_len(&a[..1]).saturating_mul(2)),
                 CallFunc::TimeTruncate => DataType::Timestamp,
@@ -1445,6 +1497,15 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "timediff" => (CallFunc::TimeDiff, 2, 3),
         "to_iso8601" => (CallFunc::ToIso8601, 1, 1),
         "to_unixtimestamp" => (CallFunc::ToUnixTimestamp, 1, 1),
+        "mod" => (CallFunc::Mod, 2, 2),
+        "truncate" => (CallFunc::Truncate, 2, 2),
+        "rand" => (CallFunc::Rand, 0, 0),
+        "weekday" => (CallFunc::Weekday, 1, 1),
+        "dayofweek" => (CallFunc::Dayofweek, 1, 1),
+        "week" => (CallFunc::Week, 1, 2),
+        "weekofyear" => (CallFunc::Weekofyear, 1, 1),
+        "to_char" => (CallFunc::ToChar, 2, 2),
+        "to_timestamp" => (CallFunc::ToTimestamp, 2, 2),
         _ => return None,
     })
 }

@@ -69,3 +69,15 @@ SELECT tbname FROM m WHERE tbname MATCH 'd(1|3)' AND v > 4 ORDER BY tbname;
 SELECT COUNT(*) FROM m WHERE loc MATCH '(';
 SELECT COUNT(*) FROM m WHERE v MATCH '1';
 SELECT COUNT(*) FROM m WHERE loc MATCH gid;
+-- Calendar and arithmetic functions: TO_CHAR / TO_TIMESTAMP formats, week numbering
+-- (WEEK's eight modes), MOD, TRUNCATE; RAND draws in [0, 1).
+SELECT ts, TO_CHAR(ts, 'yyyy-mm-dd hh24:mi:ss.ms'), TO_CHAR(ts, 'Dy DD Mon YYYY HH12 AM') FROM d1 LIMIT 2;
+SELECT TO_TIMESTAMP('2024-01-01 13:05', 'yyyy-mm-dd hh24:mi'), TO_TIMESTAMP('05 January 2024 01 pm', 'dd Month yyyy hh12 am'), TO_TIMESTAMP('2024-02-30', 'yyyy-mm-dd');
+SELECT WEEKDAY(ts), DAYOFWEEK(ts), WEEK(ts), WEEK(ts, 1), WEEKOFYEAR(ts) FROM d1 LIMIT 1;
+SELECT WEEK('2021-01-01', 0), WEEK('2021-01-01', 2), WEEK('2021-01-01', 3), WEEK('2024-12-31', 3), WEEK('2024-12-31', 6);
+SELECT COUNT(*) FROM m WHERE WEEKDAY(ts) = 0 AND TO_CHAR(ts, 'hh24:mi') = '00:00';
+SELECT MOD(v, 3), TRUNCATE(v / 3, 2) FROM d1 WHERE v IS NOT NULL ORDER BY ts LIMIT 3;
+SELECT COUNT(*) FROM m WHERE RAND() >= 0 AND RAND() < 1;
+SELECT TO_CHAR(v, 'yyyy') FROM d1;
+SELECT WEEK(ts, 'x') FROM d1;
+SELECT RAND(1);
