@@ -36,6 +36,7 @@ pub mod error;
 pub mod exec;
 pub mod explain;
 pub mod expr;
+pub mod fuzzing;
 pub mod lexer;
 pub mod memory;
 pub mod parser;
