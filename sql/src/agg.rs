@@ -870,7 +870,9 @@ impl Aggregator {
                 return Ok(false);
             }
         }
-        if sums.iter().all(|s| s.rows == 0) {
+        // (With no aggregates there are no summaries, and a block of rows still makes its
+        // group: the caller skips empty blocks.)
+        if !sums.is_empty() && sums.iter().all(|s| s.rows == 0) {
             return Ok(true);
         }
         let first: Vec<Column> = key_cols.iter().map(|c| c.slice(0, 1)).collect();

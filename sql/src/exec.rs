@@ -2119,6 +2119,9 @@ fn summary_update(
     ts_max: i64,
     sums: &[ColSummary],
 ) -> Result<bool, SqlError> {
+    if rows == 0 {
+        return Ok(true);
+    }
     // Key and constant columns for a 2-row input: the block's first and last ts.
     let mut scanned: HashMap<usize, Column> = HashMap::new();
     for &c in scan_cols {

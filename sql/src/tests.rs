@@ -2136,6 +2136,10 @@ fn block_summaries_give_the_same_answers_as_rows() {
         "SELECT _wstart, COUNT(*), SUM(latitude), MAX(velocity) FROM readings INTERVAL(20s)",
         "SELECT _wstart, COUNT(*) FROM readings WHERE ts >= '2016-01-01 00:00:15.000' INTERVAL(30s)",
         "SELECT name, MAX(velocity), MIN(latitude) FROM readings PARTITION BY name",
+        // grouping without aggregates: each group once, from block statistics
+        "SELECT fleet FROM readings GROUP BY fleet",
+        "SELECT DISTINCT fleet, driver FROM readings",
+        "SELECT DISTINCT tbname FROM readings WHERE ts >= '2016-01-01 00:00:15.000'",
     ];
     for q in queries {
         let plain = run(q);
@@ -3255,4 +3259,17 @@ fn an_exact_tag_index_match_drops_only_its_own_conjunct() {
         let b = run(&q);
         assert_eq!(rows(&b), vec![vec![Value::Int(trucks * ROWS)]], "{sql}");
     }
+}
+
+#[test]
+fn group_by_without_aggregates_lists_each_group_once() {
+    let b = run("SELECT fleet FROM readings GROUP BY fleet ORDER BY fleet");
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![Value::Str("East".into())],
+            vec![Value::Str("North".into())],
+            vec![Value::Str("South".into())],
+        ]
+    );
 }

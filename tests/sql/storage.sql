@@ -27,3 +27,8 @@ CREATE STABLE m2 (ts TIMESTAMP, v DOUBLE) TAGS (loc VARCHAR(8));
 INSERT INTO t USING m2 TAGS ('z') VALUES ('2016-01-01 00:00:00.000', 1);
 INSERT INTO t USING m2 TAGS ('z') VALUES (NOW, 1);
 SELECT COUNT(*) FROM m2;
+-- Grouping without aggregates and DISTINCT answered from block statistics (after the flush
+-- above, whole blocks have them): each group once.
+SELECT loc FROM st.m GROUP BY loc ORDER BY loc;
+SELECT DISTINCT loc FROM st.m ORDER BY loc;
+SELECT DISTINCT tbname, loc FROM st.m ORDER BY 1;
