@@ -2294,6 +2294,7 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
             }
             Ok(out)
         }
+        Node::Values { batch } => Ok(batch.clone()),
         Node::OneRow => Ok(Batch::new(
             vec![Field::new(crate::plan::DUAL_FIELD, DataType::BigInt)],
             vec![Column::new(ColumnData::Int(vec![0]))],

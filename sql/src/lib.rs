@@ -62,6 +62,7 @@ pub use parser::{parse, SQL_BYTES_MAX};
 pub use plan::{
     plan_query, referenced_tables, Catalog, FillMode, Fragment, FragmentOp, FragmentSpec,
     FragmentTarget, InputCol, Node, QueryPlan, RowFn, ScanTarget, SelectMode, WindowKind,
+    INFORMATION_SCHEMA,
 };
 pub use stream::{pipeline, RowPipeline};
 

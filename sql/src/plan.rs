@@ -29,7 +29,16 @@ pub trait Catalog {
     fn stable(&self, db: &str, name: &str) -> Option<StableSchema>;
     fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)>;
     fn precision(&self, db: &str) -> Option<Precision>;
+    /// The rows of a table the frontend computes itself (`information_schema.ins_*`),
+    /// fetched before planning; the query reads them like a subquery's result.
+    fn system_table(&self, db: &str, name: &str) -> Option<tidal_common::Batch> {
+        let _ = (db, name);
+        None
+    }
 }
+
+/// The database whose tables describe the cluster (TDengine's `information_schema`).
+pub const INFORMATION_SCHEMA: &str = "information_schema";
 
 pub use tidal_common::schema::TBNAME_TYPE;
 
@@ -147,6 +156,10 @@ pub enum Node {
     /// One row of one column that no name reaches ([`DUAL_FIELD`]): the input of a SELECT
     /// without FROM, whose expressions are constants evaluated once.
     OneRow,
+    /// Rows the frontend computed before planning: a system table ([`Catalog::system_table`]).
+    Values {
+        batch: tidal_common::Batch,
+    },
     Filter {
         input: Box<Node>,
         pred: PExpr,
@@ -2035,41 +2048,53 @@ impl Planner<'_> {
                     .or(self.default_db)
                     .ok_or(SqlError::NoDatabaseSelected)?
                     .to_string();
-                let precision = self.cat.precision(&db).ok_or_else(|| {
-                    SqlError::DatabaseNotFound(format!("database '{db}' not found at {pos}"))
-                })?;
-                let (schema, subtable) = if let Some(s) = self.cat.stable(&db, &name.name) {
-                    stable_src = Some((
-                        db.clone(),
-                        FragmentTarget::AllVgroups,
-                        ScanTarget::Stable(s.name.clone()),
-                    ));
-                    (s, false)
-                } else if let Some((meta, s)) = self.cat.subtable(&db, &name.name) {
-                    self.subtable_stables
-                        .insert(meta.name.clone(), meta.stable.clone());
-                    stable_src = Some((
-                        db.clone(),
-                        FragmentTarget::Table(meta.name.clone()),
-                        ScanTarget::Table(meta.name.clone()),
-                    ));
-                    (s, true)
+                if let Some(batch) = self.cat.system_table(&db, &name.name) {
+                    let fields = batch.fields.clone();
+                    inner = Some(Node::Values { batch });
+                    Scope {
+                        kind: ScopeKind::Derived { fields },
+                        precision: Precision::Millis,
+                        from_name: name.name.clone(),
+                        window: None,
+                        session_db: self.default_db.map(str::to_string),
+                    }
                 } else {
-                    return Err(SqlError::TableNotFound(format!(
-                        "table '{}' not found in database '{db}' at {pos}",
-                        name.name
-                    )));
-                };
-                Scope {
-                    kind: ScopeKind::Stable {
-                        schema,
-                        subtable,
-                        layout: Vec::new(),
-                    },
-                    precision,
-                    from_name: name.name.clone(),
-                    window: None,
-                    session_db: self.default_db.map(str::to_string),
+                    let precision = self.cat.precision(&db).ok_or_else(|| {
+                        SqlError::DatabaseNotFound(format!("database '{db}' not found at {pos}"))
+                    })?;
+                    let (schema, subtable) = if let Some(s) = self.cat.stable(&db, &name.name) {
+                        stable_src = Some((
+                            db.clone(),
+                            FragmentTarget::AllVgroups,
+                            ScanTarget::Stable(s.name.clone()),
+                        ));
+                        (s, false)
+                    } else if let Some((meta, s)) = self.cat.subtable(&db, &name.name) {
+                        self.subtable_stables
+                            .insert(meta.name.clone(), meta.stable.clone());
+                        stable_src = Some((
+                            db.clone(),
+                            FragmentTarget::Table(meta.name.clone()),
+                            ScanTarget::Table(meta.name.clone()),
+                        ));
+                        (s, true)
+                    } else {
+                        return Err(SqlError::TableNotFound(format!(
+                            "table '{}' not found in database '{db}' at {pos}",
+                            name.name
+                        )));
+                    };
+                    Scope {
+                        kind: ScopeKind::Stable {
+                            schema,
+                            subtable,
+                            layout: Vec::new(),
+                        },
+                        precision,
+                        from_name: name.name.clone(),
+                        window: None,
+                        session_db: self.default_db.map(str::to_string),
+                    }
                 }
             }
             FromItem::None { pos } => {

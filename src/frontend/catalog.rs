@@ -1,15 +1,17 @@
 //! A per-statement catalog snapshot for the planner: the STABLE and subtable metadata that a
 //! query names, fetched once (asynchronously) before planning, so planning itself is pure.
 
-use super::{ExecResult, SqlService};
+use super::{ExecError, ExecResult, SqlService};
 use std::collections::HashMap;
-use tidal_common::{Precision, StableSchema, StatusCode, TableMeta};
+use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta};
 
 #[derive(Default)]
 pub struct Snapshot {
     stables: HashMap<(String, String), StableSchema>,
     subtables: HashMap<(String, String), (TableMeta, StableSchema)>,
     precisions: HashMap<String, Precision>,
+    /// `information_schema` tables by (db as written, name as written).
+    system: HashMap<(String, String), Batch>,
 }
 
 impl Snapshot {
@@ -29,6 +31,20 @@ impl Snapshot {
                 None if !db.is_empty() => db.to_string(),
                 None => continue, // the planner reports "no database selected"
             };
+            if tdb.eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA) {
+                let Some(b) = super::show::system_table(svc, &r.name).await? else {
+                    return Err(ExecError::new(
+                        StatusCode::TableNotFound,
+                        format!(
+                            "information_schema has no table '{}'; it has {}",
+                            r.name,
+                            super::show::SYSTEM_TABLES.join(", ")
+                        ),
+                    ));
+                };
+                s.system.insert((tdb, r.name.clone()), b);
+                continue;
+            }
             if !s.precisions.contains_key(&tdb) {
                 match svc.precision(&tdb).await {
                     Ok(p) => {
@@ -64,6 +80,11 @@ impl tidal_sql::Catalog for Snapshot {
     }
     fn precision(&self, db: &str) -> Option<Precision> {
         self.precisions.get(db).copied()
+    }
+    fn system_table(&self, db: &str, name: &str) -> Option<Batch> {
+        self.system
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
     }
 }
 

@@ -394,10 +394,13 @@ impl SqlService {
                 Ok(Outcome::none(db))
             }
             Statement::Use { db: name } => {
-                self.client
-                    .mnode()?
-                    .get_database(v1::GetDatabaseRequest { name: name.clone() })
-                    .await?;
+                // information_schema is no stored database: its tables are computed per query
+                if !name.eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA) {
+                    self.client
+                        .mnode()?
+                        .get_database(v1::GetDatabaseRequest { name: name.clone() })
+                        .await?;
+                }
                 Ok(Outcome::none(&name))
             }
             Statement::CreateStable {

@@ -156,13 +156,7 @@ pub async fn stables(
         .await?
         .into_inner()
         .stables;
-    let fields = vec![
-        varchar("stable_name"),
-        varchar("db_name"),
-        int("columns"),
-        int("tags"),
-        int("version"),
-    ];
+    let fields = stables_fields();
     let rows: Vec<Vec<Value>> = list
         .into_iter()
         .filter(|st| pattern.is_none_or(|p| like(p, &st.name)))
@@ -181,6 +175,75 @@ pub async fn stables(
         Batch::from_rows(fields, &rows),
         Precision::Millis,
     ))
+}
+
+fn stables_fields() -> Vec<Field> {
+    vec![
+        varchar("stable_name"),
+        varchar("db_name"),
+        int("columns"),
+        int("tags"),
+        int("version"),
+    ]
+}
+
+fn tables_fields() -> Vec<Field> {
+    vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("stable_name"),
+        int("vgroup_id"),
+        int("uid"),
+    ]
+}
+
+/// The tables of `information_schema`, as TDengine names them.
+pub const SYSTEM_TABLES: [&str; 5] = [
+    "ins_databases",
+    "ins_stables",
+    "ins_tables",
+    "ins_dnodes",
+    "ins_mnodes",
+];
+
+/// The rows of `information_schema.<name>` (the SHOW statement's rows, over every database
+/// for STABLEs and tables); `None` for a name that is not one of [`SYSTEM_TABLES`].
+pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Batch>> {
+    let one = |o: Outcome| o.batch.unwrap_or_else(|| Batch::from_rows(Vec::new(), &[]));
+    let per_db = |fields: Vec<Field>| Batch::from_rows(fields, &[]);
+    let name = name.to_ascii_lowercase();
+    Ok(Some(match name.as_str() {
+        "ins_databases" => one(databases(svc, "").await?),
+        "ins_dnodes" => one(dnodes(svc, "").await?),
+        "ins_mnodes" => one(mnodes(svc, "").await?),
+        "ins_stables" | "ins_tables" => {
+            let dbs = svc
+                .client
+                .mnode()?
+                .list_databases(v1::Empty {})
+                .await?
+                .into_inner()
+                .databases;
+            let tables = name == "ins_tables";
+            let mut out = per_db(if tables {
+                tables_fields()
+            } else {
+                stables_fields()
+            });
+            for d in dbs {
+                let o = if tables {
+                    self::tables(svc, "", &d.name, None).await?
+                } else {
+                    stables(svc, "", &d.name, None).await?
+                };
+                if let Some(b) = o.batch {
+                    out.append_owned(b);
+                }
+            }
+            out
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// A simple SQL LIKE matcher: `%` any run, `_` one character, case-sensitive.
@@ -242,13 +305,7 @@ pub async fn tables(
         }
     }
     rows.sort_by(|a, b| a[0].total_cmp(&b[0]));
-    let fields = vec![
-        varchar("table_name"),
-        varchar("db_name"),
-        varchar("stable_name"),
-        int("vgroup_id"),
-        int("uid"),
-    ];
+    let fields = tables_fields();
     Ok(Outcome::rows(
         db,
         Batch::from_rows(fields, &rows),
