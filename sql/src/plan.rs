@@ -390,6 +390,8 @@ const AGG_FUNCS: &[&str] = &[
     "last_row",
     "spread",
     "stddev",
+    "stddev_pop",
+    "var_pop",
     "twa",
     "elapsed",
     "percentile",
@@ -1266,6 +1268,20 @@ impl AggCtx<'_> {
             return Err(SqlError::Plan(format!(
                 "aggregate functions cannot be nested in '{name}' at {pos}"
             )));
+        }
+        // STDDEV is the population standard deviation already; VAR_POP is its square.
+        match name {
+            "stddev_pop" => return self.agg_call("stddev", args, star, pos),
+            "var_pop" => {
+                let sd = self.agg_call("stddev", args, star, pos)?;
+                return Ok(PExpr::Bin(
+                    BinOp::Mul,
+                    Box::new(sd.clone()),
+                    Box::new(sd),
+                    DataType::Double,
+                ));
+            }
+            _ => {}
         }
         let func = match name {
             "count" if star || args.is_empty() => AggFunc::CountStar,

@@ -81,3 +81,6 @@ SELECT COUNT(*) FROM m WHERE RAND() >= 0 AND RAND() < 1;
 SELECT TO_CHAR(v, 'yyyy') FROM d1;
 SELECT WEEK(ts, 'x') FROM d1;
 SELECT RAND(1);
+-- STDDEV_POP is STDDEV (population); VAR_POP its square.
+SELECT STDDEV(v), STDDEV_POP(v), VAR_POP(v) FROM d1;
+SELECT loc, VAR_POP(v) FROM m GROUP BY loc ORDER BY loc;
