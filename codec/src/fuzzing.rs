@@ -98,3 +98,18 @@ pub fn same_after_roundtrip(orig: &Column, back: &Column) -> bool {
         _ => want == *back,
     }
 }
+
+/// The files directly in `dir`, sorted (none when it does not exist): a fuzz corpus or crash
+/// artifact directory, as the corpus replay tests of every crate read them.
+pub fn corpus_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<std::path::PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}

@@ -15,16 +15,7 @@ fn fuzz_dir() -> PathBuf {
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = rd
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    v.sort();
-    v
+    tidal_codec::fuzzing::corpus_files(dir)
 }
 
 #[test]

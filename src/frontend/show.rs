@@ -63,14 +63,19 @@ async fn vnode_stats(
     .map(|r| r.into_inner())
 }
 
-pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
-    let list = svc
+/// Every database, as the mnode lists them.
+async fn database_list(svc: &SqlService) -> ExecResult<Vec<v1::DatabaseInfo>> {
+    Ok(svc
         .client
         .mnode()?
         .list_databases(v1::Empty {})
         .await?
         .into_inner()
-        .databases;
+        .databases)
+}
+
+pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
+    let list = database_list(svc).await?;
     let fields = vec![
         varchar("name"),
         ts("create_time"),
@@ -217,13 +222,7 @@ pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Bat
         "ins_dnodes" => one(dnodes(svc, "").await?),
         "ins_mnodes" => one(mnodes(svc, "").await?),
         "ins_stables" | "ins_tables" => {
-            let dbs = svc
-                .client
-                .mnode()?
-                .list_databases(v1::Empty {})
-                .await?
-                .into_inner()
-                .databases;
+            let dbs = database_list(svc).await?;
             let tables = name == "ins_tables";
             let mut out = per_db(if tables {
                 tables_fields()
