@@ -51,7 +51,7 @@ struct Civil {
 }
 
 fn civil(t: i64, per_second: i64) -> Option<Civil> {
-    let per_second = per_second.max(1);
+    let per_second = per_second.clamp(1, NANOS_PER_SECOND);
     let secs = t.div_euclid(per_second);
     let frac = t.rem_euclid(per_second);
     let nanos = frac.checked_mul(NANOS_PER_SECOND / per_second)?;
@@ -490,7 +490,9 @@ pub fn to_timestamp(s: &str, fmt: &str, per_second: i64) -> Option<i64> {
     let secs = days
         .checked_mul(86_400)?
         .checked_add(hour * 3600 + minute * 60 + second)?;
-    let per_second = per_second.max(1);
+    // clamped: a precision finer than 1 ns (only a forged fragment can ask) must not divide
+    // by zero
+    let per_second = per_second.clamp(1, NANOS_PER_SECOND);
     secs.checked_mul(per_second)?
         .checked_add(nanos / (NANOS_PER_SECOND / per_second))
 }
@@ -585,5 +587,11 @@ mod tests {
         assert_eq!(to_timestamp("2016-01-05x", "yyyy-mm-dd", MS), None);
         assert_eq!(to_timestamp("", "yyyy", MS), None);
         assert_eq!(to_timestamp("13 PM", "hh12 AM", MS), None);
+        // precisions no database has do not fail
+        for p in [0, -5, i64::MAX] {
+            let _ = to_timestamp("2016-01-05 13", "yyyy-mm-dd hh24", p);
+            let _ = to_char(i64::MIN, p, "yyyy-mm-dd hh24:mi:ss.ns");
+            let _ = week(i64::MAX, p, 7);
+        }
     }
 }
