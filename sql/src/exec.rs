@@ -2295,10 +2295,6 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
             Ok(out)
         }
         Node::Values { batch } => Ok(batch.clone()),
-        Node::OneRow => Ok(Batch::new(
-            vec![Field::new(crate::plan::DUAL_FIELD, DataType::BigInt)],
-            vec![Column::new(ColumnData::Int(vec![0]))],
-        )),
         Node::Filter { input, pred } => {
             let b = run(input, cx)?;
             let n = b.num_rows();

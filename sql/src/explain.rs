@@ -157,8 +157,7 @@ fn node_lines(n: &Node, depth: usize, an: Option<Analysis>, out: &mut Vec<String
     let pad = "  ".repeat(depth);
     let (text, inputs): (String, Vec<&Node>) = match n {
         Node::Gather { fragment, .. } => (format!("Gather vnode fragment {fragment}"), vec![]),
-        Node::OneRow => ("One row (no FROM)".into(), vec![]),
-        Node::Values { batch } => (format!("System table: {} rows", batch.num_rows()), vec![]),
+        Node::Values { batch } => (format!("Values: {} rows", batch.num_rows()), vec![]),
         Node::Filter { input, .. } => ("Filter".into(), vec![input]),
         Node::Project { input, fields, .. } => (
             format!(

@@ -153,10 +153,9 @@ pub enum Node {
         fragment: u32,
         fields: Vec<Field>,
     },
-    /// One row of one column that no name reaches ([`DUAL_FIELD`]): the input of a SELECT
-    /// without FROM, whose expressions are constants evaluated once.
-    OneRow,
-    /// Rows the frontend computed before planning: a system table ([`Catalog::system_table`]).
+    /// Rows known when planning: a system table ([`Catalog::system_table`]), or the one row
+    /// of one column that no name reaches ([`DUAL_FIELD`]) that a SELECT without FROM
+    /// evaluates its constants over.
     Values {
         batch: tidal_common::Batch,
     },
@@ -338,7 +337,8 @@ pub struct QueryPlan {
     pub fields: Vec<Field>,
 }
 
-/// The name of [`Node::OneRow`]'s column: not an identifier, so no query can name it.
+/// The name of the column of a SELECT without FROM's one row: not an identifier, so no
+/// query can name it.
 pub const DUAL_FIELD: &str = "\u{0}dual";
 
 /// Every table or STABLE named in FROM, at any depth.
@@ -2138,7 +2138,14 @@ impl Planner<'_> {
                         _ => {}
                     }
                 }
-                inner = Some(Node::OneRow);
+                inner = Some(Node::Values {
+                    batch: tidal_common::Batch::new(
+                        vec![Field::new(DUAL_FIELD, DataType::BigInt)],
+                        vec![tidal_common::Column::new(tidal_common::ColumnData::Int(
+                            vec![0],
+                        ))],
+                    ),
+                });
                 Scope {
                     kind: ScopeKind::Derived {
                         fields: vec![Field::new(DUAL_FIELD, DataType::BigInt)],
