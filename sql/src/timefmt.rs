@@ -204,6 +204,13 @@ fn items(fmt: &str) -> Vec<Item<'_>> {
     out
 }
 
+/// Every specifier, lower-case, matched without regard to case; where one begins another
+/// (`hh24` and `hh`, `month`, `mon` and `mm`) the longer comes first, so it wins.
+const SPECIFIERS: [&str; 25] = [
+    "a.m.", "p.m.", "am", "pm", "yyyy", "yyy", "yy", "y", "month", "mon", "mm", "ms", "mi", "ddd",
+    "day", "dy", "dd", "d", "hh24", "hh12", "hh", "ss", "us", "ns", "tzh",
+];
+
 /// The specifier at the start of `s`: (its length, what it is).
 fn specifier(s: &str) -> Option<(usize, Item<'static>)> {
     let starts =
@@ -220,79 +227,38 @@ fn specifier(s: &str) -> Option<(usize, Item<'static>)> {
         }
     };
     let upper = s.starts_with(|c: char| c.is_ascii_uppercase());
-    Some(if starts("a.m.") || starts("p.m.") {
-        (4, Item::Meridiem { dots: true, upper })
-    } else if starts("am") || starts("pm") {
-        (2, Item::Meridiem { dots: false, upper })
-    } else if starts("yyyy") {
-        (4, Item::Year4)
-    } else if starts("yyy") {
-        (3, Item::Year3)
-    } else if starts("yy") {
-        (2, Item::Year2)
-    } else if starts("y") {
-        (1, Item::Year1)
-    } else if starts("month") {
-        (
-            5,
-            Item::MonthName {
-                case: case_of(5),
-                short: false,
-            },
-        )
-    } else if starts("mon") {
-        (
-            3,
-            Item::MonthName {
-                case: case_of(3),
-                short: true,
-            },
-        )
-    } else if starts("mm") {
-        (2, Item::Month)
-    } else if starts("ms") {
-        (2, Item::Millis)
-    } else if starts("mi") {
-        (2, Item::Minute)
-    } else if starts("ddd") {
-        (3, Item::DayOfYear)
-    } else if starts("day") {
-        (
-            3,
-            Item::DayName {
-                case: case_of(3),
-                short: false,
-            },
-        )
-    } else if starts("dy") {
-        (
-            2,
-            Item::DayName {
-                case: case_of(2),
-                short: true,
-            },
-        )
-    } else if starts("dd") {
-        (2, Item::Day)
-    } else if starts("d") {
-        (1, Item::DayOfWeek)
-    } else if starts("hh24") {
-        (4, Item::Hour24)
-    } else if starts("hh12") {
-        (4, Item::Hour12)
-    } else if starts("hh") {
-        (2, Item::Hour12)
-    } else if starts("ss") {
-        (2, Item::Second)
-    } else if starts("us") {
-        (2, Item::Micros)
-    } else if starts("ns") {
-        (2, Item::Nanos)
-    } else if starts("tzh") {
-        (3, Item::TzHours)
-    } else {
-        return None;
-    })
+    let spelling = SPECIFIERS.iter().copied().find(|p| starts(p))?;
+    let n = spelling.len();
+    let item = match spelling {
+        "a.m." | "p.m." => Item::Meridiem { dots: true, upper },
+        "am" | "pm" => Item::Meridiem { dots: false, upper },
+        "yyyy" => Item::Year4,
+        "yyy" => Item::Year3,
+        "yy" => Item::Year2,
+        "y" => Item::Year1,
+        "month" | "mon" => Item::MonthName {
+            case: case_of(n),
+            short: spelling == "mon",
+        },
+        "mm" => Item::Month,
+        "ms" => Item::Millis,
+        "mi" => Item::Minute,
+        "ddd" => Item::DayOfYear,
+        "day" | "dy" => Item::DayName {
+            case: case_of(n),
+            short: spelling == "dy",
+        },
+        "dd" => Item::Day,
+        "d" => Item::DayOfWeek,
+        "hh24" => Item::Hour24,
+        "hh12" | "hh" => Item::Hour12,
+        "ss" => Item::Second,
+        "us" => Item::Micros,
+        "ns" => Item::Nanos,
+        "tzh" => Item::TzHours,
+        _ => return None,
+    };
+    Some((n, item))
 }
 
 fn cased(name: &str, case: u8, short: bool) -> String {
