@@ -7,6 +7,7 @@
 
 use crate::error::SqlError;
 use crate::expr::{eval, eval_cow, f64s, PExpr};
+use crate::hll::{self, Hll};
 use hashbrown::HashTable;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -39,6 +40,8 @@ pub enum AggFunc {
     /// windows (state, session, event, count).
     TsMin,
     TsMax,
+    /// Approximate count of distinct non-NULL values (partials: a HyperLogLog sketch).
+    HyperLogLog,
     // The following need all of a group's rows in one place: the planner runs them on the
     // coordinator over gathered rows, never as vnode partials.
     /// Time-weighted average (trapezoids between consecutive rows, divided by the span).
@@ -132,6 +135,10 @@ impl AggSpec {
                 Field::new(n("first"), DataType::Timestamp),
                 Field::new(n("last"), DataType::Timestamp),
             ],
+            AggFunc::HyperLogLog => vec![Field::new(
+                n("hll"),
+                DataType::VarChar(hll::ENCODED_BYTES_MAX),
+            )],
             f if !f.is_mergeable() => vec![],
             _ => {
                 let mut v = vec![
@@ -248,6 +255,8 @@ enum State {
     Span(Vec<Option<(i64, i64)>>),
     /// Coordinator-only aggregates: every (ts, value) of the group.
     Collect(Vec<Vec<(i64, Value)>>),
+    /// HyperLogLog: a sketch per group, and the bytes all of them hold.
+    Hll(Vec<Hll>, usize),
     None,
 }
 
@@ -507,6 +516,7 @@ impl Aggregator {
                 AggFunc::Spread => State::MinMax(Vec::new()),
                 AggFunc::Stddev => State::Moments(Vec::new()),
                 AggFunc::Elapsed | AggFunc::TsMin | AggFunc::TsMax => State::Span(Vec::new()),
+                AggFunc::HyperLogLog => State::Hll(Vec::new(), 0),
                 f if !f.is_mergeable() => State::Collect(Vec::new()),
                 _ => State::Sel(SelState::new(
                     s.arg_type(),
@@ -554,10 +564,23 @@ impl Aggregator {
                 State::Moments(v) => v.push((0, 0.0, 0.0)),
                 State::Span(v) => v.push(None),
                 State::Collect(v) => v.push(Vec::new()),
+                State::Hll(v, _) => v.push(Hll::default()),
                 State::None => {}
             }
         }
         g
+    }
+
+    /// Bytes the group states hold beyond a fixed size per group (sketches), for the
+    /// query's memory budget.
+    pub fn state_heap_bytes(&self) -> usize {
+        self.states
+            .iter()
+            .map(|s| match s {
+                State::Hll(_, bytes) => *bytes,
+                _ => 0,
+            })
+            .sum()
     }
 
     /// A new group whose key is row `i` of `key_cols`.
@@ -747,6 +770,16 @@ impl Aggregator {
                         });
                     }
                 }
+                State::Hll(v, bytes) => {
+                    let Some(c) = &arg else { continue };
+                    for (i, g) in gids.iter().enumerate() {
+                        if let Some(h) = hll::hash_value(c, i) {
+                            let before = v[*g].heap_bytes();
+                            v[*g].add(h);
+                            *bytes = (*bytes + v[*g].heap_bytes()).saturating_sub(before);
+                        }
+                    }
+                }
                 State::Collect(v) => {
                     let Some(c) = &arg else { continue };
                     let ts = match &spec.ts {
@@ -923,7 +956,11 @@ impl Aggregator {
                         }
                     }
                 }
-                State::MinMax(_) | State::Moments(_) | State::Span(_) | State::Collect(_) => {}
+                State::MinMax(_)
+                | State::Moments(_)
+                | State::Span(_)
+                | State::Collect(_)
+                | State::Hll(..) => {}
                 State::None => {}
             }
         }
@@ -1018,6 +1055,18 @@ impl Aggregator {
                         });
                     }
                 }
+                State::Hll(v, bytes) => {
+                    let c = col(at)?;
+                    for (i, g) in gids.iter().enumerate() {
+                        let Value::Str(text) = c.get(i) else { continue };
+                        let other = Hll::decode(&text).map_err(|e| {
+                            SqlError::Execution(format!("a HYPERLOGLOG partial is damaged: {e}"))
+                        })?;
+                        let before = v[*g].heap_bytes();
+                        v[*g].merge(&other);
+                        *bytes = (*bytes + v[*g].heap_bytes()).saturating_sub(before);
+                    }
+                }
                 State::Collect(_) => {
                     return Err(SqlError::Execution(format!(
                         "{:?} cannot be merged from vnode partials",
@@ -1102,6 +1151,17 @@ impl Aggregator {
                         masked(lo, &has, ColumnData::Timestamp),
                         masked(hi, &has, ColumnData::Timestamp),
                     ]
+                }
+                State::Hll(v, _) => {
+                    let mut c = Column::empty(DataType::VarChar(hll::ENCODED_BYTES_MAX), n);
+                    for h in v {
+                        c.push(&if h.is_empty() {
+                            Value::Null
+                        } else {
+                            Value::Str(h.encode())
+                        });
+                    }
+                    vec![c]
                 }
                 State::Collect(_) | State::None => Vec::new(),
                 State::Sel(s) => {
@@ -1191,6 +1251,9 @@ impl Aggregator {
                     }
                 }),
                 State::Collect(v) => per_group(&|g| finish_collected(spec, &v[g])),
+                State::Hll(v, _) => {
+                    per_group(&|g| Value::Int(i64::try_from(v[g].estimate()).unwrap_or(i64::MAX)))
+                }
                 State::None => match spec.carry_of {
                     Some((sel, k)) => match self.states.get(sel) {
                         Some(State::Sel(s)) => s

@@ -224,6 +224,9 @@ pub enum InsertValue {
 pub struct Query {
     /// `SELECT DISTINCT`
     pub distinct: bool,
+    /// `SELECT TAGS`: one row per subtable, from its tags, whether it holds data or not;
+    /// where the keyword stood.
+    pub tags: Option<Pos>,
     pub projection: Vec<SelectItem>,
     pub from: FromItem,
     pub selection: Option<Expr>,

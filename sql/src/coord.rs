@@ -550,6 +550,35 @@ pub fn select_rows(
                 }
                 cand = res;
             }
+            SelectMode::Unique => {
+                // equal values side by side, each run's earliest row first (the sort is
+                // stable and the rows are in time order); NULL is one value of its own
+                let mut all: Vec<usize> = (s..e).collect();
+                all.sort_by(|&x, &y| match (c.is_null(x), c.is_null(y)) {
+                    (true, true) => Ordering::Equal,
+                    (true, false) => Ordering::Less,
+                    (false, true) => Ordering::Greater,
+                    (false, false) => c.get(x).total_cmp(&c.get(y)),
+                });
+                cand = Vec::new();
+                for (j, &r) in all.iter().enumerate() {
+                    let same = j > 0 && {
+                        let p = all[j - 1];
+                        match (c.is_null(p), c.is_null(r)) {
+                            (true, true) => true,
+                            (false, false) => c.get(p).total_cmp(&c.get(r)) == Ordering::Equal,
+                            _ => false,
+                        }
+                    };
+                    if !same {
+                        cand.push(r);
+                    }
+                }
+            }
+            SelectMode::Tail { offset } => {
+                let end = e.saturating_sub(offset).max(s);
+                cand = (end.saturating_sub(k).max(s)..end).collect();
+            }
         }
         cand.sort_by_key(|&i| (b.columns.get(ts).and_then(|t| t.get(i).as_i64()), i));
         keep.extend(cand);

@@ -1541,6 +1541,42 @@ fn last_rows_step<'a>(
 }
 
 /// The body of [`execute_fragment_stream`].
+/// [`FragmentOp::Tags`]: `exprs` over each selected subtable's tags, one row each, in
+/// chunks; no data is read.
+fn tag_rows(
+    f: &Fragment,
+    exprs: &[PExpr],
+    src: &dyn ScanSource,
+    selected: Selected,
+    cancelled: &AtomicBool,
+    out: &mut Emitter,
+) -> Result<(), SqlError> {
+    let stable = match &f.target {
+        ScanTarget::Stable(s) => Some(s.clone()),
+        ScanTarget::Table(t) => src.table(t).map(|m| m.stable.clone()),
+    };
+    let Some(schema) = stable.and_then(|s| src.schema(&s)) else {
+        return Ok(());
+    };
+    let n = selected.len();
+    let mut start = 0;
+    while start < n {
+        check_cancelled(cancelled)?;
+        let end = (start + TAG_FILTER_CHUNK).min(n);
+        let idx: Vec<usize> = (start..end).collect();
+        let cols = selected.layout(&f.layout, &idx, &schema, &mut HashMap::new())?;
+        let mut columns = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            columns.push(eval(e, &cols, idx.len())?.conformed(e.data_type()));
+        }
+        out.buf
+            .append_owned(Batch::new(out.buf.fields.clone(), columns));
+        out.send_full()?;
+        start = end;
+    }
+    Ok(())
+}
+
 fn run_fragment(
     f: &Fragment,
     src: &dyn ScanSource,
@@ -1549,6 +1585,9 @@ fn run_fragment(
     out: &mut Emitter,
 ) -> Result<(), SqlError> {
     let selected = select_tables(f, src)?;
+    if let FragmentOp::Tags { exprs } = &f.op {
+        return tag_rows(f, exprs, src, selected, cancelled, out);
+    }
     let mut scan_cols: Vec<usize> = vec![0];
     for c in &f.layout {
         if let InputCol::Col(i) = c {
@@ -1566,15 +1605,15 @@ fn run_fragment(
             row_bytes(&f.output_fields()) + GROUP_OVERHEAD_BYTES,
             constant_keys(f, keys, aggs),
         )),
-        FragmentOp::Project { .. } => None,
+        FragmentOp::Project { .. } | FragmentOp::Tags { .. } => None,
     };
     let sma = match &f.op {
         FragmentOp::PartialAgg { keys, aggs } => sma_args(f, keys, aggs),
-        FragmentOp::Project { .. } => None,
+        FragmentOp::Project { .. } | FragmentOp::Tags { .. } => None,
     };
     let latest = match &f.op {
         FragmentOp::PartialAgg { keys, aggs } => latest_mode(f, keys, aggs),
-        FragmentOp::Project { .. } => None,
+        FragmentOp::Project { .. } | FragmentOp::Tags { .. } => None,
     };
     let prune = f
         .filter
@@ -1804,8 +1843,13 @@ impl BufferedAgg {
     /// with too many groups stops within one batch of rows of the limit).
     fn account(&mut self) -> Result<(), SqlError> {
         let groups = self.agg.groups() as u64;
-        self.mem
-            .resize(groups.saturating_mul(self.group_bytes), "GROUP BY state")
+        let sketches = self.agg.state_heap_bytes() as u64;
+        self.mem.resize(
+            groups
+                .saturating_mul(self.group_bytes)
+                .saturating_add(sketches),
+            "GROUP BY state",
+        )
     }
 
     fn update(&mut self, keys: &[PExpr], cols: Vec<Column>, n: usize) -> Result<(), SqlError> {
@@ -2339,7 +2383,9 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
             }
             let group_bytes = row_bytes(&fields) + GROUP_OVERHEAD_BYTES;
             let _state = cx.budget.reserve(
-                (a.groups() as u64).saturating_mul(group_bytes),
+                (a.groups() as u64)
+                    .saturating_mul(group_bytes)
+                    .saturating_add(a.state_heap_bytes() as u64),
                 "GROUP BY state",
             )?;
             Ok(a.finish(true))

@@ -145,6 +145,10 @@ fn fragment_lines(f: &Fragment, out: &mut Vec<String>) {
             keys.len(),
             agg_names(aggs)
         )),
+        FragmentOp::Tags { exprs } => out.push(format!(
+            "  Tags: {} column(s) per subtable, no data read",
+            exprs.len()
+        )),
     }
 }
 

@@ -37,6 +37,7 @@ pub mod exec;
 pub mod explain;
 pub mod expr;
 pub mod fuzzing;
+mod hll;
 pub mod lexer;
 pub mod memory;
 pub mod parser;

@@ -1068,6 +1068,8 @@ impl Parser {
     fn query(&mut self) -> Result<Query, SqlError> {
         self.expect_kw("select")?;
         let distinct = self.eat_kw("distinct");
+        let tags_pos = self.pos();
+        let tags = self.eat_kw("tags").then_some(tags_pos);
         let mut projection = Vec::new();
         loop {
             if self.peek_op("*") {
@@ -1109,6 +1111,7 @@ impl Parser {
         };
         let mut q = Query {
             distinct,
+            tags,
             projection,
             from,
             selection: None,

@@ -70,6 +70,9 @@ pub enum FragmentOp {
         keys: Vec<PExpr>,
         aggs: Vec<AggSpec>,
     },
+    /// `SELECT TAGS`: these expressions over tags and tbname, one row per subtable that
+    /// passes the tag filter; no data is read (output fields as `Project`'s).
+    Tags { exprs: Vec<PExpr> },
 }
 
 /// The part of a query that runs on each vnode. Shipped as opaque bytes.
@@ -110,7 +113,7 @@ impl Fragment {
     /// Fields of the batch a vnode returns for this fragment.
     pub fn output_fields(&self) -> Vec<Field> {
         match &self.op {
-            FragmentOp::Project { exprs } => exprs
+            FragmentOp::Project { exprs } | FragmentOp::Tags { exprs } => exprs
                 .iter()
                 .enumerate()
                 .map(|(i, e)| Field::new(format!("_c{i}"), e.data_type()))
@@ -186,8 +189,8 @@ pub enum Node {
         ts: usize,
         funcs: Vec<(usize, RowFn)>,
     },
-    /// Multi-row selectors TOP/BOTTOM/SAMPLE: per partition, keeps `k` rows chosen by column
-    /// `col`, in time order (column `ts`).
+    /// Multi-row selectors TOP/BOTTOM/SAMPLE/UNIQUE/TAIL: per partition, keeps `k` rows
+    /// chosen by column `col`, in time order (column `ts`).
     SelectRows {
         input: Box<Node>,
         partition: Vec<usize>,
@@ -299,6 +302,12 @@ pub enum SelectMode {
     Top,
     Bottom,
     Sample,
+    /// The first row (in time order) of each distinct value, NULL being one value.
+    Unique,
+    /// The last `k` rows after skipping the last `offset` (NULLs kept).
+    Tail {
+        offset: usize,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -399,6 +408,7 @@ const AGG_FUNCS: &[&str] = &[
     "leastsquares",
     "mode",
     "irate",
+    "hyperloglog",
 ];
 
 /// Row functions: one value per input row, computed in time order per partition.
@@ -412,6 +422,8 @@ const ROW_FUNCS: &[&str] = &[
     "top",
     "bottom",
     "sample",
+    "unique",
+    "tail",
     "histogram",
 ];
 
@@ -426,9 +438,11 @@ const WINDOWS_PER_ROW_MAX: i64 = 10_000;
 /// RANGE/EVERY points per partition of an INTERP query (each becomes a row).
 const INTERP_POINTS_MAX: i64 = 10_000_000;
 
-/// TDengine's limits: MAVG's window, TOP/BOTTOM/SAMPLE's k, HISTOGRAM's generated bins.
+/// TDengine's limits: MAVG's window, TOP/BOTTOM/SAMPLE/TAIL's k, TAIL's offset, HISTOGRAM's
+/// generated bins.
 const MAVG_WINDOW_MAX: i64 = 1000;
 const SELECT_K_MAX: i64 = 100;
+const TAIL_OFFSET_MAX: i64 = 100;
 const HISTOGRAM_BINS_MAX: f64 = 1000.0;
 
 fn is_agg_call(e: &Expr) -> bool {
@@ -454,6 +468,7 @@ fn contains_agg(e: &Expr) -> bool {
 /// or selectors, `*`, or an ORDER BY that is not by an output column.
 fn distinct_as_group_by(q: &Query) -> Option<Query> {
     if !q.distinct
+        || q.tags.is_some()
         || q.window.is_some()
         || !q.partition_by.is_empty()
         || !q.group_by.is_empty()
@@ -1301,6 +1316,7 @@ impl AggCtx<'_> {
             "leastsquares" => AggFunc::Leastsquares,
             "mode" => AggFunc::Mode,
             "irate" => AggFunc::Irate,
+            "hyperloglog" => AggFunc::HyperLogLog,
             _ => AggFunc::LastRow,
         };
         let precision = self.scope.precision;
@@ -1358,7 +1374,7 @@ impl AggCtx<'_> {
         let at = arg.data_type();
         let numeric = at.is_numeric() || at == DataType::Bool;
         let out_type = match func {
-            AggFunc::Count => DataType::BigInt,
+            AggFunc::Count | AggFunc::HyperLogLog => DataType::BigInt,
             AggFunc::Spread
             | AggFunc::Stddev
             | AggFunc::Twa
@@ -1739,7 +1755,8 @@ impl RowCtx<'_> {
     fn row_func(&mut self, name: &str, args: &[Expr], pos: Pos) -> Result<PExpr, SqlError> {
         let precision = self.scope.precision;
         let arity = match name {
-            "diff" | "csum" => (1, 1),
+            "diff" | "csum" | "unique" => (1, 1),
+            "tail" => (2, 3),
             "derivative" => (3, 3),
             "mavg" | "top" | "bottom" | "sample" => (2, 2),
             "histogram" => (4, 4),
@@ -1758,7 +1775,9 @@ impl RowCtx<'_> {
         }
         let a = compile(&args[0], &mut ScalarCtx { scope: self.scope })?;
         let at = a.data_type();
-        if !(at.is_numeric() || at == DataType::Bool) {
+        // UNIQUE and TAIL pick rows without computing on values: any type will do
+        let any_type = matches!(name, "unique" | "tail");
+        if !(any_type || at.is_numeric() || at == DataType::Bool) {
             return Err(SqlError::TypeMismatch(format!(
                 "{name}() needs a numeric argument, '{}' is {at} at {pos}",
                 args[0]
@@ -1875,26 +1894,46 @@ impl RowCtx<'_> {
                 return Ok(PExpr::Input(i, DataType::VarChar(128)));
             }
             _ => {
-                // top / bottom / sample: a row selector over the argument
-                let k = positive(0, "k")?;
-                if k > SELECT_K_MAX {
-                    return Err(SqlError::InvalidArgument(format!(
-                        "{name}(): k must be between 1 and {SELECT_K_MAX} at {pos}"
-                    )));
-                }
+                // top / bottom / sample / unique / tail: a row selector over the argument
+                let k = if name == "unique" {
+                    usize::MAX
+                } else {
+                    let k = positive(0, "k")?;
+                    if k > SELECT_K_MAX {
+                        return Err(SqlError::InvalidArgument(format!(
+                            "{name}(): k must be between 1 and {SELECT_K_MAX} at {pos}"
+                        )));
+                    }
+                    k as usize
+                };
                 if self.select.is_some() {
                     return Err(SqlError::Plan(format!(
-                        "only one of top/bottom/sample per query, at {pos}"
+                        "only one of top/bottom/sample/unique/tail per query, at {pos}"
                     )));
                 }
                 let mode = match name {
                     "top" => SelectMode::Top,
                     "bottom" => SelectMode::Bottom,
+                    "unique" => SelectMode::Unique,
+                    "tail" => {
+                        let offset = match params.get(1) {
+                            None => 0,
+                            Some(_) => match int(1) {
+                                Some(o) if (0..=TAIL_OFFSET_MAX).contains(&o) => o as usize,
+                                _ => {
+                                    return Err(SqlError::InvalidArgument(format!(
+                                        "tail(): the offset must be an integer between 0 and {TAIL_OFFSET_MAX} at {pos}"
+                                    )))
+                                }
+                            },
+                        };
+                        SelectMode::Tail { offset }
+                    }
                     _ => SelectMode::Sample,
                 };
                 self.pre.push(a);
                 let i = self.pre.len() - 1;
-                self.select = Some((i, k as usize, mode));
+                self.select = Some((i, k, mode));
                 return Ok(PExpr::Input(i, at));
             }
         };
@@ -2173,6 +2212,9 @@ impl Planner<'_> {
                 }
             }
         };
+        if let Some(tags_pos) = q.tags {
+            return self.tags_level(q, scope, stable_src, tags_pos);
+        }
         // windows run on the coordinator when they need rows in time order per partition
         let mut coord_window: Option<(WindowKind, PExpr)> = None;
         // sliding INTERVAL as panes: (sliding, panes per window, the row-window fallback, ts)
@@ -3236,6 +3278,144 @@ impl Planner<'_> {
             .and_then(|r| r.db.as_deref().or(self.default_db))
             .and_then(|db| self.cat.precision(db))
             .unwrap_or(Precision::Millis)
+    }
+
+    /// `SELECT TAGS e1, e2 ... FROM x [WHERE tag predicates]`: one row per subtable of `x`
+    /// that passes the filter, whether it holds data or not, computed by each vnode from its
+    /// subtables' tags alone (no data is read).
+    fn tags_level(
+        &mut self,
+        q: &Query,
+        mut scope: Scope,
+        src: Option<(String, FragmentTarget, ScanTarget)>,
+        tags_pos: Pos,
+    ) -> Result<(Node, Vec<Field>), SqlError> {
+        let Some((db, target, scan)) = src else {
+            return Err(SqlError::Plan(format!(
+                "SELECT TAGS reads a STABLE or a subtable, not {} at {tags_pos}",
+                scope.from_name
+            )));
+        };
+        let clause = if q.window.is_some() {
+            Some("a window")
+        } else if !q.partition_by.is_empty() {
+            Some("PARTITION BY")
+        } else if !q.group_by.is_empty() {
+            Some("GROUP BY")
+        } else if q.having.is_some() {
+            Some("HAVING")
+        } else if q.slimit.is_some() {
+            Some("SLIMIT")
+        } else {
+            None
+        };
+        if let Some(c) = clause {
+            return Err(SqlError::Plan(format!(
+                "SELECT TAGS cannot have {c} (it makes one row per subtable) at {tags_pos}"
+            )));
+        }
+        // every column named must be a tag or tbname: the vnodes read no data
+        let tags_only = |e: &Expr, scope: &Scope, what: &str| -> Result<(), SqlError> {
+            let mut bad: Option<(String, Pos)> = None;
+            e.walk(&mut |x| match x {
+                Expr::Column { name, pos } if bad.is_none() && !scope.is_tag_or_tbname(name) => {
+                    bad = Some((name.clone(), *pos))
+                }
+                Expr::Function { name, pos, .. }
+                    if bad.is_none()
+                        && (AGG_FUNCS.contains(&name.as_str())
+                            || ROW_FUNCS.contains(&name.as_str())) =>
+                {
+                    bad = Some((format!("{name}()"), *pos))
+                }
+                _ => {}
+            });
+            match bad {
+                Some((name, pos)) => Err(SqlError::Plan(format!(
+                    "SELECT TAGS {what} tags and tbname only, not '{name}' at {pos}"
+                ))),
+                None => Ok(()),
+            }
+        };
+        let mut names = Vec::new();
+        let mut exprs = Vec::new();
+        for item in &q.projection {
+            let (expr, alias) = match item {
+                SelectItem::Wildcard(pos) => {
+                    return Err(SqlError::Plan(format!(
+                        "SELECT TAGS lists tags and tbname by name, not * at {pos}"
+                    )))
+                }
+                SelectItem::Expr { expr, alias } => (expr, alias),
+            };
+            tags_only(expr, &scope, "selects")?;
+            names.push(alias.clone().unwrap_or_else(|| expr.to_string()));
+            exprs.push(compile(expr, &mut ScalarCtx { scope: &mut scope })?);
+        }
+        let nvis = exprs.len();
+        let mut tag_preds = Vec::new();
+        if let Some(w) = &q.selection {
+            let mut cs = Vec::new();
+            conjuncts(w, &mut cs);
+            for c in cs {
+                tags_only(&c, &scope, "filters on")?;
+                tag_preds.push(compile(&c, &mut ScalarCtx { scope: &mut scope })?);
+            }
+        }
+        let mut sort_keys = Vec::new();
+        for o in &q.order_by {
+            let idx = match order_index(&o.expr, &names)? {
+                Some(i) => i,
+                None => {
+                    tags_only(&o.expr, &scope, "orders by")?;
+                    exprs.push(compile(&o.expr, &mut ScalarCtx { scope: &mut scope })?);
+                    exprs.len() - 1
+                }
+            };
+            sort_keys.push((idx, o.asc));
+        }
+        let layout = scope.layout();
+        let frag = Fragment {
+            target: scan,
+            ts_min: i64::MIN,
+            ts_max: i64::MAX,
+            layout: layout.clone(),
+            tag_layout: layout,
+            tag_filter: and_all(tag_preds),
+            filter: None,
+            op: FragmentOp::Tags { exprs },
+            limit: None,
+            stable: None,
+        };
+        let fields = out_fields(
+            &names,
+            match &frag.op {
+                FragmentOp::Tags { exprs } => exprs,
+                _ => &[],
+            },
+        );
+        let id = self.push_fragment(db, target, frag);
+        let gathered = Node::Gather {
+            fragment: id,
+            fields: self.fragments[id as usize].fragment.output_fields(),
+        };
+        let node = Node::Project {
+            input: Box::new(gathered),
+            exprs: fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| PExpr::Input(i, f.data_type))
+                .collect(),
+            fields: fields.clone(),
+        };
+        Ok(finish_level(
+            node,
+            fields,
+            nvis,
+            sort_keys,
+            q.limit.as_ref(),
+            q.distinct,
+        ))
     }
 
     fn push_fragment(&mut self, db: String, target: FragmentTarget, mut fragment: Fragment) -> u32 {

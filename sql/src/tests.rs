@@ -2477,6 +2477,75 @@ fn row_functions_per_partition() {
     );
     let b = run("select sample(latitude, 4) from readings partition by tbname");
     assert_eq!(rows(&b).len(), 24);
+    // unique: each value's first row, NULL one value of its own; across subtables by time
+    let b = run("select ts, unique(status) from r_truck_0");
+    assert_eq!(
+        rows(&b),
+        [0, 1, 2]
+            .map(|r| vec![ts(r * 10_000), Value::Int(r)])
+            .to_vec()
+    );
+    let b = run("select unique(velocity) from r_truck_0");
+    assert_eq!(rows(&b).len(), 9);
+    assert_eq!(col(&b, 0)[0], Value::Null);
+    let b = run("select ts, unique(status) from readings");
+    assert_eq!(col(&b, 0), [0, 1, 2].map(ts).to_vec());
+    let b = run("select tbname, unique(status) from readings partition by tbname");
+    assert_eq!(rows(&b).len(), 18);
+    // tail: the last k rows after skipping `offset`, NULLs kept
+    let b = run("select ts, tail(velocity, 3) from r_truck_0");
+    assert_eq!(
+        col(&b, 1),
+        vec![Value::Null, Value::Float(4.5), Value::Float(7.5)]
+    );
+    let b = run("select tail(velocity, 2, 1) from r_truck_0");
+    assert_eq!(col(&b, 0), vec![Value::Null, Value::Float(4.5)]);
+    let b = run("select tail(velocity, 5, 8) from r_truck_0");
+    assert_eq!(col(&b, 0), vec![Value::Null, Value::Float(3.5)]);
+    let b = run("select tbname, tail(status, 2) from readings partition by tbname");
+    assert_eq!(rows(&b).len(), 12);
+    let b = run("select _wstart, tail(latitude, 1) from r_truck_0 interval(30s)");
+    assert_eq!(
+        col(&b, 1),
+        [0.5, 1.25, 2.0, 2.25].map(Value::Float).to_vec()
+    );
+    for (sql, msg) in [
+        (
+            "select tail(velocity, 0) from r_truck_0",
+            "k must be a positive integer",
+        ),
+        (
+            "select tail(velocity, 101) from r_truck_0",
+            "k must be between 1 and 100",
+        ),
+        (
+            "select tail(velocity, 1, 101) from r_truck_0",
+            "offset must be an integer between 0 and 100",
+        ),
+        (
+            "select tail(velocity, 1, -1) from r_truck_0",
+            "offset must be an integer between 0 and 100",
+        ),
+        (
+            "select tail(velocity) from r_truck_0",
+            "takes 2 to 3 argument(s)",
+        ),
+        (
+            "select unique(velocity, 2) from r_truck_0",
+            "takes 1 argument(s)",
+        ),
+        (
+            "select unique(velocity), top(status, 1) from r_truck_0",
+            "only one of top/bottom/sample/unique/tail",
+        ),
+        (
+            "select unique(velocity), count(*) from r_truck_0",
+            "cannot be combined with aggregates",
+        ),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.contains(msg), "{sql}: {e}");
+    }
     assert!(err("select statecount(status, 'XX', 1) from r_truck_0")
         .to_string()
         .contains("the operator must be one of"));
@@ -3272,4 +3341,102 @@ fn group_by_without_aggregates_lists_each_group_once() {
             vec![Value::Str("South".into())],
         ]
     );
+}
+
+#[test]
+fn select_tags_is_one_row_per_subtable_from_its_tags() {
+    let s = |x: &str| Value::Str(x.to_string());
+    let b = run("select tags tbname, fleet from readings order by tbname");
+    assert_eq!(names(&b), ["tbname", "fleet"]);
+    assert_eq!(
+        rows(&b),
+        (0..TRUCKS)
+            .map(|t| vec![s(&format!("r_truck_{t}")), s(FLEETS[t % 3])])
+            .collect::<Vec<_>>()
+    );
+    let b = run("select tags tbname as t, upper(driver) from readings where fleet = 'South' and tbname != 'r_truck_0'");
+    assert_eq!(rows(&b), vec![vec![s("r_truck_3"), s("ANDY")]]);
+    let b = run("select distinct tags fleet from readings order by fleet desc");
+    assert_eq!(col(&b, 0), vec![s("South"), s("North"), s("East")]);
+    let b = run("select tags name, fleet from r_truck_5");
+    assert_eq!(rows(&b), vec![vec![Value::Null, s("East")]]);
+    let b = run("select tags tbname from readings order by nominal_fuel_consumption, tbname desc limit 2 offset 1");
+    assert_eq!(col(&b, 0), vec![s("r_truck_2"), s("r_truck_3")]);
+    assert_eq!(names(&b), ["tbname"]);
+    let b = run(
+        "select count(*) from (select tags tbname from readings where fleet in ('North', 'East'))",
+    );
+    assert_eq!(col(&b, 0), vec![Value::Int(4)]);
+    for (sql, msg) in [
+        (
+            "select tags velocity from readings",
+            "SELECT TAGS selects tags and tbname only, not 'velocity' at 1:13",
+        ),
+        (
+            "select tags count(*) from readings",
+            "not 'count()' at 1:13",
+        ),
+        ("select tags * from readings", "not * at 1:13"),
+        (
+            "select tags fleet from readings where velocity > 1",
+            "filters on tags and tbname only, not 'velocity' at 1:39",
+        ),
+        ("select tags fleet from readings where ts > 0", "not 'ts'"),
+        (
+            "select tags fleet from readings interval(1m)",
+            "cannot have a window",
+        ),
+        (
+            "select tags fleet from readings partition by fleet",
+            "cannot have PARTITION BY",
+        ),
+        (
+            "select tags fleet from (select fleet from readings)",
+            "reads a STABLE or a subtable",
+        ),
+        (
+            "select tags fleet from readings order by velocity",
+            "orders by tags and tbname only",
+        ),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.contains(msg), "{sql}: {e}");
+    }
+}
+
+#[test]
+fn hyperloglog_counts_distinct_values_across_vnodes() {
+    // velocity: ((7t + 3r) mod 20) + 0.5 over 6 trucks x 10 rows, NULL every 7th
+    let mut exact = std::collections::BTreeSet::new();
+    for t in 0..TRUCKS as i64 {
+        for r in 0..ROWS {
+            if (t + r) % 7 != 0 {
+                exact.insert((t * 7 + r * 3) % 20);
+            }
+        }
+    }
+    let b =
+        run("select hyperloglog(velocity), hyperloglog(status), hyperloglog(tbname) from readings");
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Int(exact.len() as i64),
+            Value::Int(3),
+            Value::Int(TRUCKS as i64)
+        ]]
+    );
+    let b = run("select fleet, hyperloglog(tbname), hyperloglog(name) from readings group by fleet order by fleet");
+    assert_eq!(
+        col(&b, 1),
+        vec![Value::Int(2), Value::Int(2), Value::Int(2)]
+    );
+    // truck 5's name is NULL: East counts one name
+    assert_eq!(
+        col(&b, 2),
+        vec![Value::Int(1), Value::Int(2), Value::Int(2)]
+    );
+    let b = run("select _wstart, hyperloglog(status) from r_truck_0 interval(20s)");
+    assert_eq!(col(&b, 1), [2, 2, 2, 2, 2].map(Value::Int).to_vec());
+    let b = run("select hyperloglog(status) from readings where ts < 0");
+    assert_eq!(rows(&b), vec![vec![Value::Int(0)]]);
 }

@@ -535,6 +535,7 @@ impl SqlService {
     ) -> ExecResult<Outcome> {
         let q = tidal_sql::Query {
             distinct: false,
+            tags: None,
             projection: vec![tidal_sql::SelectItem::Wildcard(pos)],
             from: tidal_sql::FromItem::Table {
                 name: table.clone(),

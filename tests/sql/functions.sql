@@ -84,3 +84,24 @@ SELECT RAND(1);
 -- STDDEV_POP is STDDEV (population); VAR_POP its square.
 SELECT STDDEV(v), STDDEV_POP(v), VAR_POP(v) FROM d1;
 SELECT loc, VAR_POP(v) FROM m GROUP BY loc ORDER BY loc;
+-- UNIQUE (each value's first row) and TAIL (the last k rows, after skipping an offset).
+SELECT ts, UNIQUE(s) FROM d1;
+SELECT tbname, ts, UNIQUE(s) FROM m PARTITION BY tbname ORDER BY tbname, ts;
+SELECT ts, UNIQUE(loc) FROM m;
+SELECT ts, TAIL(v, 2) FROM d1;
+SELECT ts, TAIL(v, 2, 1) FROM d1;
+SELECT _wstart, TAIL(v, 1) FROM d1 INTERVAL(30s);
+SELECT TAIL(v, 101) FROM d1;
+-- SELECT TAGS: one row per subtable, whether it holds data or not.
+CREATE TABLE d4 USING m TAGS ('c', 4);
+SELECT TAGS tbname, loc, gid FROM m ORDER BY tbname;
+SELECT DISTINCT TAGS loc FROM m ORDER BY loc;
+SELECT TAGS tbname FROM m WHERE gid > 2 ORDER BY tbname;
+SELECT TAGS loc, gid * 10 FROM d4;
+SELECT COUNT(*) FROM (SELECT TAGS tbname FROM m);
+EXPLAIN SELECT TAGS tbname FROM m WHERE loc = 'a';
+SELECT TAGS v FROM m;
+-- HYPERLOGLOG: distinct values, approximately (exact at these sizes), merged from every vnode.
+SELECT HYPERLOGLOG(v), HYPERLOGLOG(s), HYPERLOGLOG(loc), HYPERLOGLOG(tbname) FROM m;
+SELECT loc, HYPERLOGLOG(s) FROM m GROUP BY loc ORDER BY loc;
+SELECT _wstart, HYPERLOGLOG(s) FROM m INTERVAL(30s);
