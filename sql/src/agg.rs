@@ -56,6 +56,8 @@ pub enum AggFunc {
     Mode,
     /// Per-second rate between the last two rows (a counter reset counts from zero).
     Irate,
+    /// `COUNT(DISTINCT x)`: the exact number of distinct non-NULL values.
+    CountDistinct,
 }
 
 impl AggFunc {
@@ -81,6 +83,7 @@ impl AggFunc {
                 | AggFunc::Leastsquares
                 | AggFunc::Mode
                 | AggFunc::Irate
+                | AggFunc::CountDistinct
         )
     }
 }
@@ -1275,7 +1278,10 @@ impl Aggregator {
 /// Finalizes a coordinator-only aggregate over all of its group's (ts, value) pairs.
 fn finish_collected(spec: &AggSpec, rows: &[(i64, Value)]) -> Value {
     if rows.is_empty() {
-        return Value::Null;
+        return match spec.func {
+            AggFunc::CountDistinct => Value::Int(0),
+            _ => Value::Null,
+        };
     }
     let mut rows: Vec<(i64, Value)> = rows.to_vec();
     // by time; equal timestamps (rows of different subtables) by value, so that the answer
@@ -1334,6 +1340,12 @@ fn finish_collected(spec: &AggSpec, rows: &[(i64, Value)]) -> Value {
             let slop = (n * sxy - sx * sy) / d;
             let intercept = (sy - slop * sx) / n;
             Value::Str(format!("{{slop:{slop:.6}, intercept:{intercept:.6}}}"))
+        }
+        AggFunc::CountDistinct => {
+            let mut vals: Vec<Value> = rows.into_iter().map(|r| r.1).collect();
+            vals.sort_by(|a, b| a.total_cmp(b));
+            vals.dedup_by(|a, b| a.total_cmp(b) == Ordering::Equal);
+            Value::Int(vals.len() as i64)
         }
         AggFunc::Mode => {
             let mut vals: Vec<Value> = rows.into_iter().map(|r| r.1).collect();

@@ -446,11 +446,13 @@ pub enum Expr {
         negated: bool,
         pos: Pos,
     },
-    /// A function call; `name` is lower-cased; `star` for `f(*)`.
+    /// A function call; `name` is lower-cased; `star` for `f(*)`; `distinct` for
+    /// `f(DISTINCT x)`.
     Function {
         name: String,
         args: Vec<Expr>,
         star: bool,
+        distinct: bool,
         pos: Pos,
     },
     Cast {
@@ -624,11 +626,18 @@ impl fmt::Display for Expr {
                 pattern.replace('\'', "''")
             ),
             Expr::Function {
-                name, args, star, ..
+                name,
+                args,
+                star,
+                distinct,
+                ..
             } => {
                 write!(f, "{name}(")?;
                 if *star {
                     f.write_str("*")?;
+                }
+                if *distinct {
+                    f.write_str("distinct ")?;
                 }
                 for (i, a) in args.iter().enumerate() {
                     if i > 0 {

@@ -70,7 +70,30 @@ pub enum CallFunc {
     ToChar,
     /// TO_TIMESTAMP(string, format, units per second).
     ToTimestamp,
+    Acos,
+    Asin,
+    Atan,
+    Pi,
+    Degrees,
+    Radians,
+    /// REPEAT(s, n): s n times (NULL past [`REPEAT_BYTES_MAX`]).
+    Repeat,
+    /// ASCII(s): the first byte of s (0 for an empty string).
+    Ascii,
+    /// CHAR(n, ...): the characters of these code points (invalid ones skipped).
+    Char,
+    /// COALESCE(a, b, ...) / IFNULL(a, b) / NVL(a, b): the first argument that is not NULL.
+    Coalesce,
+    /// NVL2(a, b, c): b when a is not NULL, else c.
+    Nvl2,
+    /// NULLIF(a, b): NULL when a = b, else a.
+    NullIf,
+    /// IF(cond, a, b): a when cond is true (non-zero), else b (also when cond is NULL).
+    If,
 }
+
+/// The longest string REPEAT builds: a row of a result stays bounded.
+pub const REPEAT_BYTES_MAX: usize = 1 << 16;
 
 /// IN lists up to this long are searched element by element; longer ones (generated lists
 /// of thousands of names) through an index built on first use.
@@ -570,8 +593,48 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// One row of a [`CallFunc`]; NULL in, NULL out (CONCAT_WS skips NULL values).
+/// One row of a [`CallFunc`]; NULL in, NULL out (CONCAT_WS skips NULL values; the NULL
+/// handling functions decide for themselves).
 fn call(f: CallFunc, a: &[Value]) -> Value {
+    match f {
+        CallFunc::Coalesce => {
+            return a
+                .iter()
+                .find(|v| !v.is_null())
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        CallFunc::Nvl2 => {
+            let k = if a.first().is_some_and(|v| !v.is_null()) {
+                1
+            } else {
+                2
+            };
+            return a.get(k).cloned().unwrap_or(Value::Null);
+        }
+        CallFunc::NullIf => {
+            return match (a.first(), a.get(1)) {
+                (Some(x), Some(y)) if !x.is_null() && !y.is_null() && x.total_cmp(y).is_eq() => {
+                    Value::Null
+                }
+                (Some(x), _) => x.clone(),
+                _ => Value::Null,
+            };
+        }
+        CallFunc::If => {
+            let yes = match a.first() {
+                Some(Value::Bool(b)) => *b,
+                Some(v) => v.as_f64().is_some_and(|x| x != 0.0),
+                None => false,
+            };
+            return a
+                .get(if yes { 1 } else { 2 })
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
+        CallFunc::Pi => return Value::Float(std::f64::consts::PI),
+        _ => {}
+    }
     if f == CallFunc::ConcatWs {
         let Some(sep) = a.first().filter(|v| !v.is_null()) else {
             return Value::Null;
@@ -629,6 +692,42 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
             best
         }
         CallFunc::Exp => num(0).map(|x| Value::Float(x.exp())).unwrap_or(Value::Null),
+        CallFunc::Acos | CallFunc::Asin => num(0)
+            .filter(|x| (-1.0..=1.0).contains(x))
+            .map(|x| {
+                Value::Float(if f == CallFunc::Acos {
+                    x.acos()
+                } else {
+                    x.asin()
+                })
+            })
+            .unwrap_or(Value::Null),
+        CallFunc::Atan => num(0)
+            .map(|x| Value::Float(x.atan()))
+            .unwrap_or(Value::Null),
+        CallFunc::Degrees => num(0)
+            .map(|x| Value::Float(x.to_degrees()))
+            .unwrap_or(Value::Null),
+        CallFunc::Radians => num(0)
+            .map(|x| Value::Float(x.to_radians()))
+            .unwrap_or(Value::Null),
+        CallFunc::Repeat => {
+            let s = s0();
+            match a.get(1).and_then(Value::as_i64) {
+                Some(k) if k <= 0 => Value::Str(String::new()),
+                Some(k) if (k as u128) * (s.len() as u128) <= REPEAT_BYTES_MAX as u128 => {
+                    Value::Str(s.repeat(k as usize))
+                }
+                _ => Value::Null,
+            }
+        }
+        CallFunc::Ascii => Value::Int(s0().bytes().next().map_or(0, i64::from)),
+        CallFunc::Char => Value::Str(
+            a.iter()
+                .filter_map(|v| v.as_i64())
+                .filter_map(|c| u32::try_from(c).ok().and_then(char::from_u32))
+                .collect(),
+        ),
         CallFunc::Ln => num(0)
             .filter(|x| *x > 0.0)
             .map(|x| Value::Float(x.ln()))
@@ -729,7 +828,13 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
                 .map(Value::Timestamp)
                 .unwrap_or(Value::Null)
         }
-        CallFunc::ConcatWs => Value::Null,
+        // answered before the NULL check
+        CallFunc::ConcatWs
+        | CallFunc::Pi
+        | CallFunc::Coalesce
+        | CallFunc::Nvl2
+        | CallFunc::NullIf
+        | CallFunc::If => Value::Null,
     }
 }
 

@@ -1653,10 +1653,11 @@ impl Parser {
                     self.advance();
                     let mut args = Vec::new();
                     let mut star = false;
+                    let mut distinct = false;
                     if self.eat_op("*") {
                         star = true;
                     } else if !self.peek_op(")") {
-                        self.eat_kw("distinct");
+                        distinct = self.eat_kw("distinct");
                         loop {
                             args.push(self.or_expr(depth + 1)?);
                             if !self.eat_op(",") {
@@ -1669,6 +1670,7 @@ impl Parser {
                         name: lw,
                         args,
                         star,
+                        distinct,
                         pos: t.pos,
                     });
                 }

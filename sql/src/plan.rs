@@ -810,6 +810,16 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
     }
     let precision = ctx.precision();
     Ok(match e {
+        Expr::Function {
+            name,
+            distinct: true,
+            pos,
+            ..
+        } => {
+            return Err(SqlError::Unsupported(format!(
+                "DISTINCT is not allowed inside '{name}()' (only COUNT(DISTINCT expr)) at {pos}"
+            )))
+        }
         Expr::Column { name, pos } => ctx.column(name, *pos)?,
         Expr::Literal(v) => PExpr::Lit(v.clone(), lit_type(v)),
         Expr::Duration(ns) => PExpr::Lit(Value::Int(precision.from_nanos(*ns)), DataType::BigInt),
@@ -1124,6 +1134,12 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Sign
                     | CallFunc::Mod
                     | CallFunc::Truncate
+                    | CallFunc::Acos
+                    | CallFunc::Asin
+                    | CallFunc::Atan
+                    | CallFunc::Degrees
+                    | CallFunc::Radians
+                    | CallFunc::Char
             );
             let string_args = matches!(
                 f,
@@ -1138,6 +1154,8 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Replace
                     | CallFunc::ToUnixTimestamp
                     | CallFunc::ToTimestamp
+                    | CallFunc::Repeat
+                    | CallFunc::Ascii
             );
             if numeric_args
                 && a.iter()
@@ -1183,7 +1201,33 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 | CallFunc::Tan
                 | CallFunc::Mod
                 | CallFunc::Truncate
-                | CallFunc::Rand => DataType::Double,
+                | CallFunc::Rand
+                | CallFunc::Acos
+                | CallFunc::Asin
+                | CallFunc::Atan
+                | CallFunc::Pi
+                | CallFunc::Degrees
+                | CallFunc::Radians => DataType::Double,
+                CallFunc::Ascii => DataType::BigInt,
+                CallFunc::Char => DataType::VarChar((a.len() as u32).saturating_mul(4)),
+                CallFunc::Repeat => {
+                    let n = match a.get(1) {
+                        Some(PExpr::Lit(v, _)) => v.as_i64().unwrap_or(1).clamp(1, 1 << 16),
+                        _ => 16,
+                    } as u32;
+                    DataType::VarChar(
+                        str_len(&a[..1])
+                            .saturating_mul(n)
+                            .min(crate::expr::REPEAT_BYTES_MAX as u32),
+                    )
+                }
+                CallFunc::Coalesce => {
+                    common_type(&a.iter().map(PExpr::data_type).collect::<Vec<_>>())
+                }
+                CallFunc::Nvl2 | CallFunc::If => {
+                    common_type(&a[1..].iter().map(PExpr::data_type).collect::<Vec<_>>())
+                }
+                CallFunc::NullIf => a[0].data_type(),
                 CallFunc::Weekday | CallFunc::Dayofweek | CallFunc::Week | CallFunc::Weekofyear => {
                     DataType::BigInt
                 }
@@ -1317,6 +1361,7 @@ impl AggCtx<'_> {
             "mode" => AggFunc::Mode,
             "irate" => AggFunc::Irate,
             "hyperloglog" => AggFunc::HyperLogLog,
+            "count_distinct" => AggFunc::CountDistinct,
             _ => AggFunc::LastRow,
         };
         let precision = self.scope.precision;
@@ -1374,7 +1419,7 @@ impl AggCtx<'_> {
         let at = arg.data_type();
         let numeric = at.is_numeric() || at == DataType::Bool;
         let out_type = match func {
-            AggFunc::Count | AggFunc::HyperLogLog => DataType::BigInt,
+            AggFunc::Count | AggFunc::HyperLogLog | AggFunc::CountDistinct => DataType::BigInt,
             AggFunc::Spread
             | AggFunc::Stddev
             | AggFunc::Twa
@@ -1480,9 +1525,18 @@ impl Ctx for AggCtx<'_> {
             name,
             args,
             star,
+            distinct,
             pos,
         } = e
         {
+            if *distinct && AGG_FUNCS.contains(&name.as_str()) {
+                if name != "count" || *star || args.len() != 1 {
+                    return Err(SqlError::Unsupported(format!(
+                        "DISTINCT inside an aggregate is supported as COUNT(DISTINCT expr) only, not in '{e}' at {pos}"
+                    )));
+                }
+                return self.agg_call("count_distinct", args, false, *pos).map(Some);
+            }
             if AGG_FUNCS.contains(&name.as_str()) {
                 return self.agg_call(name, args, *star, *pos).map(Some);
             }
@@ -1610,6 +1664,20 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "weekofyear" => (CallFunc::Weekofyear, 1, 1),
         "to_char" => (CallFunc::ToChar, 2, 2),
         "to_timestamp" => (CallFunc::ToTimestamp, 2, 2),
+        "acos" => (CallFunc::Acos, 1, 1),
+        "asin" => (CallFunc::Asin, 1, 1),
+        "atan" => (CallFunc::Atan, 1, 1),
+        "pi" => (CallFunc::Pi, 0, 0),
+        "degrees" => (CallFunc::Degrees, 1, 1),
+        "radians" => (CallFunc::Radians, 1, 1),
+        "repeat" => (CallFunc::Repeat, 2, 2),
+        "ascii" => (CallFunc::Ascii, 1, 1),
+        "char" => (CallFunc::Char, 1, usize::MAX),
+        "coalesce" => (CallFunc::Coalesce, 1, usize::MAX),
+        "ifnull" | "nvl" => (CallFunc::Coalesce, 2, 2),
+        "nvl2" => (CallFunc::Nvl2, 3, 3),
+        "nullif" => (CallFunc::NullIf, 2, 2),
+        "if" => (CallFunc::If, 3, 3),
         _ => return None,
     })
 }
@@ -2464,6 +2532,7 @@ impl Planner<'_> {
                                 pos: *pos,
                             }],
                             star: false,
+                            distinct: false,
                             pos: *pos,
                         };
                         items.push(OutItem {

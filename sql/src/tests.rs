@@ -3440,3 +3440,45 @@ fn hyperloglog_counts_distinct_values_across_vnodes() {
     let b = run("select hyperloglog(status) from readings where ts < 0");
     assert_eq!(rows(&b), vec![vec![Value::Int(0)]]);
 }
+
+#[test]
+fn count_distinct_counts_each_value_once() {
+    // status is (t + r) mod 3: three values in all, in every truck and every fleet
+    let b = run("select count(distinct status), count(status), count(distinct fleet), count(distinct velocity) from readings");
+    assert_eq!(names(&b)[0], "count(distinct status)");
+    let mut exact = std::collections::BTreeSet::new();
+    for t in 0..TRUCKS as i64 {
+        for r in 0..ROWS {
+            if (t + r) % 7 != 0 {
+                exact.insert((t * 7 + r * 3) % 20);
+            }
+        }
+    }
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Int(3),
+            Value::Int(TRUCKS as i64 * ROWS),
+            Value::Int(3),
+            Value::Int(exact.len() as i64)
+        ]]
+    );
+    let b = run("select fleet, count(distinct tbname) from readings group by fleet order by fleet");
+    assert_eq!(col(&b, 1), [2, 2, 2].map(Value::Int).to_vec());
+    let b = run("select count(distinct status) from readings where ts < 0");
+    assert_eq!(rows(&b), vec![vec![Value::Int(0)]]);
+    for (sql, msg) in [
+        (
+            "select sum(distinct status) from readings",
+            "COUNT(DISTINCT expr) only, not in 'sum(distinct status)' at 1:8",
+        ),
+        ("select count(distinct *) from readings", "syntax error"),
+        (
+            "select upper(distinct fleet) from readings",
+            "DISTINCT is not allowed inside 'upper()'",
+        ),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.contains(msg), "{sql}: {e}");
+    }
+}

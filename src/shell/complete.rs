@@ -125,12 +125,18 @@ const KEYWORDS: &[&str] = &[
 
 const FUNCTIONS: &[&str] = &[
     "ABS",
+    "ACOS",
     "APERCENTILE",
+    "ASCII",
+    "ASIN",
+    "ATAN",
     "AVG",
     "BOTTOM",
     "CEIL",
+    "CHAR",
     "CHAR_LENGTH",
     "CLIENT_VERSION",
+    "COALESCE",
     "CONCAT",
     "CONCAT_WS",
     "COS",
@@ -138,6 +144,7 @@ const FUNCTIONS: &[&str] = &[
     "CSUM",
     "DATABASE",
     "DAYOFWEEK",
+    "DEGREES",
     "DERIVATIVE",
     "DIFF",
     "ELAPSED",
@@ -147,6 +154,8 @@ const FUNCTIONS: &[&str] = &[
     "GREATEST",
     "HISTOGRAM",
     "HYPERLOGLOG",
+    "IF",
+    "IFNULL",
     "INTERP",
     "IRATE",
     "LAST",
@@ -162,9 +171,15 @@ const FUNCTIONS: &[&str] = &[
     "MIN",
     "MOD",
     "MODE",
+    "NULLIF",
+    "NVL",
+    "NVL2",
     "PERCENTILE",
+    "PI",
     "POW",
+    "RADIANS",
     "RAND",
+    "REPEAT",
     "REPLACE",
     "ROUND",
     "RTRIM",
@@ -465,7 +480,7 @@ mod tests {
         assert_eq!(words("select readings.fl"), vec!["fleet"]);
         assert_eq!(
             words("select * from readings order by ts as"),
-            vec!["as", "asc"]
+            vec!["as", "asc", "ascii(", "asin("]
         );
         assert_eq!(
             words("select * from readings where fleet = 'ea"),

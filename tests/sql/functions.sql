@@ -105,3 +105,13 @@ SELECT TAGS v FROM m;
 SELECT HYPERLOGLOG(v), HYPERLOGLOG(s), HYPERLOGLOG(loc), HYPERLOGLOG(tbname) FROM m;
 SELECT loc, HYPERLOGLOG(s) FROM m GROUP BY loc ORDER BY loc;
 SELECT _wstart, HYPERLOGLOG(s) FROM m INTERVAL(30s);
+-- COUNT(DISTINCT x): exact; DISTINCT inside any other function is an error.
+SELECT COUNT(DISTINCT s), COUNT(s), COUNT(DISTINCT loc), COUNT(DISTINCT tbname) FROM m;
+SELECT loc, COUNT(DISTINCT s) FROM m GROUP BY loc ORDER BY loc;
+SELECT COUNT(DISTINCT s) FROM m WHERE ts > '2030-01-01 00:00:00.000';
+SELECT SUM(DISTINCT s) FROM m;
+-- NULL handling, conditional, trigonometric and string functions.
+SELECT ts, v, IFNULL(v, -1), NVL(v, 0), COALESCE(NULL, v, 99), NVL2(v, 'set', 'unset'), NULLIF(s, 0), IF(v > 3, 'big', 'small') FROM d1;
+SELECT ACOS(1), ASIN(0), ATAN(1), PI(), DEGREES(PI()), RADIANS(180), ACOS(2);
+SELECT REPEAT('ab', 3), REPEAT('x', 0), ASCII('A'), ASCII(''), CHAR(84, 105, 100, 97, 108);
+SELECT IFNULL(v) FROM d1;
