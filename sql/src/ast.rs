@@ -260,6 +260,14 @@ pub enum FromItem {
     /// No FROM clause (`SELECT NOW()`, `SELECT SERVER_VERSION()`): one row of no columns,
     /// evaluated by the coordinator alone. `pos` is where FROM would have stood.
     None { pos: Pos },
+    /// `m0 UNION [ALL] m1 UNION [ALL] m2 ...`: `all[i]` joins `members[i + 1]` (ALL keeps
+    /// duplicates); the parser wraps it as `SELECT * FROM (<union>)` carrying the ORDER BY
+    /// and LIMIT written after the last member. `pos` is the first UNION's.
+    Union {
+        members: Vec<Query>,
+        all: Vec<bool>,
+        pos: Pos,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]

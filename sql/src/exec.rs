@@ -2339,6 +2339,21 @@ fn run_inner(node: &Node, cx: &mut RunCtx) -> Result<Batch, SqlError> {
             Ok(out)
         }
         Node::Values { batch } => Ok(batch.clone()),
+        Node::Union { inputs, fields } => {
+            let mut out = Batch::empty(fields.clone());
+            for input in inputs {
+                let b = run(input, cx)?;
+                if b.columns.len() != fields.len() {
+                    return Err(SqlError::Execution(format!(
+                        "a UNION member returned {} columns, expected {}",
+                        b.columns.len(),
+                        fields.len()
+                    )));
+                }
+                out.append_owned(Batch::new(fields.clone(), b.columns));
+            }
+            Ok(out)
+        }
         Node::Filter { input, pred } => {
             let b = run(input, cx)?;
             let n = b.num_rows();

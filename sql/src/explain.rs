@@ -239,6 +239,7 @@ fn node_lines(n: &Node, depth: usize, an: Option<Analysis>, out: &mut Vec<String
             vec![input],
         ),
         Node::Distinct { input } => ("Distinct".into(), vec![input]),
+        Node::Union { inputs, .. } => ("Union all".into(), inputs.iter().collect()),
         Node::SLimit {
             input,
             limit,

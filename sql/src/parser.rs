@@ -261,13 +261,13 @@ impl Parser {
             _ => return Err(self.unexpected("a statement")),
         };
         match kw.as_str() {
-            "select" => Ok(Statement::Select(Box::new(self.query()?))),
+            "select" => Ok(Statement::Select(Box::new(self.query_or_paren()?))),
             "explain" => {
                 self.advance();
                 let analyze = self.eat_kw("analyze");
                 Ok(Statement::Explain {
                     analyze,
-                    query: Box::new(self.query()?),
+                    query: Box::new(self.query_or_paren()?),
                 })
             }
             "create" => {
@@ -1056,12 +1056,53 @@ impl Parser {
     }
 
     fn query_or_paren_inner(&mut self) -> Result<Query, SqlError> {
+        let (first, _) = self.union_member()?;
+        if !self.peek_kw("union") {
+            return Ok(first);
+        }
+        let pos = self.pos();
+        let mut members = vec![first];
+        let mut all = Vec::new();
+        let mut last_in_parens = false;
+        while self.eat_kw("union") {
+            all.push(self.eat_kw("all"));
+            let (m, parens) = self.union_member()?;
+            members.push(m);
+            last_in_parens = parens;
+        }
+        // ORDER BY and LIMIT after an unparenthesized last member order and cut the union
+        let (order_by, limit, slimit) = match members.last_mut() {
+            Some(last) if !last_in_parens => (
+                std::mem::take(&mut last.order_by),
+                last.limit.take(),
+                last.slimit.take(),
+            ),
+            _ => (Vec::new(), None, None),
+        };
+        Ok(Query {
+            distinct: false,
+            tags: None,
+            projection: vec![SelectItem::Wildcard(pos)],
+            from: FromItem::Union { members, all, pos },
+            selection: None,
+            partition_by: Vec::new(),
+            window: None,
+            group_by: Vec::new(),
+            having: None,
+            order_by,
+            slimit,
+            limit,
+        })
+    }
+
+    /// One SELECT of a UNION (or the only one), and whether it stood in parentheses.
+    fn union_member(&mut self) -> Result<(Query, bool), SqlError> {
         if self.eat_op("(") {
             let q = self.query_or_paren()?;
             self.expect_op(")")?;
-            Ok(q)
+            Ok((q, true))
         } else {
-            self.query()
+            Ok((self.query()?, false))
         }
     }
 
@@ -1154,8 +1195,22 @@ impl Parser {
                     self.eat_kw("asc");
                     true
                 };
-                if self.eat_kw("nulls") && !self.eat_kw("first") {
-                    self.expect_kw("last")?;
+                let nulls_pos = self.pos();
+                if self.eat_kw("nulls") {
+                    let first = self.eat_kw("first");
+                    if !first {
+                        self.expect_kw("last")?;
+                    }
+                    // NULL sorts below every value: first ascending, last descending
+                    if first != asc {
+                        return Err(SqlError::Unsupported(format!(
+                            "NULLS {} with {} order is not supported (NULL comes {} in {} order) at {nulls_pos}",
+                            if first { "FIRST" } else { "LAST" },
+                            if asc { "ascending" } else { "descending" },
+                            if asc { "first" } else { "last" },
+                            if asc { "ascending" } else { "descending" },
+                        )));
+                    }
                 }
                 q.order_by.push(OrderItem { expr, asc });
                 if !self.eat_op(",") {

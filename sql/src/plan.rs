@@ -257,6 +257,11 @@ pub enum Node {
     Distinct {
         input: Box<Node>,
     },
+    /// UNION ALL: the inputs' rows one after the other (the inputs have `fields`' types).
+    Union {
+        inputs: Vec<Node>,
+        fields: Vec<Field>,
+    },
     /// SLIMIT/SOFFSET: keeps the partitions (runs of equal values in `partition`, the input is
     /// sorted by them) numbered offset..offset+limit.
     SLimit {
@@ -350,20 +355,19 @@ pub struct QueryPlan {
 /// query can name it.
 pub const DUAL_FIELD: &str = "\u{0}dual";
 
-/// Every table or STABLE named in FROM, at any depth.
+/// Every table or STABLE named in FROM, at any depth (in every member of a UNION).
 pub fn referenced_tables(q: &Query) -> Vec<ObjectRef> {
     let mut out = Vec::new();
-    let mut cur = q;
-    loop {
+    let mut stack = vec![q];
+    while let Some(cur) = stack.pop() {
         match &cur.from {
-            FromItem::Table { name, .. } => {
-                out.push(name.clone());
-                return out;
-            }
-            FromItem::Subquery { query, .. } => cur = query,
-            FromItem::None { .. } => return out,
+            FromItem::Table { name, .. } => out.push(name.clone()),
+            FromItem::Subquery { query, .. } => stack.push(query),
+            FromItem::None { .. } => {}
+            FromItem::Union { members, .. } => stack.extend(members.iter().rev()),
         }
     }
+    out
 }
 
 pub fn plan_query(
@@ -2267,6 +2271,18 @@ impl Planner<'_> {
                     session_db: self.default_db.map(str::to_string),
                 }
             }
+            FromItem::Union { members, all, pos } => {
+                let (node, fields) = self.union(members, all, *pos)?;
+                inner = Some(node);
+                let precision = self.inner_precision(q);
+                Scope {
+                    kind: ScopeKind::Derived { fields },
+                    precision,
+                    from_name: "a UNION".to_string(),
+                    window: None,
+                    session_db: self.default_db.map(str::to_string),
+                }
+            }
             FromItem::Subquery { query, alias, .. } => {
                 let (node, fields) = self.level(query)?;
                 inner = Some(node);
@@ -3339,6 +3355,96 @@ impl Planner<'_> {
                 }
             }
         })
+    }
+
+    /// The members of a UNION, each planned as a subquery, their columns brought to common
+    /// types (named as the first member names them); duplicates removed up to the last
+    /// UNION without ALL, as SQL's left-to-right reading has it.
+    fn union(
+        &mut self,
+        members: &[Query],
+        all: &[bool],
+        pos: Pos,
+    ) -> Result<(Node, Vec<Field>), SqlError> {
+        let mut planned = Vec::with_capacity(members.len());
+        for m in members {
+            planned.push(self.level(m)?);
+        }
+        let width = planned.first().map(|p| p.1.len()).unwrap_or(0);
+        if let Some((k, p)) = planned.iter().enumerate().find(|(_, p)| p.1.len() != width) {
+            return Err(SqlError::Plan(format!(
+                "each SELECT of a UNION must have the same number of columns: the first has {width}, SELECT {} has {} (UNION at {pos})",
+                k + 1,
+                p.1.len()
+            )));
+        }
+        let fields: Vec<Field> = (0..width)
+            .map(|c| {
+                let types: Vec<DataType> = planned.iter().map(|p| p.1[c].data_type).collect();
+                let name = planned
+                    .first()
+                    .map(|p| p.1[c].name.clone())
+                    .unwrap_or_default();
+                Field::new(name, common_type(&types))
+            })
+            .collect();
+        let inputs: Vec<Node> = planned
+            .into_iter()
+            .map(|(node, f)| {
+                if f.iter()
+                    .zip(&fields)
+                    .all(|(a, b)| a.data_type == b.data_type)
+                {
+                    return node;
+                }
+                Node::Project {
+                    input: Box::new(node),
+                    exprs: f
+                        .iter()
+                        .zip(&fields)
+                        .enumerate()
+                        .map(|(i, (a, b))| {
+                            let x = PExpr::Input(i, a.data_type);
+                            if a.data_type == b.data_type {
+                                x
+                            } else {
+                                PExpr::Cast(Box::new(x), b.data_type)
+                            }
+                        })
+                        .collect(),
+                    fields: fields.clone(),
+                }
+            })
+            .collect();
+        // `a UNION ALL b UNION c` is `(a UNION ALL b) UNION c`: the last UNION without ALL
+        // removes the duplicates of everything before it
+        let node = match all.iter().rposition(|a| !a) {
+            None => Node::Union {
+                inputs,
+                fields: fields.clone(),
+            },
+            Some(j) => {
+                let mut inputs = inputs;
+                let rest = inputs.split_off((j + 2).min(inputs.len()));
+                let deduped = Node::Distinct {
+                    input: Box::new(Node::Union {
+                        inputs,
+                        fields: fields.clone(),
+                    }),
+                };
+                if rest.is_empty() {
+                    deduped
+                } else {
+                    let mut all_inputs = vec![deduped];
+                    all_inputs.extend(rest);
+                    Node::Union {
+                        inputs: all_inputs,
+                        fields: fields.clone(),
+                    }
+                }
+            }
+        };
+        Ok((node, fields))
     }
 
     fn inner_precision(&self, q: &Query) -> Precision {

@@ -3482,3 +3482,51 @@ fn count_distinct_counts_each_value_once() {
         assert!(e.contains(msg), "{sql}: {e}");
     }
 }
+
+#[test]
+fn union_all_concatenates_and_union_removes_duplicates() {
+    let s = |x: &str| Value::Str(x.to_string());
+    let b = run("select tbname, status from r_truck_0 where ts < 1451606420000 union all select tbname, status from r_truck_1 where ts < 1451606420000 order by tbname, status");
+    assert_eq!(names(&b), ["tbname", "status"]);
+    assert_eq!(
+        rows(&b),
+        vec![
+            vec![s("r_truck_0"), Value::Int(0)],
+            vec![s("r_truck_0"), Value::Int(1)],
+            vec![s("r_truck_1"), Value::Int(1)],
+            vec![s("r_truck_1"), Value::Int(2)],
+        ]
+    );
+    // UNION without ALL: distinct rows of the whole
+    let b = run("select status from r_truck_0 union select status from r_truck_1 order by status");
+    assert_eq!(col(&b, 0), [0, 1, 2].map(Value::Int).to_vec());
+    // (a UNION b) UNION ALL c keeps c's duplicates
+    let b = run("select fleet from r_truck_0 union select fleet from r_truck_3 union all select fleet from r_truck_3");
+    assert_eq!(rows(&b).len(), 1 + ROWS as usize);
+    let b = run("select distinct fleet from r_truck_0 union select distinct fleet from r_truck_3 union all select distinct fleet from r_truck_3");
+    assert_eq!(col(&b, 0), vec![s("South"), s("South")]);
+    // aggregates per member, types brought together (BIGINT and DOUBLE give DOUBLE), LIMIT
+    // applies to the whole, a parenthesized member keeps its own
+    let b = run("select count(*) as n from readings union all select avg(latitude) from r_truck_1 order by n desc limit 1");
+    assert_eq!(b.fields[0].data_type, DataType::Double);
+    assert_eq!(rows(&b), vec![vec![Value::Float(60.0)]]);
+    let b = run("(select ts from r_truck_0 order by ts limit 1) union all (select ts from r_truck_1 order by ts desc limit 1)");
+    assert_eq!(col(&b, 0), vec![ts(0), ts(90_001)]);
+    // a union in FROM, filtered and aggregated outside
+    let b = run("select count(*) from (select tbname from r_truck_0 union all select tbname from r_truck_1) where tbname = 'r_truck_1'");
+    assert_eq!(col(&b, 0), vec![Value::Int(ROWS)]);
+    for (sql, msg) in [
+        (
+            "select ts, status from r_truck_0 union all select ts from r_truck_1",
+            "the first has 2, SELECT 2 has 1 (UNION at 1:34)",
+        ),
+        (
+            "select ts from r_truck_0 union all select velocty from r_truck_1",
+            "unknown column 'velocty'",
+        ),
+        ("select ts from r_truck_0 union", "syntax error"),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.contains(msg), "{sql}: {e}");
+    }
+}
