@@ -86,7 +86,25 @@ const QUERIES: &[&str] = &[
     "SELECT tbname, _wstart, AVG(v) FROM m PARTITION BY tbname INTERVAL(10m) LIMIT 2",
     "SELECT loc, AVG(mv) FROM (SELECT loc, tbname, AVG(v) AS mv FROM m PARTITION BY loc, tbname INTERVAL(5m)) WHERE mv > 40 GROUP BY loc ORDER BY loc",
     "SELECT COUNT(*) FROM m WHERE ts < NOW - 1h AND v BETWEEN 10 AND 60 AND loc IN ('north', 'east')",
+    "SELECT loc, COUNT(DISTINCT n), HYPERLOGLOG(n), HYPERLOGLOG(tbname) FROM m GROUP BY loc ORDER BY loc",
+    "SELECT loc, MAX(v) FROM m GROUP BY loc UNION ALL SELECT 'all', MAX(v) FROM m UNION SELECT TAGS loc, gid FROM m ORDER BY 1, 2",
 ];
+
+/// The same text, or numbers within a relative 1e-12: STDDEV merges its vgroups' partials
+/// (count, mean, squared deviations), and another split of the rows may move a last digit.
+fn same_answer(a: &str, b: &str) -> bool {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    la.len() == lb.len()
+        && la.iter().zip(&lb).all(|(x, y)| {
+            let (fx, fy): (Vec<&str>, Vec<&str>) = (x.split(',').collect(), y.split(',').collect());
+            fx.len() == fy.len()
+                && fx.iter().zip(&fy).all(|(p, q)| {
+                    p == q
+                        || matches!((p.parse::<f64>(), q.parse::<f64>()),
+                            (Ok(p), Ok(q)) if (p - q).abs() <= 1e-12 * p.abs().max(q.abs()))
+                })
+        })
+}
 
 #[test]
 fn same_answers_1_vs_8_vgroups() {
@@ -100,7 +118,7 @@ fn same_answers_1_vs_8_vgroups() {
         if a.lines().count() < 2 {
             failures.push(format!("{q}: no rows\n{a}"));
         }
-        if a != b {
+        if !same_answer(&a, &b) {
             failures.push(format!("{q}\n1 vgroup:\n{a}\n8 vgroups:\n{b}"));
         }
     }

@@ -32,7 +32,9 @@ pub enum AggFunc {
     Carry,
     /// MAX - MIN as a DOUBLE (partials: min and max).
     Spread,
-    /// Population standard deviation (partials: count, sum, sum of squares).
+    /// Population standard deviation (partials: count, mean, sum of squared deviations from
+    /// the mean; merged with Chan's formula, so equal values give exactly 0, which a sum of
+    /// squares minus the squared sum does not).
     Stddev,
     /// Last minus first timestamp of the argument (a timestamp), in `params[0]` units.
     Elapsed,
@@ -131,8 +133,8 @@ impl AggSpec {
             ],
             AggFunc::Stddev => vec![
                 Field::new(n("count"), DataType::BigInt),
-                Field::new(n("sum"), DataType::Double),
-                Field::new(n("sumsq"), DataType::Double),
+                Field::new(n("mean"), DataType::Double),
+                Field::new(n("m2"), DataType::Double),
             ],
             AggFunc::Elapsed | AggFunc::TsMin | AggFunc::TsMax => vec![
                 Field::new(n("first"), DataType::Timestamp),
@@ -252,7 +254,7 @@ enum State {
     Sel(SelState),
     /// Spread: min and max (NaN-free; None = no value yet).
     MinMax(Vec<Option<(f64, f64)>>),
-    /// Stddev: count, sum, sum of squares.
+    /// Stddev: count, mean, sum of squared deviations from the mean (Welford).
     Moments(Vec<(i64, f64, f64)>),
     /// Elapsed / TsMin / TsMax: first and last timestamp.
     Span(Vec<Option<(i64, i64)>>),
@@ -758,8 +760,9 @@ impl Aggregator {
                         if !c.is_null(i) {
                             let m = &mut v[*g];
                             m.0 += 1;
-                            m.1 += x[i];
-                            m.2 += x[i] * x[i];
+                            let d = x[i] - m.1;
+                            m.1 += d / m.0 as f64;
+                            m.2 += d * (x[i] - m.1);
                         }
                     }
                 }
@@ -1038,12 +1041,23 @@ impl Aggregator {
                     }
                 }
                 State::Moments(v) => {
-                    let (c, s1, s2) = (col(at)?, col(at + 1)?, col(at + 2)?);
+                    let (c, mean, m2) = (col(at)?, col(at + 1)?, col(at + 2)?);
                     for (i, g) in gids.iter().enumerate() {
+                        let nb = c.get(i).as_i64().unwrap_or(0);
+                        if nb <= 0 {
+                            continue;
+                        }
+                        let (mb, m2b) = (
+                            mean.get(i).as_f64().unwrap_or(0.0),
+                            m2.get(i).as_f64().unwrap_or(0.0),
+                        );
                         let m = &mut v[*g];
-                        m.0 += c.get(i).as_i64().unwrap_or(0);
-                        m.1 += s1.get(i).as_f64().unwrap_or(0.0);
-                        m.2 += s2.get(i).as_f64().unwrap_or(0.0);
+                        let na = m.0;
+                        let n = na + nb;
+                        let d = mb - m.1;
+                        m.1 += d * nb as f64 / n as f64;
+                        m.2 += m2b + d * d * (na as f64 * nb as f64 / n as f64);
+                        m.0 = n;
                     }
                 }
                 State::Span(v) => {
@@ -1231,12 +1245,11 @@ impl Aggregator {
                     None => Value::Null,
                 }),
                 State::Moments(v) => per_group(&|g| {
-                    let (c, s1, s2) = v[g];
+                    let (c, _, m2) = v[g];
                     if c == 0 {
                         Value::Null
                     } else {
-                        let mean = s1 / c as f64;
-                        Value::Float((s2 / c as f64 - mean * mean).max(0.0).sqrt())
+                        Value::Float((m2 / c as f64).max(0.0).sqrt())
                     }
                 }),
                 State::Span(v) => per_group(&|g| match (v[g], spec.func) {

@@ -300,12 +300,27 @@ fn run(sql: &str) -> Batch {
             r1.sort_by(|a, b| cmp_rows(a, b));
             r3.sort_by(|a, b| cmp_rows(a, b));
         }
-        assert_eq!(
-            r1, r3,
-            "{sql}: {k}-vnode result differs from 3-vnode result"
+        assert!(
+            same_rows(&r1, &r3),
+            "{sql}: {k}-vnode result differs from 3-vnode result:\n{r1:?}\n{r3:?}"
         );
     }
     b3
+}
+
+/// Equal rows, doubles within a relative 1e-12: merging partials in another order (STDDEV's
+/// means) may move the last bit, and nothing more.
+fn same_rows(a: &[Vec<Value>], b: &[Vec<Value>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(p, q)| match (p, q) {
+                    (Value::Float(p), Value::Float(q)) => {
+                        p == q || (p - q).abs() <= 1e-12 * p.abs().max(q.abs())
+                    }
+                    _ => p == q,
+                })
+        })
 }
 
 fn cmp_rows(a: &[Value], b: &[Value]) -> std::cmp::Ordering {
