@@ -1,7 +1,7 @@
-//! SHOW DNODES, MNODES, VGROUPS and DATABASES describe the running cluster: the columns are
-//! there, the vgroups' hash ranges tile the hash space, their table and (deduplicated) row
-//! counts add up to what was written, flushed data shows as bytes on disk, and every data
-//! node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
+//! SHOW DNODES, MNODES, VGROUPS and DATABASES (and the information_schema tables over the
+//! same catalog) describe the running cluster: the columns are there, the vgroups' hash
+//! ranges tile the hash space, their table and (deduplicated) row counts add up to what was
+//! written, flushed data shows as bytes on disk, and every data node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
 //! structure and sums instead of a golden transcript.
 
 mod common;
@@ -209,6 +209,53 @@ fn show_describes_the_running_cluster() {
         assert_eq!(dbs.str(0, "status"), "ready");
         assert_eq!(dbs.str(0, "precision"), "ms");
         assert!((now_ms() - dbs.int(0, "create_time")).abs() < 120_000);
+
+        // information_schema: the same catalog as tables. ins_vgroups is SHOW VGROUPS over
+        // every database.
+        let ivg = show(&c, "", "SELECT * FROM information_schema.ins_vgroups").await;
+        assert_eq!(ivg.names(), vg.names());
+        assert_eq!(ivg.len(), 4);
+        let (mut itables, mut irows) = (0, 0);
+        for r in 0..ivg.len() {
+            itables += ivg.int(r, "tables");
+            irows += ivg.int(r, "rows");
+        }
+        assert_eq!((itables, irows), (13, expected_rows));
+        // One tag each: a row per subtable.
+        let tags = show(&c, "", "SELECT * FROM information_schema.ins_tags").await;
+        assert_eq!(
+            tags.names(),
+            ["table_name", "db_name", "stable_name", "tag_name", "tag_type", "tag_value"]
+        );
+        assert_eq!(tags.len(), 13);
+        for r in 0..tags.len() {
+            let name = tags.str(r, "table_name");
+            let expect = if name == "o1" { "1".to_string() } else { name[1..].to_string() };
+            assert_eq!(tags.str(r, "tag_value"), expect, "{name}");
+        }
+        // Two columns per STABLE and per subtable, tags left out.
+        let cols = show(&c, "", "SELECT * FROM information_schema.ins_columns").await;
+        for col in ["table_name", "db_name", "table_type", "col_name", "col_type", "col_length"] {
+            assert!(cols.names().contains(&col), "ins_columns lacks {col}");
+        }
+        assert_eq!(cols.len(), 2 * (2 + 13));
+        let supers = (0..cols.len())
+            .filter(|r| cols.str(*r, "table_type") == "SUPER_TABLE")
+            .count();
+        assert_eq!(supers, 4);
+        assert!((0..cols.len()).all(|r| cols.str(r, "col_name") != "k"));
+        // Users: no password or hash, whatever the column is called.
+        let users = show(&c, "", "SELECT * FROM information_schema.ins_users").await;
+        assert_eq!(users.len(), 1);
+        assert_eq!(users.str(0, "name"), "root");
+        for name in users.names() {
+            assert!(!name.contains("pass") && !name.contains("hash"), "{name}");
+        }
+        for k in 0..users.batch.num_columns() {
+            if let Value::Str(v) = users.batch.columns[k].get(0) {
+                assert!(!v.starts_with("$argon2"), "a hash in ins_users: {v}");
+            }
+        }
     });
 
     // A data node that stops answering shows as such instead of failing the SHOW.

@@ -5,12 +5,14 @@
 use super::catalog::{Named, Snapshot};
 use super::queries::Running;
 use super::{ExecError, ExecResult, Outcome, SqlService};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tidal_common::{
     Batch, DataType, DbOptions, Field, Precision, StableSchema, StatusCode, TableMeta, Value,
 };
-use tidal_proto::convert::{batch_from_wire, options_from_wire, table_meta_from_wire};
+use tidal_proto::convert::{
+    batch_from_wire, options_from_wire, schema_from_wire, table_meta_from_wire,
+};
 use tidal_proto::v1;
 use tidal_sql::ObjectRef;
 
@@ -203,37 +205,45 @@ fn tables_fields() -> Vec<Field> {
 }
 
 /// The tables of `information_schema`, as TDengine names them.
-pub const SYSTEM_TABLES: [&str; 5] = [
+pub const SYSTEM_TABLES: [&str; 9] = [
     "ins_databases",
     "ins_stables",
     "ins_tables",
+    "ins_tags",
+    "ins_columns",
+    "ins_vgroups",
     "ins_dnodes",
     "ins_mnodes",
+    "ins_users",
 ];
 
 /// The rows of `information_schema.<name>` (the SHOW statement's rows, over every database
-/// for STABLEs and tables); `None` for a name that is not one of [`SYSTEM_TABLES`].
+/// for STABLEs, tables, tags, columns and vgroups); `None` for a name that is not one of
+/// [`SYSTEM_TABLES`].
 pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Batch>> {
     let one = |o: Outcome| o.batch.unwrap_or_else(|| Batch::from_rows(Vec::new(), &[]));
-    let per_db = |fields: Vec<Field>| Batch::from_rows(fields, &[]);
     let name = name.to_ascii_lowercase();
     Ok(Some(match name.as_str() {
         "ins_databases" => one(databases(svc, "").await?),
         "ins_dnodes" => one(dnodes(svc, "").await?),
         "ins_mnodes" => one(mnodes(svc, "").await?),
-        "ins_stables" | "ins_tables" => {
-            let dbs = database_list(svc).await?;
-            let tables = name == "ins_tables";
-            let mut out = per_db(if tables {
-                tables_fields()
-            } else {
-                stables_fields()
-            });
-            for d in dbs {
-                let o = if tables {
-                    self::tables(svc, "", &d.name, None).await?
-                } else {
-                    stables(svc, "", &d.name, None).await?
+        "ins_users" => super::users::users_batch(svc).await?,
+        "ins_stables" | "ins_tables" | "ins_vgroups" => {
+            let mut out = Batch::from_rows(
+                match name.as_str() {
+                    "ins_stables" => stables_fields(),
+                    "ins_tables" => tables_fields(),
+                    _ => vgroups_fields(),
+                },
+                &[],
+            );
+            for d in database_list(svc).await? {
+                let o = match name.as_str() {
+                    "ins_stables" => stables(svc, "", &d.name, None).await?,
+                    "ins_tables" => self::tables(svc, "", &d.name, None).await?,
+                    // Boxed: SHOW VGROUPS plans a COUNT(*) (`rows_per_vgroup`), and loading
+                    // a plan's catalog is what brought us here.
+                    _ => Box::pin(vgroups(svc, "", &d.name)).await?,
                 };
                 if let Some(b) = o.batch {
                     out.append_owned(b);
@@ -241,8 +251,143 @@ pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Bat
             }
             out
         }
+        "ins_tags" | "ins_columns" => {
+            let tags = name == "ins_tags";
+            let mut rows = Vec::new();
+            for d in database_list(svc).await? {
+                let precision = options_from_wire(d.options.as_ref())?.precision;
+                let (schemas, metas) = catalog_of(svc, &d.name).await?;
+                if !tags {
+                    for schema in schemas.values() {
+                        rows.extend(column_rows(&schema.name, &d.name, "SUPER_TABLE", schema));
+                    }
+                }
+                for m in &metas {
+                    // A subtable whose STABLE is being dropped has no schema left to show.
+                    let Some(schema) = schemas.get(&m.stable) else {
+                        continue;
+                    };
+                    if tags {
+                        rows.extend(tag_rows(m, schema, &d.name, precision));
+                    } else {
+                        rows.extend(column_rows(&m.name, &d.name, "CHILD_TABLE", schema));
+                    }
+                }
+            }
+            Batch::from_rows(
+                if tags {
+                    tags_fields()
+                } else {
+                    columns_fields()
+                },
+                &rows,
+            )
+        }
         _ => return Ok(None),
     }))
+}
+
+/// The STABLEs of `tdb` by name, and its subtables (of every vgroup, asked in parallel) by
+/// name.
+async fn catalog_of(
+    svc: &SqlService,
+    tdb: &str,
+) -> ExecResult<(BTreeMap<String, StableSchema>, Vec<TableMeta>)> {
+    let list = svc
+        .client
+        .mnode()?
+        .list_stables(v1::ListStablesRequest {
+            db: tdb.to_string(),
+        })
+        .await?
+        .into_inner()
+        .stables;
+    let mut schemas = BTreeMap::new();
+    for st in &list {
+        let schema = schema_from_wire(st)?;
+        schemas.insert(schema.name.clone(), schema);
+    }
+    let metas = subtables_of(svc, tdb, None).await?;
+    Ok((schemas, metas))
+}
+
+fn tags_fields() -> Vec<Field> {
+    vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("stable_name"),
+        varchar("tag_name"),
+        varchar("tag_type"),
+        Field::new("tag_value", DataType::VarChar(16_384)),
+    ]
+}
+
+/// One row per tag of subtable `meta` ([`tags_fields`]): its value as text, a timestamp in
+/// the database's precision; NULL for a tag added after the subtable was created.
+fn tag_rows(
+    meta: &TableMeta,
+    schema: &StableSchema,
+    tdb: &str,
+    precision: Precision,
+) -> Vec<Vec<Value>> {
+    schema
+        .tags
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let text = match meta.tags.get(k).cloned().unwrap_or(Value::Null) {
+                Value::Null => Value::Null,
+                Value::Timestamp(ts) => s(precision.format_timestamp(ts)),
+                v => s(v.to_string()),
+            };
+            vec![
+                s(meta.name.clone()),
+                s(tdb),
+                s(schema.name.clone()),
+                s(t.name.clone()),
+                s(t.data_type.to_string()),
+                text,
+            ]
+        })
+        .collect()
+}
+
+fn columns_fields() -> Vec<Field> {
+    vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("table_type"),
+        varchar("col_name"),
+        varchar("col_type"),
+        int("col_length"),
+        int("col_precision"),
+        int("col_scale"),
+        int("col_nullable"),
+    ]
+}
+
+/// One row per column (not tag: those are `ins_tags`) of table `table` of type `kind`
+/// ([`columns_fields`]). Tidal has no DECIMAL, so precision and scale are 0 as TDengine
+/// reports them for other types; the first column, the timestamp, is never NULL.
+fn column_rows(table: &str, tdb: &str, kind: &str, schema: &StableSchema) -> Vec<Vec<Value>> {
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            vec![
+                s(table),
+                s(tdb),
+                s(kind),
+                s(c.name.clone()),
+                s(c.data_type.to_string()),
+                i(c.data_type.byte_len()),
+                i(0),
+                i(0),
+                i(u8::from(k > 0)),
+            ]
+        })
+        .collect()
 }
 
 /// A simple SQL LIKE matcher: `%` any run, `_` one character, case-sensitive.
@@ -437,7 +582,16 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
             stat(|st| st.mem_bytes),
         ]);
     }
-    let fields = vec![
+    let fields = vgroups_fields();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+fn vgroups_fields() -> Vec<Field> {
+    vec![
         int("vgroup_id"),
         varchar("db_name"),
         int("hash_begin"),
@@ -450,12 +604,7 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         int("disk_bytes"),
         int("wal_bytes"),
         int("mem_bytes"),
-    ];
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    ]
 }
 
 pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
@@ -534,8 +683,13 @@ async fn lookup(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<(St
     }
 }
 
-/// The subtables of `stable` on every vgroup of `tdb`, sorted by name.
-async fn subtables_of(svc: &SqlService, tdb: &str, stable: &str) -> ExecResult<Vec<TableMeta>> {
+/// The subtables of `stable` (`None`: of every STABLE) on every vgroup of `tdb`, sorted by
+/// name.
+async fn subtables_of(
+    svc: &SqlService,
+    tdb: &str,
+    stable: Option<&str>,
+) -> ExecResult<Vec<TableMeta>> {
     let route = svc.client.refresh_route(tdb).await?;
     let calls = route.vgroups.iter().map(|vg| {
         let d = svc.client.dnode(&vg.addr);
@@ -544,7 +698,7 @@ async fn subtables_of(svc: &SqlService, tdb: &str, stable: &str) -> ExecResult<V
                 db: tdb.to_string(),
                 vgroup_id: vg.id.0,
             }),
-            stable: Some(stable.to_string()),
+            stable: stable.map(str::to_string),
         };
         async move { d?.list_tables(req).await.map_err(ExecError::from) }
     });
@@ -561,7 +715,7 @@ pub async fn table_tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecRe
     let (tdb, named) = lookup(svc, db, table).await?;
     let (schema, metas) = match named {
         Named::Stable(schema) => {
-            let metas = subtables_of(svc, &tdb, &schema.name).await?;
+            let metas = subtables_of(svc, &tdb, Some(&schema.name)).await?;
             (schema, metas)
         }
         Named::Subtable(meta, schema) => (schema, vec![meta]),
@@ -608,38 +762,10 @@ pub async fn tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<O
         }
     };
     let precision = svc.precision(&tdb).await?;
-    let fields = vec![
-        varchar("table_name"),
-        varchar("db_name"),
-        varchar("stable_name"),
-        varchar("tag_name"),
-        varchar("tag_type"),
-        Field::new("tag_value", DataType::VarChar(16_384)),
-    ];
-    let rows: Vec<Vec<Value>> = schema
-        .tags
-        .iter()
-        .enumerate()
-        .map(|(k, t)| {
-            let v = meta.tags.get(k).cloned().unwrap_or(Value::Null);
-            let text = match v {
-                Value::Null => Value::Null,
-                Value::Timestamp(ts) => s(precision.format_timestamp(ts)),
-                v => s(v.to_string()),
-            };
-            vec![
-                s(meta.name.clone()),
-                s(tdb.clone()),
-                s(schema.name.clone()),
-                s(t.name.clone()),
-                s(t.data_type.to_string()),
-                text,
-            ]
-        })
-        .collect();
+    let rows = tag_rows(&meta, &schema, &tdb, precision);
     Ok(Outcome::rows(
         db,
-        Batch::from_rows(fields, &rows),
+        Batch::from_rows(tags_fields(), &rows),
         Precision::Millis,
     ))
 }
