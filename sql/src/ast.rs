@@ -139,6 +139,8 @@ pub enum Statement {
     },
     /// The statements running on the node that coordinates them.
     ShowQueries,
+    /// `SHOW GRANTS` / `SHOW LICENCES`: TDengine's licence view; Tidal has no licensing.
+    ShowGrants,
     /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
     KillQuery {
         id: String,

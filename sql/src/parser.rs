@@ -778,6 +778,9 @@ impl Parser {
         if self.eat_kw("queries") {
             return Ok(Statement::ShowQueries);
         }
+        if self.eat_kw("grants") || self.eat_kw("licences") || self.eat_kw("licenses") {
+            return Ok(Statement::ShowGrants);
+        }
         if self.eat_kw("create") {
             if self.eat_kw("database") {
                 return Ok(Statement::ShowCreateDatabase {
@@ -837,7 +840,7 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE or QUERIES",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES or GRANTS",
         ))
     }
 

@@ -564,6 +564,19 @@ fn show_kill_statements() {
 }
 
 #[test]
+fn show_cluster_statements() {
+    let s = parse("show grants; SHOW LICENCES; show licenses").unwrap();
+    assert_eq!(s, vec![Statement::ShowGrants; 3]);
+    for (bad, want) in [
+        ("show grant", "syntax error at 1:6: expected DATABASES"),
+        ("show grants x", "expected ';' or end of input, found 'x'"),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn parse_splits_statements_outside_quotes_and_comments() {
     let s = parse("  ;; insert into t values (now, 'a;b') -- c; x\n ; /* ; */ select * from t ;")
         .unwrap();

@@ -88,7 +88,8 @@ impl StatementKind {
             | Statement::ShowTags { .. }
             | Statement::ShowCreateDatabase { .. }
             | Statement::ShowCreateTable { .. }
-            | Statement::ShowQueries => StatementKind::Show,
+            | Statement::ShowQueries
+            | Statement::ShowGrants => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

@@ -476,6 +476,7 @@ impl SqlService {
                 let by = queries::current();
                 show::queries(db, &self.cluster_queries(by.as_deref()).await?)
             }
+            Statement::ShowGrants => show::grants(db),
             Statement::KillQuery { id } => {
                 self.kill_cluster_query(&id, queries::current().as_deref())
                     .await?;

@@ -67,6 +67,7 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowCreateDatabase { .. }
             | Statement::ShowCreateTable { .. }
             | Statement::ShowQueries
+            | Statement::ShowGrants
             | Statement::Describe { .. }
     )
 }

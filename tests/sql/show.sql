@@ -24,6 +24,9 @@ SHOW CREATE TABLE d1001;
 SHOW CREATE TABLE d1002;
 SHOW CREATE TABLE w_paris;
 DESCRIBE meters;
+-- no licensing: one row that says so, in TDengine's column shape
+SHOW GRANTS;
+SHOW LICENCES;
 -- errors name the problem
 SHOW TAGS FROM meters;
 SHOW CREATE STABLE d1001;
@@ -34,3 +37,4 @@ SHOW TAGS FROM sh.d1001 FROM sh;
 SHOW CREATE VIEW v;
 KILL QUERY 'nosuch';
 KILL QUERY 42;
+SHOW GRANT;
