@@ -277,3 +277,50 @@ fn show_describes_the_running_cluster() {
         assert_eq!(dbs.get(0, "ntables"), Value::Null);
     });
 }
+
+/// SHOW CLUSTER: the id and creation time belong to the cluster (the same after the mnode
+/// restarts), the uptime to the running mnode, the name is the mnode's endpoint.
+#[test]
+fn show_cluster_is_the_mnodes_view() {
+    let mut cluster = Cluster::start(1);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let before = rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let r = show(&c, "", "SHOW CLUSTER").await;
+        assert_eq!(
+            r.names(),
+            [
+                "id",
+                "name",
+                "uptime",
+                "create_time",
+                "version",
+                "expire_time"
+            ]
+        );
+        assert_eq!(r.len(), 1);
+        assert!(r.int(0, "id") > 0);
+        assert_eq!(r.str(0, "name"), cluster.mnode_addr);
+        assert!((0..600).contains(&r.int(0, "uptime")));
+        let created = r.int(0, "create_time");
+        assert!((now_ms() - created).abs() < 120_000, "{created}");
+        assert_eq!(r.str(0, "version"), env!("CARGO_PKG_VERSION"));
+        assert_eq!(r.get(0, "expire_time"), Value::Null, "nothing expires");
+        let same = show(&c, "", "SELECT * FROM information_schema.ins_cluster").await;
+        assert_eq!(same.int(0, "id"), r.int(0, "id"));
+        (r.int(0, "id"), created)
+    });
+    // The uptime counts from this mnode's start; identity and age are the catalog's.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        assert!(show(&c, "", "SHOW CLUSTER").await.int(0, "uptime") >= 1);
+    });
+    cluster.restart_mnode();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let r = show(&c, "", "SHOW CLUSTER").await;
+        assert_eq!((r.int(0, "id"), r.int(0, "create_time")), before);
+        assert!(r.int(0, "uptime") < 60);
+    });
+}

@@ -141,6 +141,8 @@ pub enum Statement {
     ShowQueries,
     /// `SHOW GRANTS` / `SHOW LICENCES`: TDengine's licence view; Tidal has no licensing.
     ShowGrants,
+    /// `SHOW CLUSTER`: the cluster's id, name, uptime and creation time.
+    ShowCluster,
     /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
     KillQuery {
         id: String,

@@ -781,6 +781,9 @@ impl Parser {
         if self.eat_kw("grants") || self.eat_kw("licences") || self.eat_kw("licenses") {
             return Ok(Statement::ShowGrants);
         }
+        if self.eat_kw("cluster") {
+            return Ok(Statement::ShowCluster);
+        }
         if self.eat_kw("create") {
             if self.eat_kw("database") {
                 return Ok(Statement::ShowCreateDatabase {
@@ -840,7 +843,7 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES or GRANTS",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS or CLUSTER",
         ))
     }
 

@@ -567,6 +567,7 @@ fn show_kill_statements() {
 fn show_cluster_statements() {
     let s = parse("show grants; SHOW LICENCES; show licenses").unwrap();
     assert_eq!(s, vec![Statement::ShowGrants; 3]);
+    assert_eq!(parse("show cluster").unwrap(), vec![Statement::ShowCluster]);
     for (bad, want) in [
         ("show grant", "syntax error at 1:6: expected DATABASES"),
         ("show grants x", "expected ';' or end of input, found 'x'"),

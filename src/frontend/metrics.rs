@@ -89,7 +89,8 @@ impl StatementKind {
             | Statement::ShowCreateDatabase { .. }
             | Statement::ShowCreateTable { .. }
             | Statement::ShowQueries
-            | Statement::ShowGrants => StatementKind::Show,
+            | Statement::ShowGrants
+            | Statement::ShowCluster => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

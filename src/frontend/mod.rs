@@ -477,6 +477,7 @@ impl SqlService {
                 show::queries(db, &self.cluster_queries(by.as_deref()).await?)
             }
             Statement::ShowGrants => show::grants(db),
+            Statement::ShowCluster => show::cluster(self, db).await,
             Statement::KillQuery { id } => {
                 self.kill_cluster_query(&id, queries::current().as_deref())
                     .await?;

@@ -68,6 +68,7 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowCreateTable { .. }
             | Statement::ShowQueries
             | Statement::ShowGrants
+            | Statement::ShowCluster
             | Statement::Describe { .. }
     )
 }

@@ -205,7 +205,7 @@ fn tables_fields() -> Vec<Field> {
 }
 
 /// The tables of `information_schema`, as TDengine names them.
-pub const SYSTEM_TABLES: [&str; 9] = [
+pub const SYSTEM_TABLES: [&str; 11] = [
     "ins_databases",
     "ins_stables",
     "ins_tables",
@@ -215,6 +215,8 @@ pub const SYSTEM_TABLES: [&str; 9] = [
     "ins_dnodes",
     "ins_mnodes",
     "ins_users",
+    "ins_cluster",
+    "ins_grants",
 ];
 
 /// The rows of `information_schema.<name>` (the SHOW statement's rows, over every database
@@ -228,6 +230,8 @@ pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Bat
         "ins_dnodes" => one(dnodes(svc, "").await?),
         "ins_mnodes" => one(mnodes(svc, "").await?),
         "ins_users" => super::users::users_batch(svc).await?,
+        "ins_cluster" => one(cluster(svc, "").await?),
+        "ins_grants" => one(grants("")?),
         "ins_stables" | "ins_tables" | "ins_vgroups" => {
             let mut out = Batch::from_rows(
                 match name.as_str() {
@@ -963,6 +967,56 @@ pub fn queries(db: &str, running: &[Arc<Running>]) -> ExecResult<Outcome> {
         Batch::from_rows(fields, &rows),
         Precision::Millis,
     ))
+}
+
+/// SHOW CLUSTER: the cluster as the mnode knows it (see `MnodeService::cluster_info`). No
+/// licence expires, so `expire_time` is NULL.
+pub async fn cluster(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
+    let c = svc
+        .client
+        .mnode()?
+        .get_cluster(v1::Empty {})
+        .await
+        .map_err(|e| older_node(e, "the mnode", "SHOW CLUSTER"))?
+        .into_inner();
+    let fields = vec![
+        int("id"),
+        varchar("name"),
+        int("uptime"),
+        ts("create_time"),
+        varchar("version"),
+        ts("expire_time"),
+    ];
+    let row = vec![
+        i(c.id),
+        s(c.name),
+        i(c.uptime_seconds),
+        if c.created_ms > 0 {
+            Value::Timestamp(c.created_ms)
+        } else {
+            Value::Null
+        },
+        s(c.version),
+        Value::Null,
+    ];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &[row]),
+        Precision::Millis,
+    ))
+}
+
+/// The error of a call to `who`: an UNIMPLEMENTED answer means a node of an older version
+/// that lacks the call `what` needs.
+fn older_node(e: tonic::Status, who: &str, what: &str) -> ExecError {
+    if e.code() == tonic::Code::Unimplemented {
+        ExecError::new(
+            StatusCode::Unimplemented,
+            format!("{who} runs an older Tidal that cannot answer {what}; upgrade it"),
+        )
+    } else {
+        e.into()
+    }
 }
 
 /// SHOW GRANTS / SHOW LICENCES: TDengine's licence row, in its column shape. Tidal has no

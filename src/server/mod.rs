@@ -113,8 +113,8 @@ pub async fn run_mnode(cfg: MnodeConfig) -> Result<ExitCode, BoxError> {
     );
     let (listener, addr) = bind(&cfg.listen).await?;
     let sec = secure::Secured::for_mnode(&mnode, &cfg.security, &addr)?;
-    let svc =
-        MnodeService::new(mnode.clone(), sec.internal.clone()).with_verifier(sec.verifier.clone());
+    let svc = MnodeService::new(mnode.clone(), sec.internal.clone(), &addr)
+        .with_verifier(sec.verifier.clone());
     let sql = SqlService::new(
         sec.forward.clone(),
         cfg.common.query_timeout_ms,

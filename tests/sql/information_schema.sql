@@ -31,6 +31,9 @@ CREATE USER reader PASS 'reader_pw1';
 GRANT READ ON is1 TO reader;
 SELECT name, super, privileges FROM information_schema.ins_users ORDER BY name;
 SELECT count(*) FROM information_schema.ins_users WHERE create_time > '2020-01-01 00:00:00';
+-- the cluster (its id, name and times vary: tests/show_cluster_views.rs) and its licence
+SELECT count(*) FROM information_schema.ins_cluster WHERE id > 0 AND uptime >= 0;
+SELECT version, expired, timeseries FROM information_schema.ins_grants;
 USE information_schema;
 SELECT count(*) FROM ins_stables;
 SELECT * FROM ins_nothing;
