@@ -324,3 +324,89 @@ fn show_cluster_is_the_mnodes_view() {
         assert!(r.int(0, "uptime") < 60);
     });
 }
+
+/// SHOW VARIABLES is the configuration of the node that runs it, SHOW DNODE n VARIABLES that
+/// of data node n, each as the process resolved it (values and their source), secrets
+/// hidden, superusers only.
+#[test]
+fn show_variables_are_each_nodes_configuration() {
+    let cluster = Cluster::start(2);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let value = |r: &Rows, name: &str| -> (Value, String) {
+            let k = (0..r.len())
+                .find(|k| r.str(*k, "name") == name)
+                .unwrap_or_else(|| panic!("no variable {name}"));
+            (r.get(k, "value"), r.str(k, "source"))
+        };
+        let m = show(&c, "", "SHOW VARIABLES").await;
+        assert_eq!(m.names(), ["name", "value", "scope", "source", "info"]);
+        let data = cluster.data().join("mnode").to_string_lossy().into_owned();
+        assert_eq!(value(&m, "data"), (Value::Str(data), "--data".into()));
+        assert_eq!(
+            value(&m, "dnode_timeout_ms"),
+            (Value::Str("10000".into()), "default".into())
+        );
+        // An mnode key, not a data node's.
+        assert!((0..m.len()).all(|k| m.str(k, "name") != "heartbeat_interval_ms"));
+        for k in 0..m.len() {
+            assert_eq!(m.str(k, "scope"), "server");
+            assert!(!m.str(k, "info").is_empty(), "{}", m.str(k, "name"));
+            if let Value::Str(v) = m.get(k, "value") {
+                assert!(!v.contains("taosdata"), "a password in SHOW VARIABLES");
+            }
+        }
+        let (pw, _) = value(&m, "root_password");
+        assert!(
+            pw == Value::Null || pw == Value::Str("(hidden)".into()),
+            "{pw:?}"
+        );
+        assert_eq!(
+            show(&c, "", "SHOW VARIABLES LIKE 'query%'").await.len(),
+            2,
+            "query_timeout_ms and query_memory_max_bytes"
+        );
+
+        let dnodes = show(&c, "", "SHOW DNODES").await;
+        assert_eq!(dnodes.len(), 2);
+        for r in 0..dnodes.len() {
+            let id = dnodes.int(r, "id");
+            let d = show(&c, "", &format!("SHOW DNODE {id} VARIABLES")).await;
+            assert_eq!(
+                d.names(),
+                ["dnode_id", "name", "value", "scope", "source", "info"]
+            );
+            assert!((0..d.len()).all(|k| d.int(k, "dnode_id") == id));
+            assert_eq!(
+                value(&d, "mnode"),
+                (Value::Str(cluster.mnode_addr.clone()), "--mnode".into())
+            );
+            // Each data node has its own directory: the variables are that node's.
+            let (dir, _) = value(&d, "data");
+            let Value::Str(dir) = dir else {
+                panic!("data is {dir:?}")
+            };
+            let i = (id - 1) as usize;
+            assert!(dir.ends_with(&format!("dnode-{i}")), "dnode {id}: {dir}");
+            assert_eq!(value(&d, "advertise").0, Value::Null, "unset stays unset");
+        }
+        let e = c
+            .execute("SHOW DNODE 99 VARIABLES", "")
+            .await
+            .expect_err("no data node 99");
+        assert!(e.message.contains("data node 99 does not exist"), "{e}");
+
+        // Not for ordinary users, on either path.
+        c.execute("CREATE USER plain PASS 'plain_pw'", "")
+            .await
+            .unwrap();
+        let u = Client::connect_user(&cluster.mnode_addr, "plain", "plain_pw")
+            .await
+            .unwrap();
+        for sql in ["SHOW VARIABLES", "SHOW DNODE 1 VARIABLES"] {
+            let e = u.execute(sql, "").await.expect_err(sql);
+            assert!(e.message.contains("superuser"), "{sql}: {e}");
+        }
+    });
+}

@@ -143,6 +143,12 @@ pub enum Statement {
     ShowGrants,
     /// `SHOW CLUSTER`: the cluster's id, name, uptime and creation time.
     ShowCluster,
+    /// `SHOW [CLUSTER] VARIABLES [LIKE 'p']` (`dnode` = None: the node that runs the
+    /// statement) or `SHOW DNODE n VARIABLES [LIKE 'p']`: a node's configuration keys.
+    ShowVariables {
+        dnode: Option<u32>,
+        like: Option<String>,
+    },
     /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
     KillQuery {
         id: String,

@@ -781,8 +781,35 @@ impl Parser {
         if self.eat_kw("grants") || self.eat_kw("licences") || self.eat_kw("licenses") {
             return Ok(Statement::ShowGrants);
         }
+        // SHOW CLUSTER VARIABLES is what TDengine calls SHOW VARIABLES since 3.0.1.6.
+        if self.peek_kw("variables") || (self.peek_kw("cluster") && self.peek_kw_at(1, "variables"))
+        {
+            self.eat_kw("cluster");
+            self.advance();
+            let like = self.like_opt()?;
+            return Ok(Statement::ShowVariables { dnode: None, like });
+        }
         if self.eat_kw("cluster") {
             return Ok(Statement::ShowCluster);
+        }
+        if self.peek_kw("local") && self.peek_kw_at(1, "variables") {
+            return Err(syntax(
+                self.pos(),
+                "SHOW LOCAL VARIABLES lists a client's settings, which the server does not \
+                 know; SHOW VARIABLES lists this node's",
+            ));
+        }
+        if self.eat_kw("dnode") {
+            let at = self.pos();
+            let id = self.u64_lit("a data node id")?;
+            let dnode = u32::try_from(id)
+                .map_err(|_| syntax(at, format!("data node id {id} is too large")))?;
+            self.expect_kw("variables")?;
+            let like = self.like_opt()?;
+            return Ok(Statement::ShowVariables {
+                dnode: Some(dnode),
+                like,
+            });
         }
         if self.eat_kw("create") {
             if self.eat_kw("database") {
@@ -824,18 +851,7 @@ impl Parser {
         }
         let stables = self.eat_kw("stables");
         if stables || self.eat_kw("tables") {
-            let like = if self.eat_kw("like") {
-                match &self.peek().tok {
-                    Tok::Str(s) => {
-                        let s = s.clone();
-                        self.advance();
-                        Some(s)
-                    }
-                    _ => return Err(self.unexpected("a quoted pattern")),
-                }
-            } else {
-                None
-            };
+            let like = self.like_opt()?;
             return Ok(if stables {
                 Statement::ShowStables { db, like }
             } else {
@@ -843,8 +859,23 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS or CLUSTER",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS, CLUSTER, VARIABLES or DNODE n VARIABLES",
         ))
+    }
+
+    /// An optional `LIKE 'pattern'`.
+    fn like_opt(&mut self) -> Result<Option<String>, SqlError> {
+        if !self.eat_kw("like") {
+            return Ok(None);
+        }
+        match &self.peek().tok {
+            Tok::Str(s) => {
+                let s = s.clone();
+                self.advance();
+                Ok(Some(s))
+            }
+            _ => Err(self.unexpected("a quoted pattern")),
+        }
     }
 
     /// `FROM [db.]table [FROM db]` of SHOW [TABLE] TAGS.

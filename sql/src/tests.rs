@@ -568,9 +568,48 @@ fn show_cluster_statements() {
     let s = parse("show grants; SHOW LICENCES; show licenses").unwrap();
     assert_eq!(s, vec![Statement::ShowGrants; 3]);
     assert_eq!(parse("show cluster").unwrap(), vec![Statement::ShowCluster]);
+    let s = parse(
+        "show variables; show cluster variables like 'query%'; SHOW DNODE 2 VARIABLES; \
+         show dnode 7 variables like '%ms'",
+    )
+    .unwrap();
+    let vars = |dnode: Option<u32>, like: Option<&str>| Statement::ShowVariables {
+        dnode,
+        like: like.map(str::to_string),
+    };
+    assert_eq!(
+        s,
+        vec![
+            vars(None, None),
+            vars(None, Some("query%")),
+            vars(Some(2), None),
+            vars(Some(7), Some("%ms")),
+        ]
+    );
     for (bad, want) in [
         ("show grant", "syntax error at 1:6: expected DATABASES"),
         ("show grants x", "expected ';' or end of input, found 'x'"),
+        ("show variable", "syntax error at 1:6: expected DATABASES"),
+        (
+            "show variables like x",
+            "syntax error at 1:21: expected a quoted pattern",
+        ),
+        (
+            "show dnode x variables",
+            "syntax error at 1:12: expected a data node id",
+        ),
+        (
+            "show dnode 1 variable",
+            "syntax error at 1:14: expected VARIABLES",
+        ),
+        (
+            "show dnode 4294967296 variables",
+            "1:12: data node id 4294967296 is too large",
+        ),
+        (
+            "show local variables",
+            "1:6: SHOW LOCAL VARIABLES lists a client's settings",
+        ),
     ] {
         let e = parse(bad).unwrap_err().to_string();
         assert!(e.contains(want), "{bad}: {e}");

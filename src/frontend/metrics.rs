@@ -90,7 +90,8 @@ impl StatementKind {
             | Statement::ShowCreateTable { .. }
             | Statement::ShowQueries
             | Statement::ShowGrants
-            | Statement::ShowCluster => StatementKind::Show,
+            | Statement::ShowCluster
+            | Statement::ShowVariables { .. } => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

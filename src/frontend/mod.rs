@@ -40,6 +40,8 @@ pub struct SqlService {
     default_timeout_ms: u64,
     /// Memory one statement may hold here (`query_memory_max_bytes`); 0 = no limit.
     memory_max_bytes: u64,
+    /// This process's configuration as it resolved it (SHOW VARIABLES).
+    variables: std::sync::Arc<Vec<crate::config::Variable>>,
 }
 
 /// An error of one statement: a status code and a message for the user.
@@ -278,7 +280,17 @@ impl SqlService {
             queries: queries::Registry::global(),
             default_timeout_ms,
             memory_max_bytes,
+            variables: Default::default(),
         }
+    }
+
+    /// The configuration SHOW VARIABLES lists: the keys this process resolved at start.
+    pub fn with_variables(
+        mut self,
+        variables: std::sync::Arc<Vec<crate::config::Variable>>,
+    ) -> SqlService {
+        self.variables = variables;
+        self
     }
 
     /// Runs every statement of `sql` in order for `session` and returns the last one's
@@ -478,6 +490,13 @@ impl SqlService {
             }
             Statement::ShowGrants => show::grants(db),
             Statement::ShowCluster => show::cluster(self, db).await,
+            Statement::ShowVariables { dnode: None, like } => {
+                show::variables(db, &self.variables, like.as_deref())
+            }
+            Statement::ShowVariables {
+                dnode: Some(id),
+                like,
+            } => show::dnode_variables(self, db, id, like.as_deref()).await,
             Statement::KillQuery { id } => {
                 self.kill_cluster_query(&id, queries::current().as_deref())
                     .await?;

@@ -69,6 +69,7 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowQueries
             | Statement::ShowGrants
             | Statement::ShowCluster
+            | Statement::ShowVariables { .. }
             | Statement::Describe { .. }
     )
 }

@@ -1019,6 +1019,121 @@ fn older_node(e: tonic::Status, who: &str, what: &str) -> ExecError {
     }
 }
 
+fn variables_fields() -> Vec<Field> {
+    vec![
+        varchar("name"),
+        Field::new("value", DataType::VarChar(4096)),
+        varchar("scope"),
+        Field::new("source", DataType::VarChar(4096)),
+        Field::new("info", DataType::VarChar(1024)),
+    ]
+}
+
+/// Reading a node's configuration (paths, addresses) takes a superuser, as TDengine's
+/// SYSINFO does; a statement run outside a session (none registered) is internal.
+fn require_superuser(what: &str) -> ExecResult<()> {
+    match super::queries::current() {
+        Some(r) if !r.superuser => Err(ExecError::new(
+            StatusCode::PermissionDenied,
+            format!("{what} needs a superuser: user '{}' is not one", r.user),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// SHOW VARIABLES: the configuration keys of the process running the statement, with the
+/// values it resolved at start (flag > environment > file > default) and where each came
+/// from.
+pub fn variables(
+    db: &str,
+    vars: &[crate::config::Variable],
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
+    require_superuser("SHOW VARIABLES")?;
+    let rows: Vec<Vec<Value>> = vars
+        .iter()
+        .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
+        .map(|v| {
+            vec![
+                s(v.name.clone()),
+                v.value.clone().map_or(Value::Null, s),
+                s(crate::config::VARIABLE_SCOPE),
+                s(v.source.clone()),
+                s(v.info.clone()),
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(variables_fields(), &rows),
+        Precision::Millis,
+    ))
+}
+
+/// SHOW DNODE n VARIABLES: data node `id`'s configuration, asked of it.
+pub async fn dnode_variables(
+    svc: &SqlService,
+    db: &str,
+    id: u32,
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
+    require_superuser("SHOW DNODE VARIABLES")?;
+    let addr = dnode_addr(svc, id).await?;
+    let r = svc
+        .client
+        .dnode(&addr)?
+        .variables(v1::Empty {})
+        .await
+        .map_err(|e| {
+            older_node(
+                e,
+                &format!("data node {id} ({addr})"),
+                "SHOW DNODE VARIABLES",
+            )
+        })?
+        .into_inner();
+    let mut fields = vec![int("dnode_id")];
+    fields.extend(variables_fields());
+    let rows: Vec<Vec<Value>> = r
+        .variables
+        .into_iter()
+        .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
+        .map(|v| {
+            vec![
+                i(r.dnode_id),
+                s(v.name),
+                v.value.map_or(Value::Null, s),
+                s(v.scope),
+                s(v.source),
+                s(v.info),
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// The address of data node `id`, as the mnode lists it.
+async fn dnode_addr(svc: &SqlService, id: u32) -> ExecResult<String> {
+    let dnodes = svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes;
+    match dnodes.into_iter().find(|d| d.id == id) {
+        Some(d) => Ok(d.addr),
+        None => Err(ExecError::new(
+            StatusCode::InvalidArgument,
+            format!("data node {id} does not exist (SHOW DNODES lists the data nodes)"),
+        )),
+    }
+}
+
 /// SHOW GRANTS / SHOW LICENCES: TDengine's licence row, in its column shape. Tidal has no
 /// licensing, so nothing is licensed and nothing expires: every limit reads "unlimited" and
 /// the edition "community", the word TDengine itself uses for an installation without a

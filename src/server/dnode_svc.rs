@@ -65,6 +65,8 @@ struct Inner {
     /// Vnode fragments run on the thread that received the call / on the blocking pool.
     fragments_inline: AtomicU64,
     fragments_pooled: AtomicU64,
+    /// This process's configuration as it resolved it (SHOW DNODE n VARIABLES).
+    variables: Arc<Vec<crate::config::Variable>>,
 }
 
 fn vnode_err(e: VnodeError) -> Status {
@@ -87,6 +89,7 @@ impl DnodeService {
         client: tidal_client::Client,
         opts: DnodeOptions,
         auth: Arc<DnodeAuth>,
+        variables: Arc<Vec<crate::config::Variable>>,
     ) -> Result<DnodeService, super::BoxError> {
         let id_path = data.join("dnode.json");
         let known = match std::fs::read(&id_path) {
@@ -119,6 +122,7 @@ impl DnodeService {
                 query_memory_max_bytes: opts.query_memory_max_bytes,
                 fragments_inline: AtomicU64::new(0),
                 fragments_pooled: AtomicU64::new(0),
+                variables,
             }),
         };
         // First reconcile before announcing readiness, so recovered vnodes serve at once.
@@ -1138,6 +1142,18 @@ impl DnodeRpc for DnodeService {
         }))
     }
 
+    async fn variables(
+        &self,
+        req: Request<v1::Empty>,
+    ) -> Result<Response<v1::VariablesResponse>, Status> {
+        // Paths and addresses of the node: superusers only (secrets are hidden anyway).
+        principal(&req)?.require_superuser("read a data node's configuration")?;
+        Ok(Response::new(v1::VariablesResponse {
+            dnode_id: self.inner.id.read().0,
+            variables: self.inner.variables.iter().map(variable_to_wire).collect(),
+        }))
+    }
+
     async fn update_auth(
         &self,
         req: Request<v1::AuthTable>,
@@ -1164,6 +1180,16 @@ fn authorize(p: &Principal, vnode: &Vnode, need: Need) -> Result<(), Status> {
         Need::Read => p.require_read(db),
         Need::Write => p.require_write(db),
         Need::Any => p.require_any(db),
+    }
+}
+
+pub fn variable_to_wire(v: &crate::config::Variable) -> v1::Variable {
+    v1::Variable {
+        name: v.name.clone(),
+        value: v.value.clone(),
+        scope: crate::config::VARIABLE_SCOPE.to_string(),
+        source: v.source.clone(),
+        info: v.info.clone(),
     }
 }
 

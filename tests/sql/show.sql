@@ -27,6 +27,11 @@ DESCRIBE meters;
 -- no licensing: one row that says so, in TDengine's column shape
 SHOW GRANTS;
 SHOW LICENCES;
+-- configuration: the mnode's (it runs the statement) and a data node's; values that vary
+-- (paths, ports) are checked in tests/show_cluster_views.rs
+SHOW VARIABLES LIKE 'listen';
+SHOW CLUSTER VARIABLES LIKE 'snapshot%';
+SHOW DNODE 1 VARIABLES LIKE 'heartbeat%';
 -- errors name the problem
 SHOW TAGS FROM meters;
 SHOW CREATE STABLE d1001;
@@ -39,3 +44,6 @@ KILL QUERY 'nosuch';
 KILL QUERY 42;
 SHOW GRANT;
 SHOW CLUSTER VARIANTS;
+SHOW DNODE 9 VARIABLES;
+SHOW DNODE one VARIABLES;
+SHOW LOCAL VARIABLES;
