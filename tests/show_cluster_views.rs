@@ -1,5 +1,5 @@
-//! SHOW DNODES, MNODES, VGROUPS and DATABASES (and the information_schema tables over the
-//! same catalog) describe the running cluster: the columns are there, the vgroups' hash
+//! SHOW DNODES, MNODES, VGROUPS, VNODES and DATABASES (and the information_schema tables over
+//! the same catalog) describe the running cluster: the columns are there, the vgroups' hash
 //! ranges tile the hash space, their table and (deduplicated) row counts add up to what was
 //! written, flushed data shows as bytes on disk, and every data node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
 //! structure and sums instead of a golden transcript.
@@ -179,6 +179,40 @@ fn show_describes_the_running_cluster() {
         // `db.VGROUPS` needs no current database.
         assert_eq!(show(&c, "", "SHOW iot.VGROUPS").await.len(), 4);
 
+        // SHOW VNODES: the same placement from the data nodes' side, every vnode open.
+        let vn = show(&c, "", "SHOW VNODES").await;
+        assert_eq!(
+            vn.names(),
+            ["dnode_id", "vgroup_id", "db_name", "status", "dnode_endpoint"]
+        );
+        assert_eq!(vn.len(), 4);
+        for r in 0..vn.len() {
+            let k = (0..vg.len())
+                .find(|k| vg.int(*k, "vgroup_id") == vn.int(r, "vgroup_id"))
+                .expect("a vnode of a known vgroup");
+            assert_eq!(vn.int(r, "dnode_id"), vg.int(k, "dnode_id"));
+            assert_eq!(vn.str(r, "dnode_endpoint"), vg.str(k, "dnode_endpoint"));
+            assert_eq!(vn.str(r, "db_name"), "iot");
+            assert_eq!(vn.str(r, "status"), "leader");
+        }
+        for d in 0..dnodes.len() {
+            let (id, ep) = (dnodes.int(d, "id"), dnodes.str(d, "endpoint"));
+            let expect: Vec<i64> = (0..vn.len())
+                .filter(|r| vn.int(*r, "dnode_id") == id)
+                .map(|r| vn.int(r, "vgroup_id"))
+                .collect();
+            assert_eq!(expect.len() as i64, dnodes.int(d, "vnodes"));
+            for sql in [
+                format!("SHOW VNODES ON DNODE {id}"),
+                format!("SHOW {id} VNODES"),
+                format!("SHOW VNODES '{ep}'"),
+            ] {
+                let on = show(&c, "", &sql).await;
+                let got: Vec<i64> = (0..on.len()).map(|r| on.int(r, "vgroup_id")).collect();
+                assert_eq!(got, expect, "{sql}");
+            }
+        }
+
         let dbs = show(&c, "", "SHOW DATABASES").await;
         assert_eq!(dbs.len(), 1);
         for col in [
@@ -268,10 +302,25 @@ fn show_describes_the_running_cluster() {
             .filter(|r| vg.str(*r, "status") == "offline")
             .collect();
         assert!(!offline.is_empty() && offline.len() < 4, "{offline:?}");
+        let offline_count = offline.len();
         for r in offline {
             assert_eq!(vg.get(r, "rows"), Value::Null);
             assert_eq!(vg.get(r, "tables"), Value::Null);
         }
+        // Its vnodes show as offline; the other node's still lead their vgroups.
+        let vn = show(&c, "", "SHOW VNODES").await;
+        assert_eq!(vn.len(), 4);
+        let down: Vec<String> = (0..vn.len())
+            .filter(|r| vn.str(*r, "status") == "offline")
+            .map(|r| vn.str(r, "dnode_endpoint"))
+            .collect();
+        assert_eq!(down.len(), offline_count, "{down:?}");
+        assert!(
+            down.iter().all(|e| *e == down[0]),
+            "one node is down: {down:?}"
+        );
+        assert!((0..vn.len())
+            .all(|r| vn.str(r, "status") == "leader" || vn.str(r, "dnode_endpoint") == down[0]));
         let dbs = show(&c, "", "SHOW DATABASES").await;
         assert!(dbs.str(0, "status").contains("vgroups offline"));
         assert_eq!(dbs.get(0, "ntables"), Value::Null);

@@ -30,6 +30,13 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// A data node named in a statement: by id or by endpoint (`host:port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DnodeRef {
+    Id(u32),
+    Endpoint(String),
+}
+
 /// The change an ALTER STABLE makes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AlterStable {
@@ -148,6 +155,11 @@ pub enum Statement {
     ShowVariables {
         dnode: Option<u32>,
         like: Option<String>,
+    },
+    /// `SHOW VNODES [ON DNODE n | n | 'endpoint']` or `SHOW n VNODES`: which vgroups live on
+    /// which data node (`None`: every data node).
+    ShowVnodes {
+        dnode: Option<DnodeRef>,
     },
     /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
     KillQuery {

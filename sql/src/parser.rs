@@ -799,11 +799,31 @@ impl Parser {
                  know; SHOW VARIABLES lists this node's",
             ));
         }
+        if self.eat_kw("vnodes") {
+            let dnode = if self.eat_kw("on") {
+                self.expect_kw("dnode")?;
+                Some(DnodeRef::Id(self.dnode_id()?))
+            } else if let Tok::Str(ep) = &self.peek().tok {
+                let ep = ep.clone();
+                self.advance();
+                Some(DnodeRef::Endpoint(ep))
+            } else if matches!(self.peek().tok, Tok::Int(_)) {
+                Some(DnodeRef::Id(self.dnode_id()?))
+            } else {
+                None
+            };
+            return Ok(Statement::ShowVnodes { dnode });
+        }
+        // TDengine's older spelling: SHOW dnode_id VNODES.
+        if matches!(self.peek().tok, Tok::Int(_)) && self.peek_kw_at(1, "vnodes") {
+            let id = self.dnode_id()?;
+            self.advance();
+            return Ok(Statement::ShowVnodes {
+                dnode: Some(DnodeRef::Id(id)),
+            });
+        }
         if self.eat_kw("dnode") {
-            let at = self.pos();
-            let id = self.u64_lit("a data node id")?;
-            let dnode = u32::try_from(id)
-                .map_err(|_| syntax(at, format!("data node id {id} is too large")))?;
+            let dnode = self.dnode_id()?;
             self.expect_kw("variables")?;
             let like = self.like_opt()?;
             return Ok(Statement::ShowVariables {
@@ -859,8 +879,15 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS, CLUSTER, VARIABLES or DNODE n VARIABLES",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS, CLUSTER, VARIABLES, DNODE n VARIABLES or VNODES",
         ))
+    }
+
+    /// A data node id (`SHOW DNODE n ...`, `SHOW VNODES ON DNODE n`).
+    fn dnode_id(&mut self) -> Result<u32, SqlError> {
+        let at = self.pos();
+        let id = self.u64_lit("a data node id")?;
+        u32::try_from(id).map_err(|_| syntax(at, format!("data node id {id} is too large")))
     }
 
     /// An optional `LIKE 'pattern'`.

@@ -586,8 +586,36 @@ fn show_cluster_statements() {
             vars(Some(7), Some("%ms")),
         ]
     );
+    let s = parse(
+        "show vnodes; show vnodes on dnode 3; SHOW VNODES 2; show vnodes 'h:6030'; show 4 vnodes",
+    )
+    .unwrap();
+    let on = |d: Option<DnodeRef>| Statement::ShowVnodes { dnode: d };
+    assert_eq!(
+        s,
+        vec![
+            on(None),
+            on(Some(DnodeRef::Id(3))),
+            on(Some(DnodeRef::Id(2))),
+            on(Some(DnodeRef::Endpoint("h:6030".into()))),
+            on(Some(DnodeRef::Id(4))),
+        ]
+    );
     for (bad, want) in [
         ("show grant", "syntax error at 1:6: expected DATABASES"),
+        (
+            "show vnodes on 3",
+            "syntax error at 1:16: expected DNODE, found '3'",
+        ),
+        (
+            "show vnodes on dnode",
+            "1:21: expected a data node id, found end of input",
+        ),
+        (
+            "show vnodes x",
+            "1:13: expected ';' or end of input, found 'x'",
+        ),
+        ("show 4 vnode", "syntax error at 1:6: expected DATABASES"),
         ("show grants x", "expected ';' or end of input, found 'x'"),
         ("show variable", "syntax error at 1:6: expected DATABASES"),
         (

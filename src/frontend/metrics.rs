@@ -91,7 +91,8 @@ impl StatementKind {
             | Statement::ShowQueries
             | Statement::ShowGrants
             | Statement::ShowCluster
-            | Statement::ShowVariables { .. } => StatementKind::Show,
+            | Statement::ShowVariables { .. }
+            | Statement::ShowVnodes { .. } => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

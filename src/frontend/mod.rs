@@ -490,6 +490,7 @@ impl SqlService {
             }
             Statement::ShowGrants => show::grants(db),
             Statement::ShowCluster => show::cluster(self, db).await,
+            Statement::ShowVnodes { dnode } => show::vnodes(self, db, dnode.as_ref()).await,
             Statement::ShowVariables { dnode: None, like } => {
                 show::variables(db, &self.variables, like.as_deref())
             }

@@ -70,6 +70,7 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowGrants
             | Statement::ShowCluster
             | Statement::ShowVariables { .. }
+            | Statement::ShowVnodes { .. }
             | Statement::Describe { .. }
     )
 }

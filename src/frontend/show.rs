@@ -205,7 +205,7 @@ fn tables_fields() -> Vec<Field> {
 }
 
 /// The tables of `information_schema`, as TDengine names them.
-pub const SYSTEM_TABLES: [&str; 11] = [
+pub const SYSTEM_TABLES: [&str; 12] = [
     "ins_databases",
     "ins_stables",
     "ins_tables",
@@ -215,6 +215,7 @@ pub const SYSTEM_TABLES: [&str; 11] = [
     "ins_dnodes",
     "ins_mnodes",
     "ins_users",
+    "ins_vnodes",
     "ins_cluster",
     "ins_grants",
 ];
@@ -230,6 +231,7 @@ pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Bat
         "ins_dnodes" => one(dnodes(svc, "").await?),
         "ins_mnodes" => one(mnodes(svc, "").await?),
         "ins_users" => super::users::users_batch(svc).await?,
+        "ins_vnodes" => one(vnodes(svc, "", None).await?),
         "ins_cluster" => one(cluster(svc, "").await?),
         "ins_grants" => one(grants("")?),
         "ins_stables" | "ins_tables" | "ins_vgroups" => {
@@ -1112,6 +1114,102 @@ pub async fn dnode_variables(
     Ok(Outcome::rows(
         db,
         Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+fn vnodes_fields() -> Vec<Field> {
+    vec![
+        int("dnode_id"),
+        int("vgroup_id"),
+        varchar("db_name"),
+        varchar("status"),
+        varchar("dnode_endpoint"),
+    ]
+}
+
+/// SHOW VNODES: the vgroups each data node (or the one `on` names) hosts, as the mnode
+/// assigned them and as the data node reports them open (`Dnode.DnodeStats`). Status: `leader`
+/// for an assigned vgroup the node has open (every vgroup has one replica, which leads it),
+/// `opening` for one it has not opened yet, `offline` when the node does not answer, and
+/// `unassigned` for a vnode a node still has open that the mnode no longer places there
+/// (the node removes it at its next heartbeat).
+pub async fn vnodes(
+    svc: &SqlService,
+    db: &str,
+    on: Option<&tidal_sql::DnodeRef>,
+) -> ExecResult<Outcome> {
+    let mut dnodes = svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes;
+    if let Some(on) = on {
+        dnodes.retain(|d| match on {
+            tidal_sql::DnodeRef::Id(id) => d.id == *id,
+            tidal_sql::DnodeRef::Endpoint(ep) => d.addr == *ep,
+        });
+        if dnodes.is_empty() {
+            let which = match on {
+                tidal_sql::DnodeRef::Id(id) => format!("data node {id}"),
+                tidal_sql::DnodeRef::Endpoint(ep) => format!("a data node at '{ep}'"),
+            };
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!("{which} does not exist (SHOW DNODES lists the data nodes)"),
+            ));
+        }
+    }
+    // Only the databases the caller may see (a superuser sees all): a vnode of another
+    // database is left out, not shown as unassigned.
+    let dbs = database_list(svc).await?;
+    let superuser = super::queries::current().is_none_or(|r| r.superuser);
+    let hosted = futures::future::join_all(dnodes.iter().map(|d| async move {
+        let mut c = svc.client.dnode(&d.addr).ok()?;
+        c.dnode_stats(v1::Empty {})
+            .await
+            .ok()
+            .map(|r| r.into_inner().vnodes)
+    }))
+    .await;
+    let mut rows = Vec::new();
+    for (d, hosted) in dnodes.iter().zip(hosted) {
+        let open: Vec<(String, u32)> = hosted
+            .iter()
+            .flatten()
+            .map(|v| (v.db.clone(), v.vgroup_id))
+            .collect();
+        let mut assigned = Vec::new();
+        for info in &dbs {
+            for vg in info.vgroups.iter().filter(|vg| vg.dnode_id == d.id) {
+                assigned.push((info.name.clone(), vg.id));
+            }
+        }
+        for (name, vg) in &assigned {
+            let status = match &hosted {
+                None => "offline",
+                Some(_) if open.contains(&(name.clone(), *vg)) => "leader",
+                Some(_) => "opening",
+            };
+            rows.push((d.id, *vg, name.clone(), status, d.addr.clone()));
+        }
+        for (name, vg) in open {
+            let visible = superuser || dbs.iter().any(|i| i.name == name);
+            if visible && !assigned.contains(&(name.clone(), vg)) {
+                rows.push((d.id, vg, name, "unassigned", d.addr.clone()));
+            }
+        }
+    }
+    rows.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    let rows: Vec<Vec<Value>> = rows
+        .into_iter()
+        .map(|(dnode, vg, name, status, addr)| vec![i(dnode), i(vg), s(name), s(status), s(addr)])
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(vnodes_fields(), &rows),
         Precision::Millis,
     ))
 }

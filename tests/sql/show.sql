@@ -32,6 +32,10 @@ SHOW LICENCES;
 SHOW VARIABLES LIKE 'listen';
 SHOW CLUSTER VARIABLES LIKE 'snapshot%';
 SHOW DNODE 1 VARIABLES LIKE 'heartbeat%';
+-- which vgroups live on which data node (sh: 3 vgroups over 2 data nodes); SHOW VNODES
+-- also shows the endpoints, whose ports vary: tests/show_cluster_views.rs
+SELECT dnode_id, vgroup_id, db_name, status FROM information_schema.ins_vnodes ORDER BY vgroup_id;
+SELECT dnode_id, count(*) FROM information_schema.ins_vnodes GROUP BY dnode_id ORDER BY dnode_id;
 -- errors name the problem
 SHOW TAGS FROM meters;
 SHOW CREATE STABLE d1001;
@@ -47,3 +51,6 @@ SHOW CLUSTER VARIANTS;
 SHOW DNODE 9 VARIABLES;
 SHOW DNODE one VARIABLES;
 SHOW LOCAL VARIABLES;
+SHOW VNODES ON DNODE 3;
+SHOW VNODES 'nowhere:1';
+SHOW VNODES ON 1;
