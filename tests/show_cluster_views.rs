@@ -278,6 +278,78 @@ fn show_describes_the_running_cluster() {
             .count();
         assert_eq!(supers, 4);
         assert!((0..cols.len()).all(|r| cols.str(r, "col_name") != "k"));
+        // SHOW TABLE DISTRIBUTED: the rows of m are in STT files since the FLUSH, but for the
+        // two rewritten after it, which the memtable holds as well (layers count rows as
+        // stored); a row per vgroup holding a subtable of m, then their total.
+        let dist = |r: &Rows, k: usize| {
+            (
+                r.int(k, "block_rows"),
+                r.int(k, "stt_rows"),
+                r.int(k, "in_mem_rows"),
+            )
+        };
+        let d = show(&c, "iot", "SHOW TABLE DISTRIBUTED m").await;
+        for col in [
+            "db_name",
+            "table_name",
+            "vgroup_id",
+            "total_tables",
+            "total_blocks",
+            "total_size",
+            "block_rows",
+            "min_rows",
+            "max_rows",
+            "avg_rows",
+            "stt_rows",
+            "in_mem_rows",
+        ] {
+            assert!(d.names().contains(&col), "SHOW TABLE DISTRIBUTED lacks {col}");
+        }
+        let total = d.len() - 1;
+        assert_eq!(d.get(total, "vgroup_id"), Value::Null, "the last row is the total");
+        let holding = (0..vg.len()).filter(|k| vg.int(*k, "tables") > 0).count();
+        assert!(total >= 1 && total <= holding, "{total} of {holding}");
+        let (mut sum, mut tables) = ((0, 0, 0), 0);
+        for k in 0..total {
+            assert_eq!(d.str(k, "table_name"), "m");
+            assert_eq!(d.int(k, "total_vgroups"), total as i64);
+            let (b, s, m) = dist(&d, k);
+            sum = (sum.0 + b, sum.1 + s, sum.2 + m);
+            tables += d.int(k, "total_tables");
+        }
+        assert_eq!(dist(&d, total), sum, "the total row adds the vgroups up");
+        assert_eq!((tables, d.int(total, "total_tables")), (12, 12));
+        assert_eq!(sum, (0, 78, 2), "flushed to STT; two rewritten rows in memory");
+        // COMPACT merges everything into data blocks, each timestamp once.
+        c.execute("COMPACT DATABASE iot", "").await.unwrap();
+        let d = show(&c, "iot", "SHOW TABLE DISTRIBUTED iot.m").await;
+        let total = d.len() - 1;
+        assert_eq!(dist(&d, total), (78, 0, 0));
+        let count = show(&c, "iot", "SELECT COUNT(*) FROM m").await.int(0, "count(*)");
+        assert_eq!(count, 78);
+        for k in 0..=total {
+            let blocks = d.int(k, "total_blocks");
+            assert!(blocks >= 1 && d.int(k, "total_size") > 0);
+            let (min, max) = (d.int(k, "min_rows"), d.int(k, "max_rows"));
+            let Value::Float(avg) = d.get(k, "avg_rows") else {
+                panic!("avg_rows")
+            };
+            assert!(1 <= min && min as f64 <= avg && avg <= max as f64 && max <= 4096);
+            assert!((avg * blocks as f64 - d.int(k, "block_rows") as f64).abs() < 1e-6);
+        }
+        // A subtable: its vgroup only (as SHOW TABLES places it), no total row.
+        let t12 = show(&c, "iot", "SHOW TABLE DISTRIBUTED t12").await;
+        assert_eq!(t12.len(), 1);
+        let tabs = show(&c, "iot", "SHOW TABLES LIKE 't12'").await;
+        assert_eq!(t12.int(0, "vgroup_id"), tabs.int(0, "vgroup_id"));
+        assert_eq!((t12.int(0, "total_tables"), t12.int(0, "total_vgroups")), (1, 1));
+        assert_eq!(dist(&t12, 0), (12, 0, 0));
+        let e = c
+            .execute("SHOW TABLE DISTRIBUTED nosuch", "iot")
+            .await
+            .expect_err("no such table");
+        assert!(e.message.contains("table 'nosuch' does not exist"), "{e}");
+
         // Users: no password or hash, whatever the column is called.
         let users = show(&c, "", "SELECT * FROM information_schema.ins_users").await;
         assert_eq!(users.len(), 1);

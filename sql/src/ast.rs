@@ -132,6 +132,11 @@ pub enum Statement {
     ShowTableTags {
         table: ObjectRef,
     },
+    /// `SHOW TABLE DISTRIBUTED [db.]t`: where the rows of a STABLE or subtable are stored
+    /// (blocks, rows per block, STT and memtable rows), per vgroup.
+    ShowTableDistributed {
+        table: ObjectRef,
+    },
     /// `SHOW TAGS FROM subtable [FROM db]`: one row per tag of the subtable.
     ShowTags {
         table: ObjectRef,

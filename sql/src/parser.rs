@@ -847,6 +847,12 @@ impl Parser {
             let table = self.object_ref("a table name")?;
             return Ok(Statement::ShowCreateTable { table, stable });
         }
+        if self.peek_kw("table") && self.peek_kw_at(1, "distributed") {
+            self.advance();
+            self.advance();
+            let table = self.object_ref("a table name")?;
+            return Ok(Statement::ShowTableDistributed { table });
+        }
         // SHOW TABLE TAGS FROM t [FROM db] / SHOW TAGS FROM t [FROM db]
         if self.peek_kw("table") && self.peek_kw_at(1, "tags") {
             self.advance();
@@ -857,6 +863,9 @@ impl Parser {
         if self.eat_kw("tags") {
             let table = self.show_from_table()?;
             return Ok(Statement::ShowTags { table });
+        }
+        if self.eat_kw("table") {
+            return Err(self.unexpected("TAGS or DISTRIBUTED"));
         }
         let db =
             if lower_ident(&self.peek().tok).is_some() && matches!(self.peek_at(1), Tok::Op(".")) {
@@ -879,7 +888,7 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE, QUERIES, GRANTS, CLUSTER, VARIABLES, DNODE n VARIABLES or VNODES",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, VNODES, TABLE TAGS, TABLE DISTRIBUTED, TAGS, CREATE, QUERIES, VARIABLES, DNODE n VARIABLES, CLUSTER or GRANTS",
         ))
     }
 

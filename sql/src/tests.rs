@@ -601,8 +601,28 @@ fn show_cluster_statements() {
             on(Some(DnodeRef::Id(4))),
         ]
     );
+    assert_eq!(
+        parse("show table distributed iot.readings; SHOW TABLE DISTRIBUTED r_1").unwrap(),
+        vec![
+            Statement::ShowTableDistributed {
+                table: ObjectRef::new(Some("iot"), "readings")
+            },
+            Statement::ShowTableDistributed {
+                table: ObjectRef::new(None, "r_1")
+            },
+        ]
+    );
     for (bad, want) in [
         ("show grant", "syntax error at 1:6: expected DATABASES"),
+        (
+            "show table distributed",
+            "1:23: expected a table name, found end of input",
+        ),
+        ("show table distributed 'x'", "1:24: expected a table name"),
+        (
+            "show table distribute t",
+            "1:12: expected TAGS or DISTRIBUTED, found 'distribute'",
+        ),
         (
             "show vnodes on 3",
             "syntax error at 1:16: expected DNODE, found '3'",

@@ -92,7 +92,8 @@ impl StatementKind {
             | Statement::ShowGrants
             | Statement::ShowCluster
             | Statement::ShowVariables { .. }
-            | Statement::ShowVnodes { .. } => StatementKind::Show,
+            | Statement::ShowVnodes { .. }
+            | Statement::ShowTableDistributed { .. } => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

@@ -480,6 +480,9 @@ impl SqlService {
             Statement::ShowMnodes => show::mnodes(self, db).await,
             Statement::ShowTableTags { table } => show::table_tags(self, db, &table).await,
             Statement::ShowTags { table } => show::tags(self, db, &table).await,
+            Statement::ShowTableDistributed { table } => {
+                show::table_distributed(self, db, &table).await
+            }
             Statement::ShowCreateDatabase { name } => show::create_database(self, db, &name).await,
             Statement::ShowCreateTable { table, stable } => {
                 show::create_table(self, db, &table, stable).await

@@ -71,6 +71,7 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowCluster
             | Statement::ShowVariables { .. }
             | Statement::ShowVnodes { .. }
+            | Statement::ShowTableDistributed { .. }
             | Statement::Describe { .. }
     )
 }

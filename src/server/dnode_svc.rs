@@ -1099,13 +1099,32 @@ impl DnodeRpc for DnodeService {
 
     async fn vnode_stats(
         &self,
-        req: Request<v1::VnodeRef>,
+        req: Request<v1::VnodeStatsRequest>,
     ) -> Result<Response<v1::VnodeStatsResponse>, Status> {
         let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
         authorize(&p, &vnode, Need::Any)?;
-        Ok(Response::new(stats_to_wire(&vnode.stats())))
+        // `stats` reads the manifest's size from disk, a STABLE's distribution walks every
+        // subtable's block index entries: off the async workers.
+        let stats = blocking(move || {
+            let mut stats = stats_to_wire(&vnode.stats());
+            if let Some(of) = r.distribution_of {
+                let uids: Vec<TableUid> = if of.stable {
+                    vnode
+                        .tables(Some(&of.table))
+                        .iter()
+                        .map(|t| t.uid)
+                        .collect()
+                } else {
+                    vnode.table(&of.table).map(|t| t.uid).into_iter().collect()
+                };
+                stats.distribution = Some(distribution_to_wire(&vnode.distribution(&uids)));
+            }
+            Ok(stats)
+        })
+        .await?;
+        Ok(Response::new(stats))
     }
 
     async fn dnode_stats(
@@ -1193,6 +1212,23 @@ pub fn variable_to_wire(v: &crate::config::Variable) -> v1::Variable {
     }
 }
 
+fn distribution_to_wire(d: &tidal_vnode::TableDistribution) -> v1::TableDistribution {
+    v1::TableDistribution {
+        tables: d.tables,
+        windows: d.windows,
+        damaged_windows: d.damaged_windows,
+        blocks: d.blocks,
+        block_rows: d.block_rows,
+        min_block_rows: d.min_block_rows,
+        max_block_rows: d.max_block_rows,
+        block_bytes: d.block_bytes,
+        stt_blocks: d.stt_blocks,
+        stt_rows: d.stt_rows,
+        stt_bytes: d.stt_bytes,
+        mem_rows: d.mem_rows,
+    }
+}
+
 fn stats_to_wire(s: &tidal_vnode::VnodeStats) -> v1::VnodeStatsResponse {
     v1::VnodeStatsResponse {
         tables: s.tables,
@@ -1216,5 +1252,6 @@ fn stats_to_wire(s: &tidal_vnode::VnodeStats) -> v1::VnodeStatsResponse {
         wal_fsync_buckets: s.wal_fsync.counts.to_vec(),
         wal_fsync_nanos_sum: s.wal_fsync.sum_nanos,
         windows: s.windows,
+        distribution: None,
     }
 }

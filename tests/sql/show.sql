@@ -36,6 +36,10 @@ SHOW DNODE 1 VARIABLES LIKE 'heartbeat%';
 -- also shows the endpoints, whose ports vary: tests/show_cluster_views.rs
 SELECT dnode_id, vgroup_id, db_name, status FROM information_schema.ins_vnodes ORDER BY vgroup_id;
 SELECT dnode_id, count(*) FROM information_schema.ins_vnodes GROUP BY dnode_id ORDER BY dnode_id;
+-- where rows are stored: w_paris's one row is still in the memtable, meters has subtables
+-- on two vgroups and no rows (sizes after a flush vary: tests/show_cluster_views.rs)
+SHOW TABLE DISTRIBUTED w_paris;
+SHOW TABLE DISTRIBUTED sh.meters;
 -- errors name the problem
 SHOW TAGS FROM meters;
 SHOW CREATE STABLE d1001;
@@ -54,3 +58,5 @@ SHOW LOCAL VARIABLES;
 SHOW VNODES ON DNODE 3;
 SHOW VNODES 'nowhere:1';
 SHOW VNODES ON 1;
+SHOW TABLE DISTRIBUTED nosuch;
+SHOW TABLE DISTRIBUTE meters;
