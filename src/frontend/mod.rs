@@ -17,6 +17,7 @@ mod users;
 pub mod write_merge;
 
 use catalog::Snapshot;
+pub use show::SYSTEM_TABLES;
 use std::collections::HashMap;
 use tidal_client::{Client, ClientError};
 use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId};
