@@ -184,7 +184,11 @@ async fn main() -> Result<(), BoxError> {
             for vg in &route.vgroups {
                 let st = c
                     .dnode(&vg.addr)?
-                    .vnode_stats(tidal_proto::v1::VnodeRef { db: db.into(), vgroup_id: vg.id.0 })
+                    .vnode_stats(tidal_proto::v1::VnodeStatsRequest {
+                        db: db.into(),
+                        vgroup_id: vg.id.0,
+                        distribution_of: None,
+                    })
                     .await?
                     .into_inner();
                 entries += st.cache_entries;

@@ -573,6 +573,61 @@ pub fn print_config<T: RoleKeys>(r: &Resolved<T>) -> Result<String, ConfigError>
     Ok(out)
 }
 
+/// One configuration key as the running process uses it: a row of SHOW VARIABLES.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variable {
+    pub name: String,
+    /// `None`: the key is not set (an optional key nobody gave). A secret shows only that it
+    /// is set.
+    pub value: Option<String>,
+    /// Where the value came from: `default`, `--flag`, `TIDAL_KEY` or the config file's path.
+    pub source: String,
+    /// What the key is for (its `--help` text).
+    pub info: String,
+}
+
+/// The scope of every key, in TDengine's terms: read by the server process (`tidal mnode`,
+/// `tidal vnode`), not by clients (the shell takes its own flags).
+pub const VARIABLE_SCOPE: &str = "server";
+
+/// The value a secret key shows in place of its own.
+pub const HIDDEN_VALUE: &str = "(hidden)";
+
+/// Every key of role `T` with its effective value and where it came from, in declaration
+/// order (the same values [`print_config`] prints).
+pub fn variables<T: RoleKeys>(r: &Resolved<T>) -> Result<Vec<Variable>, ConfigError> {
+    let table = to_table(&r.keys)?;
+    let cmd = T::augment_args(Command::new("keys"));
+    let mut out = Vec::new();
+    for a in cmd.get_arguments() {
+        let key = a.get_id().as_str();
+        if NOT_KEYS.contains(&key) {
+            continue;
+        }
+        let value = match table.get(key) {
+            None => None,
+            // Secrets are not echoed (the output ends up in terminals and tickets).
+            Some(_) if is_secret(key) => Some(HIDDEN_VALUE.to_string()),
+            Some(toml::Value::String(v)) => Some(v.clone()),
+            Some(v) => Some(v.to_string()),
+        };
+        let info = a
+            .get_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(Variable {
+            name: key.to_string(),
+            value,
+            source: r.describe(key),
+            info,
+        });
+    }
+    Ok(out)
+}
+
 /// Installs the global tracing subscriber for a server role. An explicit `log_level` wins;
 /// at its default, RUST_LOG (if set) chooses the filter.
 pub fn init_logging<T: RoleKeys>(r: &Resolved<T>, log_name: &str) -> Result<(), ConfigError> {
@@ -819,6 +874,39 @@ mod tests {
         );
         let again = parse_dnode(&[], &[], Some(&text)).expect("reparse");
         assert_eq!(again.keys, r.keys);
+    }
+
+    #[test]
+    fn variables_are_the_effective_values_with_their_source() {
+        let r = parse_dnode(
+            &["--data", "/d", "--heartbeat-interval-ms", "250"],
+            &[("TIDAL_QUERY_TIMEOUT_MS", "9000")],
+            Some("log_format = \"json\"\nregister_timeout_ms = 5\n"),
+        )
+        .expect("resolve");
+        let vars = variables(&r).expect("variables");
+        let names: Vec<&str> = vars.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, key_names::<DnodeConfig>());
+        let get = |k: &str| vars.iter().find(|v| v.name == k).expect(k).clone();
+        let hb = get("heartbeat_interval_ms");
+        assert_eq!(hb.value.as_deref(), Some("250"));
+        assert_eq!(hb.source, "--heartbeat-interval-ms");
+        assert!(hb.info.contains("heartbeat"), "{}", hb.info);
+        assert_eq!(get("data").value.as_deref(), Some("/d"));
+        assert_eq!(get("query_timeout_ms").value.as_deref(), Some("9000"));
+        assert!(get("query_timeout_ms").source.ends_with("QUERY_TIMEOUT_MS"));
+        assert_eq!(get("log_format").value.as_deref(), Some("json"));
+        assert!(get("log_format").source.ends_with("dnode.toml"));
+        assert_eq!(get("register_timeout_ms").value.as_deref(), Some("5"));
+        assert_eq!(get("listen").value.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(get("listen").source, "default");
+        assert_eq!(get("advertise").value, None, "unset, not invented");
+        for v in vars.iter().filter(|v| is_secret(&v.name)) {
+            assert!(
+                v.value.is_none() || v.value.as_deref() == Some(HIDDEN_VALUE),
+                "{v:?}"
+            );
+        }
     }
 
     #[test]

@@ -64,19 +64,21 @@ enum Command {
 }
 
 /// Resolves a server role's configuration and installs its logging; `Ok(None)` when
-/// `--print-config` printed it and the process should exit.
+/// `--print-config` printed it and the process should exit. The keys come with their
+/// effective values as SHOW VARIABLES lists them.
 fn server_config<T: config::RoleKeys>(
     args: &config::RoleArgs<T>,
     matches: &clap::ArgMatches,
     log_name: &str,
-) -> Result<Option<T>, config::ConfigError> {
+) -> Result<Option<(T, Vec<config::Variable>)>, config::ConfigError> {
     let resolved = config::resolve(args, matches)?;
     if args.print_config {
         print!("{}", config::print_config(&resolved)?);
         return Ok(None);
     }
     config::init_logging(&resolved, log_name)?;
-    Ok(Some(resolved.keys))
+    let variables = config::variables(&resolved)?;
+    Ok(Some((resolved.keys, variables)))
 }
 
 /// The CLI commands (shell, demo, load, bench) log warnings to stderr; TIDAL_LOG or RUST_LOG
@@ -92,8 +94,8 @@ fn init_cli_logging() {
 }
 
 enum Job {
-    Mnode(config::MnodeConfig),
-    Dnode(config::DnodeConfig),
+    Mnode(config::MnodeConfig, Vec<config::Variable>),
+    Dnode(config::DnodeConfig, Vec<config::Variable>),
     Local(config::LocalConfig),
     Cli(Command),
 }
@@ -107,9 +109,14 @@ fn main() -> ExitCode {
     let empty = clap::ArgMatches::default();
     let sub = matches.subcommand().map(|(_, m)| m).unwrap_or(&empty);
     let job = match cli.command {
-        Command::Mnode(a) => server_config(&a, sub, "mnode").map(|c| c.map(Job::Mnode)),
-        Command::Vnode(a) => server_config(&a, sub, "dnode").map(|c| c.map(Job::Dnode)),
-        Command::Local(a) => server_config(&a, sub, "local").map(|c| c.map(Job::Local)),
+        Command::Mnode(a) => {
+            server_config(&a, sub, "mnode").map(|c| c.map(|(c, v)| Job::Mnode(c, v)))
+        }
+        Command::Vnode(a) => {
+            server_config(&a, sub, "dnode").map(|c| c.map(|(c, v)| Job::Dnode(c, v)))
+        }
+        // `tidal local` runs its roles as child processes, each with its own variables.
+        Command::Local(a) => server_config(&a, sub, "local").map(|c| c.map(|(c, _)| Job::Local(c))),
         other => {
             init_cli_logging();
             Ok(Some(Job::Cli(other)))
@@ -135,15 +142,15 @@ fn main() -> ExitCode {
     };
     // Errors go to stderr; a server logging to a file also records them there.
     let log_to_file = match &job {
-        Job::Mnode(c) => c.common.log_dir.is_some(),
-        Job::Dnode(c) => c.common.log_dir.is_some(),
+        Job::Mnode(c, _) => c.common.log_dir.is_some(),
+        Job::Dnode(c, _) => c.common.log_dir.is_some(),
         Job::Local(c) => c.common.log_dir.is_some(),
         Job::Cli(_) => false,
     };
     let result = rt.block_on(async move {
         match job {
-            Job::Mnode(c) => server::run_mnode(c).await,
-            Job::Dnode(c) => server::run_dnode(c).await,
+            Job::Mnode(c, v) => server::run_mnode(c, v).await,
+            Job::Dnode(c, v) => server::run_dnode(c, v).await,
             Job::Local(c) => local::run(c).await,
             Job::Cli(Command::Load(args)) => load::run(args).await,
             Job::Cli(Command::Shell(args)) => shell::run(args).await,

@@ -1,7 +1,7 @@
-//! SHOW DNODES, MNODES, VGROUPS and DATABASES describe the running cluster: the columns are
-//! there, the vgroups' hash ranges tile the hash space, their table and (deduplicated) row
-//! counts add up to what was written, flushed data shows as bytes on disk, and every data
-//! node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
+//! SHOW DNODES, MNODES, VGROUPS, VNODES and DATABASES (and the information_schema tables over
+//! the same catalog) describe the running cluster: the columns are there, the vgroups' hash
+//! ranges tile the hash space, their table and (deduplicated) row counts add up to what was
+//! written, flushed data shows as bytes on disk, and every data node heartbeats. The values vary from run to run (ports, times, sizes), so this checks
 //! structure and sums instead of a golden transcript.
 
 mod common;
@@ -179,6 +179,40 @@ fn show_describes_the_running_cluster() {
         // `db.VGROUPS` needs no current database.
         assert_eq!(show(&c, "", "SHOW iot.VGROUPS").await.len(), 4);
 
+        // SHOW VNODES: the same placement from the data nodes' side, every vnode open.
+        let vn = show(&c, "", "SHOW VNODES").await;
+        assert_eq!(
+            vn.names(),
+            ["dnode_id", "vgroup_id", "db_name", "status", "dnode_endpoint"]
+        );
+        assert_eq!(vn.len(), 4);
+        for r in 0..vn.len() {
+            let k = (0..vg.len())
+                .find(|k| vg.int(*k, "vgroup_id") == vn.int(r, "vgroup_id"))
+                .expect("a vnode of a known vgroup");
+            assert_eq!(vn.int(r, "dnode_id"), vg.int(k, "dnode_id"));
+            assert_eq!(vn.str(r, "dnode_endpoint"), vg.str(k, "dnode_endpoint"));
+            assert_eq!(vn.str(r, "db_name"), "iot");
+            assert_eq!(vn.str(r, "status"), "leader");
+        }
+        for d in 0..dnodes.len() {
+            let (id, ep) = (dnodes.int(d, "id"), dnodes.str(d, "endpoint"));
+            let expect: Vec<i64> = (0..vn.len())
+                .filter(|r| vn.int(*r, "dnode_id") == id)
+                .map(|r| vn.int(r, "vgroup_id"))
+                .collect();
+            assert_eq!(expect.len() as i64, dnodes.int(d, "vnodes"));
+            for sql in [
+                format!("SHOW VNODES ON DNODE {id}"),
+                format!("SHOW {id} VNODES"),
+                format!("SHOW VNODES '{ep}'"),
+            ] {
+                let on = show(&c, "", &sql).await;
+                let got: Vec<i64> = (0..on.len()).map(|r| on.int(r, "vgroup_id")).collect();
+                assert_eq!(got, expect, "{sql}");
+            }
+        }
+
         let dbs = show(&c, "", "SHOW DATABASES").await;
         assert_eq!(dbs.len(), 1);
         for col in [
@@ -209,6 +243,125 @@ fn show_describes_the_running_cluster() {
         assert_eq!(dbs.str(0, "status"), "ready");
         assert_eq!(dbs.str(0, "precision"), "ms");
         assert!((now_ms() - dbs.int(0, "create_time")).abs() < 120_000);
+
+        // information_schema: the same catalog as tables. ins_vgroups is SHOW VGROUPS over
+        // every database.
+        let ivg = show(&c, "", "SELECT * FROM information_schema.ins_vgroups").await;
+        assert_eq!(ivg.names(), vg.names());
+        assert_eq!(ivg.len(), 4);
+        let (mut itables, mut irows) = (0, 0);
+        for r in 0..ivg.len() {
+            itables += ivg.int(r, "tables");
+            irows += ivg.int(r, "rows");
+        }
+        assert_eq!((itables, irows), (13, expected_rows));
+        // One tag each: a row per subtable.
+        let tags = show(&c, "", "SELECT * FROM information_schema.ins_tags").await;
+        assert_eq!(
+            tags.names(),
+            ["table_name", "db_name", "stable_name", "tag_name", "tag_type", "tag_value"]
+        );
+        assert_eq!(tags.len(), 13);
+        for r in 0..tags.len() {
+            let name = tags.str(r, "table_name");
+            let expect = if name == "o1" { "1".to_string() } else { name[1..].to_string() };
+            assert_eq!(tags.str(r, "tag_value"), expect, "{name}");
+        }
+        // Two columns per STABLE and per subtable, tags left out.
+        let cols = show(&c, "", "SELECT * FROM information_schema.ins_columns").await;
+        for col in ["table_name", "db_name", "table_type", "col_name", "col_type", "col_length"] {
+            assert!(cols.names().contains(&col), "ins_columns lacks {col}");
+        }
+        assert_eq!(cols.len(), 2 * (2 + 13));
+        let supers = (0..cols.len())
+            .filter(|r| cols.str(*r, "table_type") == "SUPER_TABLE")
+            .count();
+        assert_eq!(supers, 4);
+        assert!((0..cols.len()).all(|r| cols.str(r, "col_name") != "k"));
+        // SHOW TABLE DISTRIBUTED: the rows of m are in STT files since the FLUSH, but for the
+        // two rewritten after it, which the memtable holds as well (layers count rows as
+        // stored); a row per vgroup holding a subtable of m, then their total.
+        let dist = |r: &Rows, k: usize| {
+            (
+                r.int(k, "block_rows"),
+                r.int(k, "stt_rows"),
+                r.int(k, "in_mem_rows"),
+            )
+        };
+        let d = show(&c, "iot", "SHOW TABLE DISTRIBUTED m").await;
+        for col in [
+            "db_name",
+            "table_name",
+            "vgroup_id",
+            "total_tables",
+            "total_blocks",
+            "total_size",
+            "block_rows",
+            "min_rows",
+            "max_rows",
+            "avg_rows",
+            "stt_rows",
+            "in_mem_rows",
+        ] {
+            assert!(d.names().contains(&col), "SHOW TABLE DISTRIBUTED lacks {col}");
+        }
+        let total = d.len() - 1;
+        assert_eq!(d.get(total, "vgroup_id"), Value::Null, "the last row is the total");
+        let holding = (0..vg.len()).filter(|k| vg.int(*k, "tables") > 0).count();
+        assert!(total >= 1 && total <= holding, "{total} of {holding}");
+        let (mut sum, mut tables) = ((0, 0, 0), 0);
+        for k in 0..total {
+            assert_eq!(d.str(k, "table_name"), "m");
+            assert_eq!(d.int(k, "total_vgroups"), total as i64);
+            let (b, s, m) = dist(&d, k);
+            sum = (sum.0 + b, sum.1 + s, sum.2 + m);
+            tables += d.int(k, "total_tables");
+        }
+        assert_eq!(dist(&d, total), sum, "the total row adds the vgroups up");
+        assert_eq!((tables, d.int(total, "total_tables")), (12, 12));
+        assert_eq!(sum, (0, 78, 2), "flushed to STT; two rewritten rows in memory");
+        // COMPACT merges everything into data blocks, each timestamp once.
+        c.execute("COMPACT DATABASE iot", "").await.unwrap();
+        let d = show(&c, "iot", "SHOW TABLE DISTRIBUTED iot.m").await;
+        let total = d.len() - 1;
+        assert_eq!(dist(&d, total), (78, 0, 0));
+        let count = show(&c, "iot", "SELECT COUNT(*) FROM m").await.int(0, "count(*)");
+        assert_eq!(count, 78);
+        for k in 0..=total {
+            let blocks = d.int(k, "total_blocks");
+            assert!(blocks >= 1 && d.int(k, "total_size") > 0);
+            let (min, max) = (d.int(k, "min_rows"), d.int(k, "max_rows"));
+            let Value::Float(avg) = d.get(k, "avg_rows") else {
+                panic!("avg_rows")
+            };
+            assert!(1 <= min && min as f64 <= avg && avg <= max as f64 && max <= 4096);
+            assert!((avg * blocks as f64 - d.int(k, "block_rows") as f64).abs() < 1e-6);
+        }
+        // A subtable: its vgroup only (as SHOW TABLES places it), no total row.
+        let t12 = show(&c, "iot", "SHOW TABLE DISTRIBUTED t12").await;
+        assert_eq!(t12.len(), 1);
+        let tabs = show(&c, "iot", "SHOW TABLES LIKE 't12'").await;
+        assert_eq!(t12.int(0, "vgroup_id"), tabs.int(0, "vgroup_id"));
+        assert_eq!((t12.int(0, "total_tables"), t12.int(0, "total_vgroups")), (1, 1));
+        assert_eq!(dist(&t12, 0), (12, 0, 0));
+        let e = c
+            .execute("SHOW TABLE DISTRIBUTED nosuch", "iot")
+            .await
+            .expect_err("no such table");
+        assert!(e.message.contains("table 'nosuch' does not exist"), "{e}");
+
+        // Users: no password or hash, whatever the column is called.
+        let users = show(&c, "", "SELECT * FROM information_schema.ins_users").await;
+        assert_eq!(users.len(), 1);
+        assert_eq!(users.str(0, "name"), "root");
+        for name in users.names() {
+            assert!(!name.contains("pass") && !name.contains("hash"), "{name}");
+        }
+        for k in 0..users.batch.num_columns() {
+            if let Value::Str(v) = users.batch.columns[k].get(0) {
+                assert!(!v.starts_with("$argon2"), "a hash in ins_users: {v}");
+            }
+        }
     });
 
     // A data node that stops answering shows as such instead of failing the SHOW.
@@ -221,12 +374,160 @@ fn show_describes_the_running_cluster() {
             .filter(|r| vg.str(*r, "status") == "offline")
             .collect();
         assert!(!offline.is_empty() && offline.len() < 4, "{offline:?}");
+        let offline_count = offline.len();
         for r in offline {
             assert_eq!(vg.get(r, "rows"), Value::Null);
             assert_eq!(vg.get(r, "tables"), Value::Null);
         }
+        // Its vnodes show as offline; the other node's still lead their vgroups.
+        let vn = show(&c, "", "SHOW VNODES").await;
+        assert_eq!(vn.len(), 4);
+        let down: Vec<String> = (0..vn.len())
+            .filter(|r| vn.str(*r, "status") == "offline")
+            .map(|r| vn.str(r, "dnode_endpoint"))
+            .collect();
+        assert_eq!(down.len(), offline_count, "{down:?}");
+        assert!(
+            down.iter().all(|e| *e == down[0]),
+            "one node is down: {down:?}"
+        );
+        assert!((0..vn.len())
+            .all(|r| vn.str(r, "status") == "leader" || vn.str(r, "dnode_endpoint") == down[0]));
         let dbs = show(&c, "", "SHOW DATABASES").await;
         assert!(dbs.str(0, "status").contains("vgroups offline"));
         assert_eq!(dbs.get(0, "ntables"), Value::Null);
+    });
+}
+
+/// SHOW CLUSTER: the id and creation time belong to the cluster (the same after the mnode
+/// restarts), the uptime to the running mnode, the name is the mnode's endpoint.
+#[test]
+fn show_cluster_is_the_mnodes_view() {
+    let mut cluster = Cluster::start(1);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let before = rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let r = show(&c, "", "SHOW CLUSTER").await;
+        assert_eq!(
+            r.names(),
+            [
+                "id",
+                "name",
+                "uptime",
+                "create_time",
+                "version",
+                "expire_time"
+            ]
+        );
+        assert_eq!(r.len(), 1);
+        assert!(r.int(0, "id") > 0);
+        assert_eq!(r.str(0, "name"), cluster.mnode_addr);
+        assert!((0..600).contains(&r.int(0, "uptime")));
+        let created = r.int(0, "create_time");
+        assert!((now_ms() - created).abs() < 120_000, "{created}");
+        assert_eq!(r.str(0, "version"), env!("CARGO_PKG_VERSION"));
+        assert_eq!(r.get(0, "expire_time"), Value::Null, "nothing expires");
+        let same = show(&c, "", "SELECT * FROM information_schema.ins_cluster").await;
+        assert_eq!(same.int(0, "id"), r.int(0, "id"));
+        (r.int(0, "id"), created)
+    });
+    // The uptime counts from this mnode's start; identity and age are the catalog's.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        assert!(show(&c, "", "SHOW CLUSTER").await.int(0, "uptime") >= 1);
+    });
+    cluster.restart_mnode();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let r = show(&c, "", "SHOW CLUSTER").await;
+        assert_eq!((r.int(0, "id"), r.int(0, "create_time")), before);
+        assert!(r.int(0, "uptime") < 60);
+    });
+}
+
+/// SHOW VARIABLES is the configuration of the node that runs it, SHOW DNODE n VARIABLES that
+/// of data node n, each as the process resolved it (values and their source), secrets
+/// hidden, superusers only.
+#[test]
+fn show_variables_are_each_nodes_configuration() {
+    let cluster = Cluster::start(2);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = Client::connect(&cluster.mnode_addr).await.unwrap();
+        let value = |r: &Rows, name: &str| -> (Value, String) {
+            let k = (0..r.len())
+                .find(|k| r.str(*k, "name") == name)
+                .unwrap_or_else(|| panic!("no variable {name}"));
+            (r.get(k, "value"), r.str(k, "source"))
+        };
+        let m = show(&c, "", "SHOW VARIABLES").await;
+        assert_eq!(m.names(), ["name", "value", "scope", "source", "info"]);
+        let data = cluster.data().join("mnode").to_string_lossy().into_owned();
+        assert_eq!(value(&m, "data"), (Value::Str(data), "--data".into()));
+        assert_eq!(
+            value(&m, "dnode_timeout_ms"),
+            (Value::Str("10000".into()), "default".into())
+        );
+        // An mnode key, not a data node's.
+        assert!((0..m.len()).all(|k| m.str(k, "name") != "heartbeat_interval_ms"));
+        for k in 0..m.len() {
+            assert_eq!(m.str(k, "scope"), "server");
+            assert!(!m.str(k, "info").is_empty(), "{}", m.str(k, "name"));
+            if let Value::Str(v) = m.get(k, "value") {
+                assert!(!v.contains("taosdata"), "a password in SHOW VARIABLES");
+            }
+        }
+        let (pw, _) = value(&m, "root_password");
+        assert!(
+            pw == Value::Null || pw == Value::Str("(hidden)".into()),
+            "{pw:?}"
+        );
+        assert_eq!(
+            show(&c, "", "SHOW VARIABLES LIKE 'query%'").await.len(),
+            2,
+            "query_timeout_ms and query_memory_max_bytes"
+        );
+
+        let dnodes = show(&c, "", "SHOW DNODES").await;
+        assert_eq!(dnodes.len(), 2);
+        for r in 0..dnodes.len() {
+            let id = dnodes.int(r, "id");
+            let d = show(&c, "", &format!("SHOW DNODE {id} VARIABLES")).await;
+            assert_eq!(
+                d.names(),
+                ["dnode_id", "name", "value", "scope", "source", "info"]
+            );
+            assert!((0..d.len()).all(|k| d.int(k, "dnode_id") == id));
+            assert_eq!(
+                value(&d, "mnode"),
+                (Value::Str(cluster.mnode_addr.clone()), "--mnode".into())
+            );
+            // Each data node has its own directory: the variables are that node's.
+            let (dir, _) = value(&d, "data");
+            let Value::Str(dir) = dir else {
+                panic!("data is {dir:?}")
+            };
+            let i = (id - 1) as usize;
+            assert!(dir.ends_with(&format!("dnode-{i}")), "dnode {id}: {dir}");
+            assert_eq!(value(&d, "advertise").0, Value::Null, "unset stays unset");
+        }
+        let e = c
+            .execute("SHOW DNODE 99 VARIABLES", "")
+            .await
+            .expect_err("no data node 99");
+        assert!(e.message.contains("data node 99 does not exist"), "{e}");
+
+        // Not for ordinary users, on either path.
+        c.execute("CREATE USER plain PASS 'plain_pw'", "")
+            .await
+            .unwrap();
+        let u = Client::connect_user(&cluster.mnode_addr, "plain", "plain_pw")
+            .await
+            .unwrap();
+        for sql in ["SHOW VARIABLES", "SHOW DNODE 1 VARIABLES"] {
+            let e = u.execute(sql, "").await.expect_err(sql);
+            assert!(e.message.contains("superuser"), "{sql}: {e}");
+        }
     });
 }

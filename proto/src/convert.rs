@@ -593,6 +593,29 @@ pub fn write_from_wire(r: v1::WriteRequest) -> R<WriteBatch> {
 mod tests {
     use super::*;
 
+    /// VnodeStats took a VnodeRef before it took a VnodeStatsRequest: each decodes as the
+    /// other, so frontends and data nodes of either version keep talking.
+    #[test]
+    fn vnode_stats_request_is_wire_compatible_with_vnode_ref() {
+        use prost::Message;
+        let old = v1::VnodeRef {
+            db: "iot".into(),
+            vgroup_id: 7,
+        };
+        let new = v1::VnodeStatsRequest::decode(old.encode_to_vec().as_slice()).unwrap();
+        assert_eq!((new.db.as_str(), new.vgroup_id), ("iot", 7));
+        assert_eq!(new.distribution_of, None);
+        let asked = v1::VnodeStatsRequest {
+            distribution_of: Some(v1::DistributionOf {
+                table: "readings".into(),
+                stable: true,
+            }),
+            ..new
+        };
+        let seen_by_old = v1::VnodeRef::decode(asked.encode_to_vec().as_slice()).unwrap();
+        assert_eq!(seen_by_old, old);
+    }
+
     #[test]
     fn column_round_trip_with_nulls() {
         let mut c = Column::empty(DataType::Double, 10);

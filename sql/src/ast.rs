@@ -30,6 +30,13 @@ impl fmt::Display for ObjectRef {
     }
 }
 
+/// A data node named in a statement: by id or by endpoint (`host:port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DnodeRef {
+    Id(u32),
+    Endpoint(String),
+}
+
 /// The change an ALTER STABLE makes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AlterStable {
@@ -125,6 +132,11 @@ pub enum Statement {
     ShowTableTags {
         table: ObjectRef,
     },
+    /// `SHOW TABLE DISTRIBUTED [db.]t`: where the rows of a STABLE or subtable are stored
+    /// (blocks, rows per block, STT and memtable rows), per vgroup.
+    ShowTableDistributed {
+        table: ObjectRef,
+    },
     /// `SHOW TAGS FROM subtable [FROM db]`: one row per tag of the subtable.
     ShowTags {
         table: ObjectRef,
@@ -139,6 +151,21 @@ pub enum Statement {
     },
     /// The statements running on the node that coordinates them.
     ShowQueries,
+    /// `SHOW GRANTS` / `SHOW LICENCES`: TDengine's licence view; Tidal has no licensing.
+    ShowGrants,
+    /// `SHOW CLUSTER`: the cluster's id, name, uptime and creation time.
+    ShowCluster,
+    /// `SHOW [CLUSTER] VARIABLES [LIKE 'p']` (`dnode` = None: the node that runs the
+    /// statement) or `SHOW DNODE n VARIABLES [LIKE 'p']`: a node's configuration keys.
+    ShowVariables {
+        dnode: Option<u32>,
+        like: Option<String>,
+    },
+    /// `SHOW VNODES [ON DNODE n | n | 'endpoint']` or `SHOW n VNODES`: which vgroups live on
+    /// which data node (`None`: every data node).
+    ShowVnodes {
+        dnode: Option<DnodeRef>,
+    },
     /// `KILL QUERY 'id'` with an id from SHOW QUERIES.
     KillQuery {
         id: String,

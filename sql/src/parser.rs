@@ -778,6 +778,59 @@ impl Parser {
         if self.eat_kw("queries") {
             return Ok(Statement::ShowQueries);
         }
+        if self.eat_kw("grants") || self.eat_kw("licences") || self.eat_kw("licenses") {
+            return Ok(Statement::ShowGrants);
+        }
+        // SHOW CLUSTER VARIABLES is what TDengine calls SHOW VARIABLES since 3.0.1.6.
+        if self.peek_kw("variables") || (self.peek_kw("cluster") && self.peek_kw_at(1, "variables"))
+        {
+            self.eat_kw("cluster");
+            self.advance();
+            let like = self.like_opt()?;
+            return Ok(Statement::ShowVariables { dnode: None, like });
+        }
+        if self.eat_kw("cluster") {
+            return Ok(Statement::ShowCluster);
+        }
+        if self.peek_kw("local") && self.peek_kw_at(1, "variables") {
+            return Err(syntax(
+                self.pos(),
+                "SHOW LOCAL VARIABLES lists a client's settings, which the server does not \
+                 know; SHOW VARIABLES lists this node's",
+            ));
+        }
+        if self.eat_kw("vnodes") {
+            let dnode = if self.eat_kw("on") {
+                self.expect_kw("dnode")?;
+                Some(DnodeRef::Id(self.dnode_id()?))
+            } else if let Tok::Str(ep) = &self.peek().tok {
+                let ep = ep.clone();
+                self.advance();
+                Some(DnodeRef::Endpoint(ep))
+            } else if matches!(self.peek().tok, Tok::Int(_)) {
+                Some(DnodeRef::Id(self.dnode_id()?))
+            } else {
+                None
+            };
+            return Ok(Statement::ShowVnodes { dnode });
+        }
+        // TDengine's older spelling: SHOW dnode_id VNODES.
+        if matches!(self.peek().tok, Tok::Int(_)) && self.peek_kw_at(1, "vnodes") {
+            let id = self.dnode_id()?;
+            self.advance();
+            return Ok(Statement::ShowVnodes {
+                dnode: Some(DnodeRef::Id(id)),
+            });
+        }
+        if self.eat_kw("dnode") {
+            let dnode = self.dnode_id()?;
+            self.expect_kw("variables")?;
+            let like = self.like_opt()?;
+            return Ok(Statement::ShowVariables {
+                dnode: Some(dnode),
+                like,
+            });
+        }
         if self.eat_kw("create") {
             if self.eat_kw("database") {
                 return Ok(Statement::ShowCreateDatabase {
@@ -794,6 +847,12 @@ impl Parser {
             let table = self.object_ref("a table name")?;
             return Ok(Statement::ShowCreateTable { table, stable });
         }
+        if self.peek_kw("table") && self.peek_kw_at(1, "distributed") {
+            self.advance();
+            self.advance();
+            let table = self.object_ref("a table name")?;
+            return Ok(Statement::ShowTableDistributed { table });
+        }
         // SHOW TABLE TAGS FROM t [FROM db] / SHOW TAGS FROM t [FROM db]
         if self.peek_kw("table") && self.peek_kw_at(1, "tags") {
             self.advance();
@@ -804,6 +863,9 @@ impl Parser {
         if self.eat_kw("tags") {
             let table = self.show_from_table()?;
             return Ok(Statement::ShowTags { table });
+        }
+        if self.eat_kw("table") {
+            return Err(self.unexpected("TAGS or DISTRIBUTED"));
         }
         let db =
             if lower_ident(&self.peek().tok).is_some() && matches!(self.peek_at(1), Tok::Op(".")) {
@@ -818,18 +880,7 @@ impl Parser {
         }
         let stables = self.eat_kw("stables");
         if stables || self.eat_kw("tables") {
-            let like = if self.eat_kw("like") {
-                match &self.peek().tok {
-                    Tok::Str(s) => {
-                        let s = s.clone();
-                        self.advance();
-                        Some(s)
-                    }
-                    _ => return Err(self.unexpected("a quoted pattern")),
-                }
-            } else {
-                None
-            };
+            let like = self.like_opt()?;
             return Ok(if stables {
                 Statement::ShowStables { db, like }
             } else {
@@ -837,8 +888,30 @@ impl Parser {
             });
         }
         Err(self.unexpected(
-            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, TABLE TAGS, TAGS, CREATE or QUERIES",
+            "DATABASES, DNODES, MNODES, STABLES, TABLES, VGROUPS, VNODES, TABLE TAGS, TABLE DISTRIBUTED, TAGS, CREATE, QUERIES, VARIABLES, DNODE n VARIABLES, CLUSTER or GRANTS",
         ))
+    }
+
+    /// A data node id (`SHOW DNODE n ...`, `SHOW VNODES ON DNODE n`).
+    fn dnode_id(&mut self) -> Result<u32, SqlError> {
+        let at = self.pos();
+        let id = self.u64_lit("a data node id")?;
+        u32::try_from(id).map_err(|_| syntax(at, format!("data node id {id} is too large")))
+    }
+
+    /// An optional `LIKE 'pattern'`.
+    fn like_opt(&mut self) -> Result<Option<String>, SqlError> {
+        if !self.eat_kw("like") {
+            return Ok(None);
+        }
+        match &self.peek().tok {
+            Tok::Str(s) => {
+                let s = s.clone();
+                self.advance();
+                Ok(Some(s))
+            }
+            _ => Err(self.unexpected("a quoted pattern")),
+        }
     }
 
     /// `FROM [db.]table [FROM db]` of SHOW [TABLE] TAGS.

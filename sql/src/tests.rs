@@ -579,6 +579,107 @@ fn show_kill_statements() {
 }
 
 #[test]
+fn show_cluster_statements() {
+    let s = parse("show grants; SHOW LICENCES; show licenses").unwrap();
+    assert_eq!(s, vec![Statement::ShowGrants; 3]);
+    assert_eq!(parse("show cluster").unwrap(), vec![Statement::ShowCluster]);
+    let s = parse(
+        "show variables; show cluster variables like 'query%'; SHOW DNODE 2 VARIABLES; \
+         show dnode 7 variables like '%ms'",
+    )
+    .unwrap();
+    let vars = |dnode: Option<u32>, like: Option<&str>| Statement::ShowVariables {
+        dnode,
+        like: like.map(str::to_string),
+    };
+    assert_eq!(
+        s,
+        vec![
+            vars(None, None),
+            vars(None, Some("query%")),
+            vars(Some(2), None),
+            vars(Some(7), Some("%ms")),
+        ]
+    );
+    let s = parse(
+        "show vnodes; show vnodes on dnode 3; SHOW VNODES 2; show vnodes 'h:6030'; show 4 vnodes",
+    )
+    .unwrap();
+    let on = |d: Option<DnodeRef>| Statement::ShowVnodes { dnode: d };
+    assert_eq!(
+        s,
+        vec![
+            on(None),
+            on(Some(DnodeRef::Id(3))),
+            on(Some(DnodeRef::Id(2))),
+            on(Some(DnodeRef::Endpoint("h:6030".into()))),
+            on(Some(DnodeRef::Id(4))),
+        ]
+    );
+    assert_eq!(
+        parse("show table distributed iot.readings; SHOW TABLE DISTRIBUTED r_1").unwrap(),
+        vec![
+            Statement::ShowTableDistributed {
+                table: ObjectRef::new(Some("iot"), "readings")
+            },
+            Statement::ShowTableDistributed {
+                table: ObjectRef::new(None, "r_1")
+            },
+        ]
+    );
+    for (bad, want) in [
+        ("show grant", "syntax error at 1:6: expected DATABASES"),
+        (
+            "show table distributed",
+            "1:23: expected a table name, found end of input",
+        ),
+        ("show table distributed 'x'", "1:24: expected a table name"),
+        (
+            "show table distribute t",
+            "1:12: expected TAGS or DISTRIBUTED, found 'distribute'",
+        ),
+        (
+            "show vnodes on 3",
+            "syntax error at 1:16: expected DNODE, found '3'",
+        ),
+        (
+            "show vnodes on dnode",
+            "1:21: expected a data node id, found end of input",
+        ),
+        (
+            "show vnodes x",
+            "1:13: expected ';' or end of input, found 'x'",
+        ),
+        ("show 4 vnode", "syntax error at 1:6: expected DATABASES"),
+        ("show grants x", "expected ';' or end of input, found 'x'"),
+        ("show variable", "syntax error at 1:6: expected DATABASES"),
+        (
+            "show variables like x",
+            "syntax error at 1:21: expected a quoted pattern",
+        ),
+        (
+            "show dnode x variables",
+            "syntax error at 1:12: expected a data node id",
+        ),
+        (
+            "show dnode 1 variable",
+            "syntax error at 1:14: expected VARIABLES",
+        ),
+        (
+            "show dnode 4294967296 variables",
+            "1:12: data node id 4294967296 is too large",
+        ),
+        (
+            "show local variables",
+            "1:6: SHOW LOCAL VARIABLES lists a client's settings",
+        ),
+    ] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains(want), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn parse_splits_statements_outside_quotes_and_comments() {
     let s = parse("  ;; insert into t values (now, 'a;b') -- c; x\n ; /* ; */ select * from t ;")
         .unwrap();

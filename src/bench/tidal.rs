@@ -373,9 +373,10 @@ impl TidalEngine {
             let st = self
                 .client
                 .dnode(&vg.addr)?
-                .vnode_stats(tidal_proto::v1::VnodeRef {
+                .vnode_stats(tidal_proto::v1::VnodeStatsRequest {
                     db: DB.into(),
                     vgroup_id: vg.id.0,
+                    distribution_of: None,
                 })
                 .await?
                 .into_inner();

@@ -12,6 +12,9 @@ pub struct Snapshot {
     precisions: HashMap<String, Precision>,
     /// `information_schema` tables by (db as written, name as written).
     system: HashMap<(String, String), Batch>,
+    /// The system tables' rows held against the statement's memory budget (a catalog view
+    /// over every subtable can be large).
+    held: Vec<tidal_sql::Reservation>,
 }
 
 impl Snapshot {
@@ -42,6 +45,11 @@ impl Snapshot {
                         ),
                     ));
                 };
+                let bytes = tidal_sql::memory::batch_bytes(&b);
+                s.held.push(
+                    svc.budget()
+                        .reserve(bytes, &format!("information_schema.{}", r.name))?,
+                );
                 s.system.insert((tdb, r.name.clone()), b);
                 continue;
             }

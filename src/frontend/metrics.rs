@@ -88,7 +88,12 @@ impl StatementKind {
             | Statement::ShowTags { .. }
             | Statement::ShowCreateDatabase { .. }
             | Statement::ShowCreateTable { .. }
-            | Statement::ShowQueries => StatementKind::Show,
+            | Statement::ShowQueries
+            | Statement::ShowGrants
+            | Statement::ShowCluster
+            | Statement::ShowVariables { .. }
+            | Statement::ShowVnodes { .. }
+            | Statement::ShowTableDistributed { .. } => StatementKind::Show,
             Statement::Describe { .. } => StatementKind::Describe,
             Statement::Use { .. } => StatementKind::Use,
             Statement::Delete { .. } => StatementKind::Delete,

@@ -17,6 +17,7 @@ mod users;
 pub mod write_merge;
 
 use catalog::Snapshot;
+pub use show::SYSTEM_TABLES;
 use std::collections::HashMap;
 use tidal_client::{Client, ClientError};
 use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId};
@@ -40,6 +41,8 @@ pub struct SqlService {
     default_timeout_ms: u64,
     /// Memory one statement may hold here (`query_memory_max_bytes`); 0 = no limit.
     memory_max_bytes: u64,
+    /// This process's configuration as it resolved it (SHOW VARIABLES).
+    variables: std::sync::Arc<Vec<crate::config::Variable>>,
 }
 
 /// An error of one statement: a status code and a message for the user.
@@ -278,7 +281,17 @@ impl SqlService {
             queries: queries::Registry::global(),
             default_timeout_ms,
             memory_max_bytes,
+            variables: Default::default(),
         }
+    }
+
+    /// The configuration SHOW VARIABLES lists: the keys this process resolved at start.
+    pub fn with_variables(
+        mut self,
+        variables: std::sync::Arc<Vec<crate::config::Variable>>,
+    ) -> SqlService {
+        self.variables = variables;
+        self
     }
 
     /// Runs every statement of `sql` in order for `session` and returns the last one's
@@ -468,6 +481,9 @@ impl SqlService {
             Statement::ShowMnodes => show::mnodes(self, db).await,
             Statement::ShowTableTags { table } => show::table_tags(self, db, &table).await,
             Statement::ShowTags { table } => show::tags(self, db, &table).await,
+            Statement::ShowTableDistributed { table } => {
+                show::table_distributed(self, db, &table).await
+            }
             Statement::ShowCreateDatabase { name } => show::create_database(self, db, &name).await,
             Statement::ShowCreateTable { table, stable } => {
                 show::create_table(self, db, &table, stable).await
@@ -476,6 +492,16 @@ impl SqlService {
                 let by = queries::current();
                 show::queries(db, &self.cluster_queries(by.as_deref()).await?)
             }
+            Statement::ShowGrants => show::grants(db),
+            Statement::ShowCluster => show::cluster(self, db).await,
+            Statement::ShowVnodes { dnode } => show::vnodes(self, db, dnode.as_ref()).await,
+            Statement::ShowVariables { dnode: None, like } => {
+                show::variables(db, &self.variables, like.as_deref())
+            }
+            Statement::ShowVariables {
+                dnode: Some(id),
+                like,
+            } => show::dnode_variables(self, db, id, like.as_deref()).await,
             Statement::KillQuery { id } => {
                 self.kill_cluster_query(&id, queries::current().as_deref())
                     .await?;

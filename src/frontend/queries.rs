@@ -67,6 +67,11 @@ pub fn is_query(s: &Statement) -> bool {
             | Statement::ShowCreateDatabase { .. }
             | Statement::ShowCreateTable { .. }
             | Statement::ShowQueries
+            | Statement::ShowGrants
+            | Statement::ShowCluster
+            | Statement::ShowVariables { .. }
+            | Statement::ShowVnodes { .. }
+            | Statement::ShowTableDistributed { .. }
             | Statement::Describe { .. }
     )
 }

@@ -5,12 +5,14 @@
 use super::catalog::{Named, Snapshot};
 use super::queries::Running;
 use super::{ExecError, ExecResult, Outcome, SqlService};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use tidal_common::{
     Batch, DataType, DbOptions, Field, Precision, StableSchema, StatusCode, TableMeta, Value,
 };
-use tidal_proto::convert::{batch_from_wire, options_from_wire, table_meta_from_wire};
+use tidal_proto::convert::{
+    batch_from_wire, options_from_wire, schema_from_wire, table_meta_from_wire,
+};
 use tidal_proto::v1;
 use tidal_sql::ObjectRef;
 
@@ -54,9 +56,10 @@ async fn vnode_stats(
     addr: &str,
 ) -> Option<v1::VnodeStatsResponse> {
     let mut d = svc.client.dnode(addr).ok()?;
-    d.vnode_stats(v1::VnodeRef {
+    d.vnode_stats(v1::VnodeStatsRequest {
         db: db.to_string(),
         vgroup_id,
+        distribution_of: None,
     })
     .await
     .ok()
@@ -203,37 +206,51 @@ fn tables_fields() -> Vec<Field> {
 }
 
 /// The tables of `information_schema`, as TDengine names them.
-pub const SYSTEM_TABLES: [&str; 5] = [
+pub const SYSTEM_TABLES: [&str; 12] = [
     "ins_databases",
     "ins_stables",
     "ins_tables",
+    "ins_tags",
+    "ins_columns",
+    "ins_vgroups",
     "ins_dnodes",
     "ins_mnodes",
+    "ins_users",
+    "ins_vnodes",
+    "ins_cluster",
+    "ins_grants",
 ];
 
 /// The rows of `information_schema.<name>` (the SHOW statement's rows, over every database
-/// for STABLEs and tables); `None` for a name that is not one of [`SYSTEM_TABLES`].
+/// for STABLEs, tables, tags, columns and vgroups); `None` for a name that is not one of
+/// [`SYSTEM_TABLES`].
 pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Batch>> {
     let one = |o: Outcome| o.batch.unwrap_or_else(|| Batch::from_rows(Vec::new(), &[]));
-    let per_db = |fields: Vec<Field>| Batch::from_rows(fields, &[]);
     let name = name.to_ascii_lowercase();
     Ok(Some(match name.as_str() {
         "ins_databases" => one(databases(svc, "").await?),
         "ins_dnodes" => one(dnodes(svc, "").await?),
         "ins_mnodes" => one(mnodes(svc, "").await?),
-        "ins_stables" | "ins_tables" => {
-            let dbs = database_list(svc).await?;
-            let tables = name == "ins_tables";
-            let mut out = per_db(if tables {
-                tables_fields()
-            } else {
-                stables_fields()
-            });
-            for d in dbs {
-                let o = if tables {
-                    self::tables(svc, "", &d.name, None).await?
-                } else {
-                    stables(svc, "", &d.name, None).await?
+        "ins_users" => super::users::users_batch(svc).await?,
+        "ins_vnodes" => one(vnodes(svc, "", None).await?),
+        "ins_cluster" => one(cluster(svc, "").await?),
+        "ins_grants" => one(grants("")?),
+        "ins_stables" | "ins_tables" | "ins_vgroups" => {
+            let mut out = Batch::from_rows(
+                match name.as_str() {
+                    "ins_stables" => stables_fields(),
+                    "ins_tables" => tables_fields(),
+                    _ => vgroups_fields(),
+                },
+                &[],
+            );
+            for d in database_list(svc).await? {
+                let o = match name.as_str() {
+                    "ins_stables" => stables(svc, "", &d.name, None).await?,
+                    "ins_tables" => self::tables(svc, "", &d.name, None).await?,
+                    // Boxed: SHOW VGROUPS plans a COUNT(*) (`rows_per_vgroup`), and loading
+                    // a plan's catalog is what brought us here.
+                    _ => Box::pin(vgroups(svc, "", &d.name)).await?,
                 };
                 if let Some(b) = o.batch {
                     out.append_owned(b);
@@ -241,8 +258,143 @@ pub async fn system_table(svc: &SqlService, name: &str) -> ExecResult<Option<Bat
             }
             out
         }
+        "ins_tags" | "ins_columns" => {
+            let tags = name == "ins_tags";
+            let mut rows = Vec::new();
+            for d in database_list(svc).await? {
+                let precision = options_from_wire(d.options.as_ref())?.precision;
+                let (schemas, metas) = catalog_of(svc, &d.name).await?;
+                if !tags {
+                    for schema in schemas.values() {
+                        rows.extend(column_rows(&schema.name, &d.name, "SUPER_TABLE", schema));
+                    }
+                }
+                for m in &metas {
+                    // A subtable whose STABLE is being dropped has no schema left to show.
+                    let Some(schema) = schemas.get(&m.stable) else {
+                        continue;
+                    };
+                    if tags {
+                        rows.extend(tag_rows(m, schema, &d.name, precision));
+                    } else {
+                        rows.extend(column_rows(&m.name, &d.name, "CHILD_TABLE", schema));
+                    }
+                }
+            }
+            Batch::from_rows(
+                if tags {
+                    tags_fields()
+                } else {
+                    columns_fields()
+                },
+                &rows,
+            )
+        }
         _ => return Ok(None),
     }))
+}
+
+/// The STABLEs of `tdb` by name, and its subtables (of every vgroup, asked in parallel) by
+/// name.
+async fn catalog_of(
+    svc: &SqlService,
+    tdb: &str,
+) -> ExecResult<(BTreeMap<String, StableSchema>, Vec<TableMeta>)> {
+    let list = svc
+        .client
+        .mnode()?
+        .list_stables(v1::ListStablesRequest {
+            db: tdb.to_string(),
+        })
+        .await?
+        .into_inner()
+        .stables;
+    let mut schemas = BTreeMap::new();
+    for st in &list {
+        let schema = schema_from_wire(st)?;
+        schemas.insert(schema.name.clone(), schema);
+    }
+    let metas = subtables_of(svc, tdb, None).await?;
+    Ok((schemas, metas))
+}
+
+fn tags_fields() -> Vec<Field> {
+    vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("stable_name"),
+        varchar("tag_name"),
+        varchar("tag_type"),
+        Field::new("tag_value", DataType::VarChar(16_384)),
+    ]
+}
+
+/// One row per tag of subtable `meta` ([`tags_fields`]): its value as text, a timestamp in
+/// the database's precision; NULL for a tag added after the subtable was created.
+fn tag_rows(
+    meta: &TableMeta,
+    schema: &StableSchema,
+    tdb: &str,
+    precision: Precision,
+) -> Vec<Vec<Value>> {
+    schema
+        .tags
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let text = match meta.tags.get(k).cloned().unwrap_or(Value::Null) {
+                Value::Null => Value::Null,
+                Value::Timestamp(ts) => s(precision.format_timestamp(ts)),
+                v => s(v.to_string()),
+            };
+            vec![
+                s(meta.name.clone()),
+                s(tdb),
+                s(schema.name.clone()),
+                s(t.name.clone()),
+                s(t.data_type.to_string()),
+                text,
+            ]
+        })
+        .collect()
+}
+
+fn columns_fields() -> Vec<Field> {
+    vec![
+        varchar("table_name"),
+        varchar("db_name"),
+        varchar("table_type"),
+        varchar("col_name"),
+        varchar("col_type"),
+        int("col_length"),
+        int("col_precision"),
+        int("col_scale"),
+        int("col_nullable"),
+    ]
+}
+
+/// One row per column (not tag: those are `ins_tags`) of table `table` of type `kind`
+/// ([`columns_fields`]). Tidal has no DECIMAL, so precision and scale are 0 as TDengine
+/// reports them for other types; the first column, the timestamp, is never NULL.
+fn column_rows(table: &str, tdb: &str, kind: &str, schema: &StableSchema) -> Vec<Vec<Value>> {
+    schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            vec![
+                s(table),
+                s(tdb),
+                s(kind),
+                s(c.name.clone()),
+                s(c.data_type.to_string()),
+                i(c.data_type.byte_len()),
+                i(0),
+                i(0),
+                i(u8::from(k > 0)),
+            ]
+        })
+        .collect()
 }
 
 /// A simple SQL LIKE matcher: `%` any run, `_` one character, case-sensitive.
@@ -437,7 +589,16 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
             stat(|st| st.mem_bytes),
         ]);
     }
-    let fields = vec![
+    let fields = vgroups_fields();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+fn vgroups_fields() -> Vec<Field> {
+    vec![
         int("vgroup_id"),
         varchar("db_name"),
         int("hash_begin"),
@@ -450,12 +611,7 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         int("disk_bytes"),
         int("wal_bytes"),
         int("mem_bytes"),
-    ];
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    ]
 }
 
 pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
@@ -534,8 +690,13 @@ async fn lookup(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<(St
     }
 }
 
-/// The subtables of `stable` on every vgroup of `tdb`, sorted by name.
-async fn subtables_of(svc: &SqlService, tdb: &str, stable: &str) -> ExecResult<Vec<TableMeta>> {
+/// The subtables of `stable` (`None`: of every STABLE) on every vgroup of `tdb`, sorted by
+/// name.
+async fn subtables_of(
+    svc: &SqlService,
+    tdb: &str,
+    stable: Option<&str>,
+) -> ExecResult<Vec<TableMeta>> {
     let route = svc.client.refresh_route(tdb).await?;
     let calls = route.vgroups.iter().map(|vg| {
         let d = svc.client.dnode(&vg.addr);
@@ -544,7 +705,7 @@ async fn subtables_of(svc: &SqlService, tdb: &str, stable: &str) -> ExecResult<V
                 db: tdb.to_string(),
                 vgroup_id: vg.id.0,
             }),
-            stable: Some(stable.to_string()),
+            stable: stable.map(str::to_string),
         };
         async move { d?.list_tables(req).await.map_err(ExecError::from) }
     });
@@ -561,7 +722,7 @@ pub async fn table_tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecRe
     let (tdb, named) = lookup(svc, db, table).await?;
     let (schema, metas) = match named {
         Named::Stable(schema) => {
-            let metas = subtables_of(svc, &tdb, &schema.name).await?;
+            let metas = subtables_of(svc, &tdb, Some(&schema.name)).await?;
             (schema, metas)
         }
         Named::Subtable(meta, schema) => (schema, vec![meta]),
@@ -592,6 +753,159 @@ pub async fn table_tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecRe
     ))
 }
 
+/// SHOW TABLE DISTRIBUTED: where the rows of a STABLE (every vgroup holding any of its
+/// subtables) or of a subtable (its vgroup) are stored, one row per vgroup as its vnode counts
+/// them from its block indexes and memtables, and with several vgroups a last row (vgroup_id
+/// NULL) over them all. Columns follow TDengine's `ins_table_fixed_distributed`:
+/// `total_size` is the bytes of the data blocks (with their SMA records) and
+/// `compression_ratio` that size per 100 bytes of the same rows at the declared column widths
+/// (`row_size`). Rows count per layer as stored (data blocks, STT files, memtables), before
+/// newest-wins merging: a timestamp written again counts once per layer holding it until a
+/// merge; COUNT(*) is exact.
+pub async fn table_distributed(
+    svc: &SqlService,
+    db: &str,
+    table: &ObjectRef,
+) -> ExecResult<Outcome> {
+    let (tdb, named) = lookup(svc, db, table).await?;
+    let (name, stable, schema) = match named {
+        Named::Stable(schema) => (schema.name.clone(), true, schema),
+        Named::Subtable(meta, schema) => (meta.name, false, schema),
+    };
+    let route = svc.client.refresh_route(&tdb).await?;
+    let targets = if stable {
+        route.vgroups.clone()
+    } else {
+        vec![route.vgroup_of(&tdb, &name).clone()]
+    };
+    let calls = targets.iter().map(|vg| {
+        let req = v1::VnodeStatsRequest {
+            db: tdb.clone(),
+            vgroup_id: vg.id.0,
+            distribution_of: Some(v1::DistributionOf {
+                table: name.clone(),
+                stable,
+            }),
+        };
+        async move {
+            let who = || format!("vgroup {} on data node {}", vg.id, vg.addr);
+            let r = svc
+                .client
+                .dnode(&vg.addr)?
+                .vnode_stats(req)
+                .await
+                .map_err(|e| older_node(e, &who(), "SHOW TABLE DISTRIBUTED"))?
+                .into_inner();
+            let d = r.distribution.ok_or_else(|| {
+                ExecError::new(
+                    StatusCode::Unimplemented,
+                    format!(
+                        "{} runs an older Tidal that cannot answer SHOW TABLE DISTRIBUTED; upgrade it",
+                        who()
+                    ),
+                )
+            })?;
+            Ok::<_, ExecError>((vg.id.0, d))
+        }
+    });
+    let mut parts = Vec::new();
+    for r in futures::future::join_all(calls).await {
+        let (vg, d) = r?;
+        if d.tables > 0 {
+            parts.push((Some(vg), d));
+        }
+    }
+    parts.sort_by_key(|(vg, _)| *vg);
+    let vgroups = parts.len();
+    if vgroups > 1 {
+        let mut total = v1::TableDistribution::default();
+        let mut min_rows = None::<u32>;
+        for (_, d) in &parts {
+            total.tables += d.tables;
+            total.windows += d.windows;
+            total.damaged_windows += d.damaged_windows;
+            total.blocks += d.blocks;
+            total.block_rows += d.block_rows;
+            total.block_bytes += d.block_bytes;
+            total.stt_blocks += d.stt_blocks;
+            total.stt_rows += d.stt_rows;
+            total.stt_bytes += d.stt_bytes;
+            total.mem_rows += d.mem_rows;
+            total.max_block_rows = total.max_block_rows.max(d.max_block_rows);
+            if d.blocks > 0 {
+                min_rows = Some(min_rows.map_or(d.min_block_rows, |m| m.min(d.min_block_rows)));
+            }
+        }
+        total.min_block_rows = min_rows.unwrap_or(0);
+        parts.push((None, total));
+    }
+    let row_size: u64 = schema
+        .columns
+        .iter()
+        .map(|c| u64::from(c.data_type.byte_len()))
+        .sum();
+    let ratio = |num: u64, den: u64, scale: f64| {
+        if den == 0 {
+            Value::Null
+        } else {
+            Value::Float(num as f64 * scale / den as f64)
+        }
+    };
+    let rows: Vec<Vec<Value>> = parts
+        .iter()
+        .map(|(vg, d)| {
+            vec![
+                s(tdb.clone()),
+                s(name.clone()),
+                vg.map_or(Value::Null, i),
+                i(vgroups),
+                i(d.tables),
+                i(d.windows),
+                i(d.blocks),
+                i(d.block_bytes),
+                ratio(d.block_bytes, d.blocks, 1.0),
+                ratio(d.block_bytes, d.block_rows.saturating_mul(row_size), 100.0),
+                i(d.block_rows),
+                i(d.min_block_rows),
+                i(d.max_block_rows),
+                ratio(d.block_rows, d.blocks, 1.0),
+                i(d.stt_rows),
+                i(d.stt_bytes),
+                i(d.mem_rows),
+                i(row_size),
+                i(d.damaged_windows),
+            ]
+        })
+        .collect();
+    let double = |n: &str| Field::new(n, DataType::Double);
+    let fields = vec![
+        varchar("db_name"),
+        varchar("table_name"),
+        int("vgroup_id"),
+        int("total_vgroups"),
+        int("total_tables"),
+        int("total_filesets"),
+        int("total_blocks"),
+        int("total_size"),
+        double("average_size"),
+        double("compression_ratio"),
+        int("block_rows"),
+        int("min_rows"),
+        int("max_rows"),
+        double("avg_rows"),
+        int("stt_rows"),
+        int("stt_size"),
+        int("in_mem_rows"),
+        int("row_size"),
+        int("damaged_filesets"),
+    ];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
 /// `SHOW TAGS FROM subtable`: one row per tag with its type and value.
 pub async fn tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<Outcome> {
     let (tdb, named) = lookup(svc, db, table).await?;
@@ -608,38 +922,10 @@ pub async fn tags(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<O
         }
     };
     let precision = svc.precision(&tdb).await?;
-    let fields = vec![
-        varchar("table_name"),
-        varchar("db_name"),
-        varchar("stable_name"),
-        varchar("tag_name"),
-        varchar("tag_type"),
-        Field::new("tag_value", DataType::VarChar(16_384)),
-    ];
-    let rows: Vec<Vec<Value>> = schema
-        .tags
-        .iter()
-        .enumerate()
-        .map(|(k, t)| {
-            let v = meta.tags.get(k).cloned().unwrap_or(Value::Null);
-            let text = match v {
-                Value::Null => Value::Null,
-                Value::Timestamp(ts) => s(precision.format_timestamp(ts)),
-                v => s(v.to_string()),
-            };
-            vec![
-                s(meta.name.clone()),
-                s(tdb.clone()),
-                s(schema.name.clone()),
-                s(t.name.clone()),
-                s(t.data_type.to_string()),
-                text,
-            ]
-        })
-        .collect();
+    let rows = tag_rows(&meta, &schema, &tdb, precision);
     Ok(Outcome::rows(
         db,
-        Batch::from_rows(fields, &rows),
+        Batch::from_rows(tags_fields(), &rows),
         Precision::Millis,
     ))
 }
@@ -835,6 +1121,294 @@ pub fn queries(db: &str, running: &[Arc<Running>]) -> ExecResult<Outcome> {
     Ok(Outcome::rows(
         db,
         Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+/// SHOW CLUSTER: the cluster as the mnode knows it (see `MnodeService::cluster_info`). No
+/// licence expires, so `expire_time` is NULL.
+pub async fn cluster(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
+    let c = svc
+        .client
+        .mnode()?
+        .get_cluster(v1::Empty {})
+        .await
+        .map_err(|e| older_node(e, "the mnode", "SHOW CLUSTER"))?
+        .into_inner();
+    let fields = vec![
+        int("id"),
+        varchar("name"),
+        int("uptime"),
+        ts("create_time"),
+        varchar("version"),
+        ts("expire_time"),
+    ];
+    let row = vec![
+        i(c.id),
+        s(c.name),
+        i(c.uptime_seconds),
+        if c.created_ms > 0 {
+            Value::Timestamp(c.created_ms)
+        } else {
+            Value::Null
+        },
+        s(c.version),
+        Value::Null,
+    ];
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &[row]),
+        Precision::Millis,
+    ))
+}
+
+/// The error of a call to `who`: an UNIMPLEMENTED answer means a node of an older version
+/// that lacks the call `what` needs.
+fn older_node(e: tonic::Status, who: &str, what: &str) -> ExecError {
+    if e.code() == tonic::Code::Unimplemented {
+        ExecError::new(
+            StatusCode::Unimplemented,
+            format!("{who} runs an older Tidal that cannot answer {what}; upgrade it"),
+        )
+    } else {
+        e.into()
+    }
+}
+
+fn variables_fields() -> Vec<Field> {
+    vec![
+        varchar("name"),
+        Field::new("value", DataType::VarChar(4096)),
+        varchar("scope"),
+        Field::new("source", DataType::VarChar(4096)),
+        Field::new("info", DataType::VarChar(1024)),
+    ]
+}
+
+/// Reading a node's configuration (paths, addresses) takes a superuser, as TDengine's
+/// SYSINFO does; a statement run outside a session (none registered) is internal.
+fn require_superuser(what: &str) -> ExecResult<()> {
+    match super::queries::current() {
+        Some(r) if !r.superuser => Err(ExecError::new(
+            StatusCode::PermissionDenied,
+            format!("{what} needs a superuser: user '{}' is not one", r.user),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// SHOW VARIABLES: the configuration keys of the process running the statement, with the
+/// values it resolved at start (flag > environment > file > default) and where each came
+/// from.
+pub fn variables(
+    db: &str,
+    vars: &[crate::config::Variable],
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
+    require_superuser("SHOW VARIABLES")?;
+    let rows: Vec<Vec<Value>> = vars
+        .iter()
+        .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
+        .map(|v| {
+            vec![
+                s(v.name.clone()),
+                v.value.clone().map_or(Value::Null, s),
+                s(crate::config::VARIABLE_SCOPE),
+                s(v.source.clone()),
+                s(v.info.clone()),
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(variables_fields(), &rows),
+        Precision::Millis,
+    ))
+}
+
+/// SHOW DNODE n VARIABLES: data node `id`'s configuration, asked of it.
+pub async fn dnode_variables(
+    svc: &SqlService,
+    db: &str,
+    id: u32,
+    pattern: Option<&str>,
+) -> ExecResult<Outcome> {
+    require_superuser("SHOW DNODE VARIABLES")?;
+    let addr = dnode_addr(svc, id).await?;
+    let r = svc
+        .client
+        .dnode(&addr)?
+        .variables(v1::Empty {})
+        .await
+        .map_err(|e| {
+            older_node(
+                e,
+                &format!("data node {id} ({addr})"),
+                "SHOW DNODE VARIABLES",
+            )
+        })?
+        .into_inner();
+    let mut fields = vec![int("dnode_id")];
+    fields.extend(variables_fields());
+    let rows: Vec<Vec<Value>> = r
+        .variables
+        .into_iter()
+        .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
+        .map(|v| {
+            vec![
+                i(r.dnode_id),
+                s(v.name),
+                v.value.map_or(Value::Null, s),
+                s(v.scope),
+                s(v.source),
+                s(v.info),
+            ]
+        })
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &rows),
+        Precision::Millis,
+    ))
+}
+
+fn vnodes_fields() -> Vec<Field> {
+    vec![
+        int("dnode_id"),
+        int("vgroup_id"),
+        varchar("db_name"),
+        varchar("status"),
+        varchar("dnode_endpoint"),
+    ]
+}
+
+/// SHOW VNODES: the vgroups each data node (or the one `on` names) hosts, as the mnode
+/// assigned them and as the data node reports them open (`Dnode.DnodeStats`). Status: `leader`
+/// for an assigned vgroup the node has open (every vgroup has one replica, which leads it),
+/// `opening` for one it has not opened yet, `offline` when the node does not answer, and
+/// `unassigned` for a vnode a node still has open that the mnode no longer places there
+/// (the node removes it at its next heartbeat).
+pub async fn vnodes(
+    svc: &SqlService,
+    db: &str,
+    on: Option<&tidal_sql::DnodeRef>,
+) -> ExecResult<Outcome> {
+    let mut dnodes = svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes;
+    if let Some(on) = on {
+        dnodes.retain(|d| match on {
+            tidal_sql::DnodeRef::Id(id) => d.id == *id,
+            tidal_sql::DnodeRef::Endpoint(ep) => d.addr == *ep,
+        });
+        if dnodes.is_empty() {
+            let which = match on {
+                tidal_sql::DnodeRef::Id(id) => format!("data node {id}"),
+                tidal_sql::DnodeRef::Endpoint(ep) => format!("a data node at '{ep}'"),
+            };
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!("{which} does not exist (SHOW DNODES lists the data nodes)"),
+            ));
+        }
+    }
+    // Only the databases the caller may see (a superuser sees all): a vnode of another
+    // database is left out, not shown as unassigned.
+    let dbs = database_list(svc).await?;
+    let superuser = super::queries::current().is_none_or(|r| r.superuser);
+    let hosted = futures::future::join_all(dnodes.iter().map(|d| async move {
+        let mut c = svc.client.dnode(&d.addr).ok()?;
+        c.dnode_stats(v1::Empty {})
+            .await
+            .ok()
+            .map(|r| r.into_inner().vnodes)
+    }))
+    .await;
+    let mut rows = Vec::new();
+    for (d, hosted) in dnodes.iter().zip(hosted) {
+        let open: Vec<(String, u32)> = hosted
+            .iter()
+            .flatten()
+            .map(|v| (v.db.clone(), v.vgroup_id))
+            .collect();
+        let mut assigned = Vec::new();
+        for info in &dbs {
+            for vg in info.vgroups.iter().filter(|vg| vg.dnode_id == d.id) {
+                assigned.push((info.name.clone(), vg.id));
+            }
+        }
+        for (name, vg) in &assigned {
+            let status = match &hosted {
+                None => "offline",
+                Some(_) if open.contains(&(name.clone(), *vg)) => "leader",
+                Some(_) => "opening",
+            };
+            rows.push((d.id, *vg, name.clone(), status, d.addr.clone()));
+        }
+        for (name, vg) in open {
+            let visible = superuser || dbs.iter().any(|i| i.name == name);
+            if visible && !assigned.contains(&(name.clone(), vg)) {
+                rows.push((d.id, vg, name, "unassigned", d.addr.clone()));
+            }
+        }
+    }
+    rows.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+    let rows: Vec<Vec<Value>> = rows
+        .into_iter()
+        .map(|(dnode, vg, name, status, addr)| vec![i(dnode), i(vg), s(name), s(status), s(addr)])
+        .collect();
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(vnodes_fields(), &rows),
+        Precision::Millis,
+    ))
+}
+
+/// The address of data node `id`, as the mnode lists it.
+async fn dnode_addr(svc: &SqlService, id: u32) -> ExecResult<String> {
+    let dnodes = svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes;
+    match dnodes.into_iter().find(|d| d.id == id) {
+        Some(d) => Ok(d.addr),
+        None => Err(ExecError::new(
+            StatusCode::InvalidArgument,
+            format!("data node {id} does not exist (SHOW DNODES lists the data nodes)"),
+        )),
+    }
+}
+
+/// SHOW GRANTS / SHOW LICENCES: TDengine's licence row, in its column shape. Tidal has no
+/// licensing, so nothing is licensed and nothing expires: every limit reads "unlimited" and
+/// the edition "community", the word TDengine itself uses for an installation without a
+/// licence (tools that show licence details skip them for it).
+pub fn grants(db: &str) -> ExecResult<Outcome> {
+    let names = [
+        "version",
+        "expire_time",
+        "service_time",
+        "expired",
+        "state",
+        "timeseries",
+        "dnodes",
+        "cpu_cores",
+        "vnodes",
+        "storage_size",
+    ];
+    let fields = names.iter().map(|n| varchar(n)).collect();
+    let mut row = vec![s("community"), s("unlimited"), s("unlimited"), s("false")];
+    row.extend(names[4..].iter().map(|_| s("unlimited")));
+    Ok(Outcome::rows(
+        db,
+        Batch::from_rows(fields, &[row]),
         Precision::Millis,
     ))
 }

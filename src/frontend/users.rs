@@ -38,41 +38,7 @@ pub async fn execute(svc: &SqlService, stmt: UserStatement, db: &str) -> ExecRes
             .await?;
         }
         UserStatement::Show => {
-            let users = auth.list_users(v1::Empty {}).await?.into_inner().users;
-            let fields = vec![
-                Field::new("name", DataType::VarChar(24)),
-                Field::new("super", DataType::TinyInt),
-                Field::new("create_time", DataType::Timestamp),
-                Field::new("privileges", DataType::VarChar(4096)),
-            ];
-            let rows: Vec<Vec<Value>> = users
-                .into_iter()
-                .map(|u| {
-                    let privileges = if u.superuser {
-                        "ALL on every database".to_string()
-                    } else {
-                        u.privileges
-                            .iter()
-                            .map(|p| {
-                                let kind = match (p.read, p.write) {
-                                    (true, true) => "ALL",
-                                    (true, false) => "READ",
-                                    _ => "WRITE",
-                                };
-                                format!("{kind} on {}", p.db)
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    vec![
-                        Value::Str(u.name),
-                        Value::Int(u.superuser as i64),
-                        Value::Timestamp(u.created_ms),
-                        Value::Str(privileges),
-                    ]
-                })
-                .collect();
-            let batch = Batch::from_rows(fields, &rows);
+            let batch = users_batch(svc).await?;
             return Ok(Outcome {
                 affected_rows: batch.num_rows() as u64,
                 batch: Some(batch),
@@ -87,4 +53,51 @@ pub async fn execute(svc: &SqlService, stmt: UserStatement, db: &str) -> ExecRes
         precision: Precision::Millis,
         db: db.to_string(),
     })
+}
+
+/// The rows of SHOW USERS and `information_schema.ins_users`: name, superuser flag, creation
+/// time and privileges, as the mnode lists them (a user who is not a superuser sees only
+/// itself); never a password or its hash, which the mnode does not send.
+pub async fn users_batch(svc: &SqlService) -> ExecResult<Batch> {
+    let users = svc
+        .client
+        .auth()?
+        .list_users(v1::Empty {})
+        .await?
+        .into_inner()
+        .users;
+    let fields = vec![
+        Field::new("name", DataType::VarChar(24)),
+        Field::new("super", DataType::TinyInt),
+        Field::new("create_time", DataType::Timestamp),
+        Field::new("privileges", DataType::VarChar(4096)),
+    ];
+    let rows: Vec<Vec<Value>> = users
+        .into_iter()
+        .map(|u| {
+            let privileges = if u.superuser {
+                "ALL on every database".to_string()
+            } else {
+                u.privileges
+                    .iter()
+                    .map(|p| {
+                        let kind = match (p.read, p.write) {
+                            (true, true) => "ALL",
+                            (true, false) => "READ",
+                            _ => "WRITE",
+                        };
+                        format!("{kind} on {}", p.db)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            vec![
+                Value::Str(u.name),
+                Value::Int(u.superuser as i64),
+                Value::Timestamp(u.created_ms),
+                Value::Str(privileges),
+            ]
+        })
+        .collect();
+    Ok(Batch::from_rows(fields, &rows))
 }

@@ -65,6 +65,8 @@ struct Inner {
     /// Vnode fragments run on the thread that received the call / on the blocking pool.
     fragments_inline: AtomicU64,
     fragments_pooled: AtomicU64,
+    /// This process's configuration as it resolved it (SHOW DNODE n VARIABLES).
+    variables: Arc<Vec<crate::config::Variable>>,
 }
 
 fn vnode_err(e: VnodeError) -> Status {
@@ -87,6 +89,7 @@ impl DnodeService {
         client: tidal_client::Client,
         opts: DnodeOptions,
         auth: Arc<DnodeAuth>,
+        variables: Arc<Vec<crate::config::Variable>>,
     ) -> Result<DnodeService, super::BoxError> {
         let id_path = data.join("dnode.json");
         let known = match std::fs::read(&id_path) {
@@ -119,6 +122,7 @@ impl DnodeService {
                 query_memory_max_bytes: opts.query_memory_max_bytes,
                 fragments_inline: AtomicU64::new(0),
                 fragments_pooled: AtomicU64::new(0),
+                variables,
             }),
         };
         // First reconcile before announcing readiness, so recovered vnodes serve at once.
@@ -1095,13 +1099,32 @@ impl DnodeRpc for DnodeService {
 
     async fn vnode_stats(
         &self,
-        req: Request<v1::VnodeRef>,
+        req: Request<v1::VnodeStatsRequest>,
     ) -> Result<Response<v1::VnodeStatsResponse>, Status> {
         let p = principal(&req)?;
         let r = req.into_inner();
         let vnode = self.vnode(&r.db, r.vgroup_id)?;
         authorize(&p, &vnode, Need::Any)?;
-        Ok(Response::new(stats_to_wire(&vnode.stats())))
+        // `stats` reads the manifest's size from disk, a STABLE's distribution walks every
+        // subtable's block index entries: off the async workers.
+        let stats = blocking(move || {
+            let mut stats = stats_to_wire(&vnode.stats());
+            if let Some(of) = r.distribution_of {
+                let uids: Vec<TableUid> = if of.stable {
+                    vnode
+                        .tables(Some(&of.table))
+                        .iter()
+                        .map(|t| t.uid)
+                        .collect()
+                } else {
+                    vnode.table(&of.table).map(|t| t.uid).into_iter().collect()
+                };
+                stats.distribution = Some(distribution_to_wire(&vnode.distribution(&uids)));
+            }
+            Ok(stats)
+        })
+        .await?;
+        Ok(Response::new(stats))
     }
 
     async fn dnode_stats(
@@ -1138,6 +1161,18 @@ impl DnodeRpc for DnodeService {
         }))
     }
 
+    async fn variables(
+        &self,
+        req: Request<v1::Empty>,
+    ) -> Result<Response<v1::VariablesResponse>, Status> {
+        // Paths and addresses of the node: superusers only (secrets are hidden anyway).
+        principal(&req)?.require_superuser("read a data node's configuration")?;
+        Ok(Response::new(v1::VariablesResponse {
+            dnode_id: self.inner.id.read().0,
+            variables: self.inner.variables.iter().map(variable_to_wire).collect(),
+        }))
+    }
+
     async fn update_auth(
         &self,
         req: Request<v1::AuthTable>,
@@ -1167,6 +1202,33 @@ fn authorize(p: &Principal, vnode: &Vnode, need: Need) -> Result<(), Status> {
     }
 }
 
+pub fn variable_to_wire(v: &crate::config::Variable) -> v1::Variable {
+    v1::Variable {
+        name: v.name.clone(),
+        value: v.value.clone(),
+        scope: crate::config::VARIABLE_SCOPE.to_string(),
+        source: v.source.clone(),
+        info: v.info.clone(),
+    }
+}
+
+fn distribution_to_wire(d: &tidal_vnode::TableDistribution) -> v1::TableDistribution {
+    v1::TableDistribution {
+        tables: d.tables,
+        windows: d.windows,
+        damaged_windows: d.damaged_windows,
+        blocks: d.blocks,
+        block_rows: d.block_rows,
+        min_block_rows: d.min_block_rows,
+        max_block_rows: d.max_block_rows,
+        block_bytes: d.block_bytes,
+        stt_blocks: d.stt_blocks,
+        stt_rows: d.stt_rows,
+        stt_bytes: d.stt_bytes,
+        mem_rows: d.mem_rows,
+    }
+}
+
 fn stats_to_wire(s: &tidal_vnode::VnodeStats) -> v1::VnodeStatsResponse {
     v1::VnodeStatsResponse {
         tables: s.tables,
@@ -1190,5 +1252,6 @@ fn stats_to_wire(s: &tidal_vnode::VnodeStats) -> v1::VnodeStatsResponse {
         wal_fsync_buckets: s.wal_fsync.counts.to_vec(),
         wal_fsync_nanos_sum: s.wal_fsync.sum_nanos,
         windows: s.windows,
+        distribution: None,
     }
 }

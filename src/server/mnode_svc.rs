@@ -23,6 +23,10 @@ pub struct MnodeService {
     client: tidal_client::Client,
     /// Refreshed when a catalog change alters privileges (DROP DATABASE revokes).
     verifier: Option<Arc<Verifier>>,
+    /// The address this mnode serves on (the cluster's name in SHOW CLUSTER).
+    endpoint: String,
+    /// When this process started serving (the cluster's uptime).
+    started: std::time::Instant,
 }
 
 /// Catalog mutations fsync before returning; run them where blocking is allowed.
@@ -35,11 +39,46 @@ fn to_status(e: MnodeError) -> Status {
 }
 
 impl MnodeService {
-    pub fn new(mnode: Arc<Mnode>, client: tidal_client::Client) -> MnodeService {
+    pub fn new(mnode: Arc<Mnode>, client: tidal_client::Client, endpoint: &str) -> MnodeService {
         MnodeService {
             mnode,
             client,
             verifier: None,
+            endpoint: endpoint.to_string(),
+            started: std::time::Instant::now(),
+        }
+    }
+
+    /// SHOW CLUSTER's row. The catalog keeps no cluster record of its own: the id is a hash of
+    /// the cluster secret (set once at the first start, never changed, and not recoverable
+    /// from the hash), the creation time that of the catalog's oldest user or data node.
+    fn cluster_info(&self) -> v1::ClusterInfo {
+        use sha2::{Digest, Sha256};
+        let id = self.mnode.cluster_secret().map_or(0, |secret| {
+            let mut h = Sha256::new();
+            h.update(b"tidal cluster id\0");
+            h.update(&secret);
+            let d = h.finalize();
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&d[..8]);
+            // Positive, as TDengine's cluster ids are.
+            (u64::from_le_bytes(b) >> 1) as i64
+        });
+        let created_ms = self
+            .mnode
+            .users()
+            .iter()
+            .map(|u| u.created_ms)
+            .chain(self.mnode.dnodes().iter().map(|d| d.created_ms))
+            .filter(|t| *t > 0)
+            .min()
+            .unwrap_or(0);
+        v1::ClusterInfo {
+            id,
+            name: self.endpoint.clone(),
+            created_ms,
+            uptime_seconds: self.started.elapsed().as_secs(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
 
@@ -397,5 +436,14 @@ impl MnodeRpc for MnodeService {
                 })
                 .collect(),
         }))
+    }
+
+    async fn get_cluster(
+        &self,
+        req: Request<v1::Empty>,
+    ) -> Result<Response<v1::ClusterInfo>, Status> {
+        // Like SHOW DNODES: any authenticated user.
+        principal(&req)?;
+        Ok(Response::new(self.cluster_info()))
     }
 }

@@ -99,7 +99,10 @@ pub async fn shutdown_signal() {
     }
 }
 
-pub async fn run_mnode(cfg: MnodeConfig) -> Result<ExitCode, BoxError> {
+pub async fn run_mnode(
+    cfg: MnodeConfig,
+    variables: Vec<crate::config::Variable>,
+) -> Result<ExitCode, BoxError> {
     let mut signals = Signals::install()?;
     let data = crate::config::required("data", cfg.data.as_ref())?.clone();
     std::fs::create_dir_all(&data).map_err(|e| format!("cannot create {}: {e}", data.display()))?;
@@ -113,13 +116,14 @@ pub async fn run_mnode(cfg: MnodeConfig) -> Result<ExitCode, BoxError> {
     );
     let (listener, addr) = bind(&cfg.listen).await?;
     let sec = secure::Secured::for_mnode(&mnode, &cfg.security, &addr)?;
-    let svc =
-        MnodeService::new(mnode.clone(), sec.internal.clone()).with_verifier(sec.verifier.clone());
+    let svc = MnodeService::new(mnode.clone(), sec.internal.clone(), &addr)
+        .with_verifier(sec.verifier.clone());
     let sql = SqlService::new(
         sec.forward.clone(),
         cfg.common.query_timeout_ms,
         cfg.common.query_memory_max_bytes,
-    );
+    )
+    .with_variables(Arc::new(variables));
     // The HTTP line comes before the role's line so that whoever waits for the role's line
     // has seen the HTTP address by then.
     if let Some(h) = &cfg.http {
@@ -238,7 +242,11 @@ async fn default_advertise(bound: SocketAddr, mnode: &str) -> Result<String, Box
     Ok(addr)
 }
 
-pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
+pub async fn run_dnode(
+    cfg: DnodeConfig,
+    variables: Vec<crate::config::Variable>,
+) -> Result<ExitCode, BoxError> {
+    let variables = Arc::new(variables);
     let mut signals = Signals::install()?;
     let data = crate::config::required("data", cfg.data.as_ref())?.clone();
     let mnode = crate::config::required("mnode", cfg.mnode.as_ref())?.clone();
@@ -261,13 +269,15 @@ pub async fn run_dnode(cfg: DnodeConfig) -> Result<ExitCode, BoxError> {
         sec.internal.clone(),
         opts,
         auth,
+        variables.clone(),
     )
     .await?;
     let sql = SqlService::new(
         sec.forward.clone(),
         cfg.common.query_timeout_ms,
         cfg.common.query_memory_max_bytes,
-    );
+    )
+    .with_variables(variables);
     if let Some(h) = &cfg.http {
         crate::http::start(h, sec.forward.clone(), sec.http()?).await?;
     }

@@ -1,6 +1,7 @@
 //! Tab completion of the shell: SQL keywords and functions, and the names of databases,
 //! tables (STABLEs and subtables of the current database) and columns (of its STABLEs),
-//! fetched from the server into a [`Catalog`] and refreshed after DDL and `USE`.
+//! fetched from the server into a [`Catalog`] and refreshed after DDL and `USE`, plus
+//! `information_schema` and its tables, which every server has.
 
 use parking_lot::RwLock;
 use rustyline::completion::Completer;
@@ -20,6 +21,9 @@ const TABLE_NAMES_MAX: usize = 10_000;
 /// Most STABLEs whose columns are fetched (one DESCRIBE each).
 const STABLES_DESCRIBED_MAX: usize = 100;
 
+/// The database of catalog views every server has (its tables: `SYSTEM_TABLES`).
+const INFORMATION_SCHEMA: &str = tidal_sql::INFORMATION_SCHEMA;
+
 const KEYWORDS: &[&str] = &[
     "ALTER",
     "ANALYZE",
@@ -35,6 +39,7 @@ const KEYWORDS: &[&str] = &[
     "CACHEMODEL",
     "CACHESIZE",
     "CASE",
+    "CLUSTER",
     "COMP",
     "COMPACT",
     "COUNT_WINDOW",
@@ -45,6 +50,8 @@ const KEYWORDS: &[&str] = &[
     "DESC",
     "DESCRIBE",
     "DISTINCT",
+    "DISTRIBUTED",
+    "DNODE",
     "DNODES",
     "DOUBLE",
     "DROP",
@@ -59,6 +66,7 @@ const KEYWORDS: &[&str] = &[
     "FLOAT",
     "FLUSH",
     "FROM",
+    "GRANTS",
     "GROUP",
     "HAVING",
     "IF",
@@ -69,6 +77,7 @@ const KEYWORDS: &[&str] = &[
     "INTO",
     "IS",
     "KEEP",
+    "LICENCES",
     "LIKE",
     "LIMIT",
     "LINEAR",
@@ -115,7 +124,9 @@ const KEYWORDS: &[&str] = &[
     "VALUE",
     "VALUES",
     "VARCHAR",
+    "VARIABLES",
     "VGROUPS",
+    "VNODES",
     "WAL_FSYNC_PERIOD",
     "WAL_LEVEL",
     "WHEN",
@@ -271,6 +282,9 @@ pub fn complete(line: &str, pos: usize, cat: &Catalog) -> (usize, Vec<String>) {
     } else {
         match prev {
             "USE" | "DATABASE" => Want::Databases,
+            // `SHOW TABLE TAGS` / `SHOW TABLE DISTRIBUTED`, not a table name.
+            "TABLE" if words.len() == 2 && first == "SHOW" => Want::Anything,
+            "DISTRIBUTED" => Want::Tables,
             "FROM" | "JOIN" | "INTO" | "TABLE" | "STABLE" | "DESCRIBE" | "USING" => Want::Tables,
             // `DESC t` (DESCRIBE), not `ORDER BY ts DESC`.
             "DESC" if words.len() == 1 && first == "DESC" => Want::Tables,
@@ -287,11 +301,19 @@ pub fn complete(line: &str, pos: usize, cat: &Catalog) -> (usize, Vec<String>) {
     let mut names = |list: &[String]| {
         out.extend(list.iter().filter(|n| matches(n)).cloned());
     };
+    let system = [INFORMATION_SCHEMA.to_string()];
     match want {
-        Want::Databases => names(&cat.databases),
+        Want::Databases => {
+            names(&cat.databases);
+            // USE information_schema, but no DROP or ALTER DATABASE of it.
+            if prev == "USE" {
+                names(&system);
+            }
+        }
         Want::Tables => {
             names(&cat.tables);
             names(&cat.databases);
+            names(&system);
         }
         Want::Qualified => {
             let qualifier = head
@@ -299,7 +321,13 @@ pub fn complete(line: &str, pos: usize, cat: &Catalog) -> (usize, Vec<String>) {
                 .rsplit(|c: char| !is_word_char(c))
                 .next()
                 .unwrap_or("");
-            if cat
+            if qualifier.eq_ignore_ascii_case(INFORMATION_SCHEMA) {
+                let tables: Vec<String> = crate::frontend::SYSTEM_TABLES
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect();
+                names(&tables);
+            } else if cat
                 .databases
                 .iter()
                 .any(|d| d.eq_ignore_ascii_case(qualifier))
@@ -456,7 +484,7 @@ mod tests {
 
     #[test]
     fn databases_after_use() {
-        assert_eq!(words("use i"), vec!["infra", "iot"]);
+        assert_eq!(words("use i"), vec!["information_schema", "infra", "iot"]);
         assert_eq!(words("USE io"), vec!["iot"]);
         assert_eq!(words("drop database inf"), vec!["infra"]);
     }
@@ -468,7 +496,10 @@ mod tests {
         assert_eq!(words("DESC re"), vec!["readings"]);
         assert_eq!(words("insert into r_truck_2 using rea"), vec!["readings"]);
         // A database also qualifies a table name.
-        assert_eq!(words("select * from i"), vec!["infra", "iot"]);
+        assert_eq!(
+            words("select * from i"),
+            vec!["information_schema", "infra", "iot"]
+        );
         assert_eq!(words("select * from iot.rea"), vec!["readings"]);
     }
 
@@ -487,6 +518,24 @@ mod tests {
             Vec::<String>::new(),
             "nothing inside a string"
         );
+    }
+
+    #[test]
+    fn information_schema_and_its_tables() {
+        assert_eq!(words("use inf"), vec!["information_schema", "infra"]);
+        assert_eq!(
+            words("select * from information_schema.ins_t"),
+            vec!["ins_tables", "ins_tags"]
+        );
+        assert_eq!(
+            words("select * from INFORMATION_SCHEMA.ins_vn"),
+            vec!["ins_vnodes"]
+        );
+        assert_eq!(words("show table distr"), vec!["distributed"]);
+        assert_eq!(words("show table distributed rea"), vec!["readings"]);
+        assert_eq!(words("show create table rea"), vec!["readings"]);
+        assert_eq!(words("SHOW VARI"), vec!["VARIABLES"]);
+        assert_eq!(words("show vn"), vec!["vnodes"]);
     }
 
     #[test]

@@ -24,6 +24,22 @@ SHOW CREATE TABLE d1001;
 SHOW CREATE TABLE d1002;
 SHOW CREATE TABLE w_paris;
 DESCRIBE meters;
+-- no licensing: one row that says so, in TDengine's column shape
+SHOW GRANTS;
+SHOW LICENCES;
+-- configuration: the mnode's (it runs the statement) and a data node's; values that vary
+-- (paths, ports) are checked in tests/show_cluster_views.rs
+SHOW VARIABLES LIKE 'listen';
+SHOW CLUSTER VARIABLES LIKE 'snapshot%';
+SHOW DNODE 1 VARIABLES LIKE 'heartbeat%';
+-- which vgroups live on which data node (sh: 3 vgroups over 2 data nodes); SHOW VNODES
+-- also shows the endpoints, whose ports vary: tests/show_cluster_views.rs
+SELECT dnode_id, vgroup_id, db_name, status FROM information_schema.ins_vnodes ORDER BY vgroup_id;
+SELECT dnode_id, count(*) FROM information_schema.ins_vnodes GROUP BY dnode_id ORDER BY dnode_id;
+-- where rows are stored: w_paris's one row is still in the memtable, meters has subtables
+-- on two vgroups and no rows (sizes after a flush vary: tests/show_cluster_views.rs)
+SHOW TABLE DISTRIBUTED w_paris;
+SHOW TABLE DISTRIBUTED sh.meters;
 -- errors name the problem
 SHOW TAGS FROM meters;
 SHOW CREATE STABLE d1001;
@@ -34,3 +50,13 @@ SHOW TAGS FROM sh.d1001 FROM sh;
 SHOW CREATE VIEW v;
 KILL QUERY 'nosuch';
 KILL QUERY 42;
+SHOW GRANT;
+SHOW CLUSTER VARIANTS;
+SHOW DNODE 9 VARIABLES;
+SHOW DNODE one VARIABLES;
+SHOW LOCAL VARIABLES;
+SHOW VNODES ON DNODE 3;
+SHOW VNODES 'nowhere:1';
+SHOW VNODES ON 1;
+SHOW TABLE DISTRIBUTED nosuch;
+SHOW TABLE DISTRIBUTE meters;

@@ -43,6 +43,7 @@ mod codec;
 pub mod column_cache;
 mod compaction;
 mod data_file;
+mod distribution;
 mod error;
 mod flush;
 mod fsutil;
@@ -63,6 +64,7 @@ mod block_tests;
 mod tests;
 
 pub use block::{ColStats, SmaVal};
+pub use distribution::TableDistribution;
 pub use error::VnodeError;
 
 use crate::cache::{CacheModel, Entry, LastRowCache};

@@ -885,3 +885,54 @@ fn stable_tables_follow_creates_drops_and_schema_changes() {
     assert!(v.stable_tables("meters").is_none());
     assert_eq!(v.stable_tables("other").unwrap().len(), 2);
 }
+
+/// The distribution finds each row in the layer that holds it: memtable, then STT files after
+/// a flush, then data blocks of at most MAXROWS rows after a compaction; other subtables' rows
+/// are not counted.
+#[test]
+fn distribution_follows_rows_through_the_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = cfg_with(full(), 2);
+    cfg.options.minrows = 10;
+    cfg.options.maxrows = 100;
+    let v = Vnode::open(dir.path(), cfg).unwrap();
+    let rows_of = |n: i64, from: i64| -> Vec<R> {
+        (0..n)
+            .map(|i| (from + i * 1000, Some(1.0), None, None))
+            .collect()
+    };
+    v.write(&batch(vec![
+        tw("a", tags("x"), &rows_of(250, 1_700_000_000_000)),
+        tw("b", tags("y"), &rows_of(7, 1_700_000_000_000)),
+    ]))
+    .unwrap();
+    let a = v.table("a").unwrap().uid;
+    let b = v.table("b").unwrap().uid;
+    let d = v.distribution(&[a]);
+    assert_eq!(
+        (d.tables, d.mem_rows, d.stt_rows, d.block_rows),
+        (1, 250, 0, 0)
+    );
+    assert_eq!((d.blocks, d.min_block_rows, d.max_block_rows), (0, 0, 0));
+    v.flush().unwrap();
+    let d = v.distribution(&[a]);
+    assert_eq!((d.mem_rows, d.stt_rows, d.block_rows), (0, 250, 0));
+    assert!(
+        d.stt_blocks > 0 && d.stt_bytes > 0 && d.windows > 0,
+        "{d:?}"
+    );
+    v.compact().unwrap();
+    let d = v.distribution(&[a]);
+    assert_eq!((d.mem_rows, d.stt_rows, d.block_rows), (0, 0, 250), "{d:?}");
+    assert!(d.blocks >= 3, "at most 100 rows a block: {d:?}");
+    assert!(d.max_block_rows <= 100 && d.min_block_rows >= 1, "{d:?}");
+    assert!(d.block_bytes > 0);
+    let both = v.distribution(&[a, b]);
+    assert_eq!((both.tables, both.block_rows), (2, 257));
+    // More rows of `a` in the memtable only.
+    v.write(&batch(vec![tw("a", None, &rows_of(3, 1_800_000_000_000))]))
+        .unwrap();
+    let d = v.distribution(&[a]);
+    assert_eq!((d.mem_rows, d.block_rows), (3, 250));
+    assert_eq!(v.distribution(&[TableUid(u64::MAX)]).block_rows, 0);
+}

@@ -833,6 +833,13 @@ impl Memtable {
         }
     }
 
+    /// The rows of `uid` held here.
+    pub fn rows_of(&self, uid: TableUid) -> u64 {
+        self.tables
+            .get(&uid)
+            .map_or(0, |t| t.rows(&self.chunks) as u64)
+    }
+
     /// The subtables held here (with or without rows).
     pub fn table_uids(&self) -> impl Iterator<Item = TableUid> + '_ {
         self.tables.keys().copied()
