@@ -16,6 +16,11 @@ use tidal_proto::convert::{
 use tidal_proto::v1;
 use tidal_sql::ObjectRef;
 
+/// A SHOW statement's answer: `rows` under `fields` (times in milliseconds).
+fn listing(db: &str, fields: Vec<Field>, rows: &[Vec<Value>]) -> Outcome {
+    Outcome::rows(db, Batch::from_rows(fields, rows), Precision::Millis)
+}
+
 fn varchar(name: &str) -> Field {
     Field::new(name, DataType::VarChar(256))
 }
@@ -142,11 +147,7 @@ pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
             i(o.stt_trigger),
         ]);
     }
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 pub async fn stables(
@@ -178,11 +179,7 @@ pub async fn stables(
             ]
         })
         .collect();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 fn stables_fields() -> Vec<Field> {
@@ -457,11 +454,7 @@ pub async fn tables(
     }
     rows.sort_by(|a, b| a[0].total_cmp(&b[0]));
     let fields = tables_fields();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 /// Backquotes a name so that any name survives a round trip through the parser.
@@ -590,11 +583,7 @@ pub async fn vgroups(svc: &SqlService, db: &str, sdb: &str) -> ExecResult<Outcom
         ]);
     }
     let fields = vgroups_fields();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 fn vgroups_fields() -> Vec<Field> {
@@ -647,11 +636,7 @@ pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
             ]
         })
         .collect();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 /// The cluster has one mnode (REPLICA 1 catalog): the one this node's client talks to.
@@ -672,11 +657,7 @@ pub async fn mnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
         s("leader"),
         s(status),
     ]];
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 async fn lookup(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResult<(String, Named)> {
@@ -899,11 +880,7 @@ pub async fn table_distributed(
         int("row_size"),
         int("damaged_filesets"),
     ];
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 /// `SHOW TAGS FROM subtable`: one row per tag with its type and value.
@@ -1038,11 +1015,7 @@ pub async fn create_database(svc: &SqlService, db: &str, name: &str) -> ExecResu
         s(info.name.clone()),
         s(create_database_sql(&info.name, &o)),
     ]];
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 /// SHOW CREATE STABLE (`stable`: the name must be a STABLE) or SHOW CREATE TABLE (either).
@@ -1118,11 +1091,7 @@ pub fn queries(db: &str, running: &[Arc<Running>]) -> ExecResult<Outcome> {
             ]
         })
         .collect();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 /// SHOW CLUSTER: the cluster as the mnode knows it (see `MnodeService::cluster_info`). No
@@ -1265,11 +1234,7 @@ pub async fn dnode_variables(
             ]
         })
         .collect();
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 fn vnodes_fields() -> Vec<Field> {
@@ -1478,11 +1443,7 @@ pub async fn describe(svc: &SqlService, db: &str, table: &ObjectRef) -> ExecResu
             s("disabled"),
         ]);
     }
-    Ok(Outcome::rows(
-        db,
-        Batch::from_rows(fields, &rows),
-        Precision::Millis,
-    ))
+    Ok(listing(db, fields, &rows))
 }
 
 #[cfg(test)]
