@@ -3550,6 +3550,7 @@ impl Planner<'_> {
             sort_keys.push((idx, o.asc));
         }
         let layout = scope.layout();
+        let fields = out_fields(&names, &exprs);
         let frag = Fragment {
             target: scan,
             ts_min: i64::MIN,
@@ -3562,17 +3563,10 @@ impl Planner<'_> {
             limit: None,
             stable: None,
         };
-        let fields = out_fields(
-            &names,
-            match &frag.op {
-                FragmentOp::Tags { exprs } => exprs,
-                _ => &[],
-            },
-        );
-        let id = self.push_fragment(db, target, frag);
+        let gathered_fields = frag.output_fields();
         let gathered = Node::Gather {
-            fragment: id,
-            fields: self.fragments[id as usize].fragment.output_fields(),
+            fragment: self.push_fragment(db, target, frag),
+            fields: gathered_fields,
         };
         let node = Node::Project {
             input: Box::new(gathered),
