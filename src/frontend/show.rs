@@ -82,6 +82,17 @@ async fn database_list(svc: &SqlService) -> ExecResult<Vec<v1::DatabaseInfo>> {
         .databases)
 }
 
+/// Every data node, as the mnode lists them.
+async fn dnode_list(svc: &SqlService) -> ExecResult<Vec<v1::DnodeInfo>> {
+    Ok(svc
+        .client
+        .mnode()?
+        .list_dnodes(v1::Empty {})
+        .await?
+        .into_inner()
+        .dnodes)
+}
+
 pub async fn databases(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
     let list = database_list(svc).await?;
     let fields = vec![
@@ -604,13 +615,7 @@ fn vgroups_fields() -> Vec<Field> {
 }
 
 pub async fn dnodes(svc: &SqlService, db: &str) -> ExecResult<Outcome> {
-    let list = svc
-        .client
-        .mnode()?
-        .list_dnodes(v1::Empty {})
-        .await?
-        .into_inner()
-        .dnodes;
+    let list = dnode_list(svc).await?;
     let fields = vec![
         int("id"),
         varchar("endpoint"),
@@ -1258,13 +1263,7 @@ pub async fn vnodes(
     db: &str,
     on: Option<&tidal_sql::DnodeRef>,
 ) -> ExecResult<Outcome> {
-    let mut dnodes = svc
-        .client
-        .mnode()?
-        .list_dnodes(v1::Empty {})
-        .await?
-        .into_inner()
-        .dnodes;
+    let mut dnodes = dnode_list(svc).await?;
     if let Some(on) = on {
         dnodes.retain(|d| match on {
             tidal_sql::DnodeRef::Id(id) => d.id == *id,
@@ -1335,13 +1334,7 @@ pub async fn vnodes(
 
 /// The address of data node `id`, as the mnode lists it.
 async fn dnode_addr(svc: &SqlService, id: u32) -> ExecResult<String> {
-    let dnodes = svc
-        .client
-        .mnode()?
-        .list_dnodes(v1::Empty {})
-        .await?
-        .into_inner()
-        .dnodes;
+    let dnodes = dnode_list(svc).await?;
     match dnodes.into_iter().find(|d| d.id == id) {
         Some(d) => Ok(d.addr),
         None => Err(ExecError::new(
