@@ -29,6 +29,14 @@ pub enum VnodeError {
     WrongDatabase { expected: String, got: String },
     #[error("table '{table}' does not exist (and no tags were given to create it)")]
     TableNotFound { table: String },
+    #[error("subtable '{table}' does not exist")]
+    SubtableNotFound { table: String },
+    #[error("unknown tag '{tag}' of table '{table}': STABLE '{stable}' has no such tag")]
+    TagNotFound {
+        table: String,
+        stable: String,
+        tag: String,
+    },
     #[error("no table with uid {uid} in this vnode")]
     TableUidNotFound { uid: u64 },
     #[error("table '{table}' already exists")]
@@ -73,9 +81,10 @@ impl VnodeError {
             VnodeError::Corruption { .. } => StatusCode::Corruption,
             VnodeError::WrongVgroup { .. } => StatusCode::WrongVgroup,
             VnodeError::WrongDatabase { .. } => StatusCode::InvalidArgument,
-            VnodeError::TableNotFound { .. } | VnodeError::TableUidNotFound { .. } => {
-                StatusCode::TableNotFound
-            }
+            VnodeError::TableNotFound { .. }
+            | VnodeError::TableUidNotFound { .. }
+            | VnodeError::SubtableNotFound { .. } => StatusCode::TableNotFound,
+            VnodeError::TagNotFound { .. } => StatusCode::ColumnNotFound,
             VnodeError::TableExists { .. } => StatusCode::TableExists,
             VnodeError::StableNotFound { .. } => StatusCode::StableNotFound,
             VnodeError::SchemaMismatch { .. } => StatusCode::SchemaMismatch,

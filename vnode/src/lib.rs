@@ -315,6 +315,12 @@ impl State {
             Op::DropStable { name } => {
                 self.drop_stable(&name);
             }
+            Op::SetTags { name, tags } => {
+                // Records follow each other as they were applied, so the table exists; a
+                // missing one would mean a damaged log that the checksums let through, and the
+                // rest of the log is still worth replaying.
+                self.meta.set_tags(&name, &tags);
+            }
         }
     }
 }
@@ -1421,6 +1427,71 @@ impl VnodeCore {
         drop(guard);
         self.wal.wait_durable(seq)?;
         Ok(n)
+    }
+
+    /// ALTER TABLE `name` SET TAG: gives the named tags of subtable `name` new values (coerced
+    /// to the tags' types), durably, and returns the subtable as it now is. The tag index and
+    /// the STABLE's [`StableTables`] follow at once (its version moves), so the next query
+    /// filters and groups by the new values.
+    pub fn set_tags(
+        &self,
+        name: &str,
+        tags: &[(String, Value)],
+    ) -> Result<Arc<TableMeta>, VnodeError> {
+        if tags.is_empty() {
+            return Err(VnodeError::InvalidArgument(format!(
+                "ALTER TABLE {name} SET TAG needs at least one tag"
+            )));
+        }
+        self.check_hash(name)?;
+        let guard = self.commit.lock();
+        self.wal.check_poisoned()?;
+        let changes = {
+            let st = self.state.read();
+            let Some(t) = st.meta.table(name) else {
+                return Err(VnodeError::SubtableNotFound {
+                    table: name.to_string(),
+                });
+            };
+            let Some(schema) = st.meta.stables.get(&t.stable) else {
+                return Err(VnodeError::StableNotFound {
+                    stable: t.stable.clone(),
+                    table: name.to_string(),
+                });
+            };
+            let mut changes: Vec<(usize, Value)> = Vec::with_capacity(tags.len());
+            for (tag, v) in tags {
+                let k = schema
+                    .tag_index(tag)
+                    .ok_or_else(|| VnodeError::TagNotFound {
+                        table: name.to_string(),
+                        stable: schema.name.clone(),
+                        tag: tag.clone(),
+                    })?;
+                if changes.iter().any(|(i, _)| *i == k) {
+                    return Err(VnodeError::InvalidArgument(format!(
+                        "ALTER TABLE {name} SET TAG: tag '{tag}' is given twice"
+                    )));
+                }
+                let def = &schema.tags[k];
+                let v = def
+                    .data_type
+                    .coerce(v.clone())
+                    .map_err(|e| VnodeError::InvalidTags {
+                        table: name.to_string(),
+                        reason: format!("tag '{}': {e}", def.name),
+                    })?;
+                changes.push((k, v));
+            }
+            changes
+        };
+        let seq = self.wal.append(op::encode_set_tags(name, &changes));
+        let t = self.state.write().meta.set_tags(name, &changes);
+        drop(guard);
+        self.wal.wait_durable(seq)?;
+        t.ok_or_else(|| VnodeError::SubtableNotFound {
+            table: name.to_string(),
+        })
     }
 
     pub fn table(&self, name: &str) -> Option<Arc<TableMeta>> {

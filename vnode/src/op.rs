@@ -4,7 +4,7 @@
 //! validation or uid allocation and reproduces exactly the state the live write produced.
 
 use crate::codec::{DResult, Reader, Writer};
-use tidal_common::{Column, StableSchema, TableMeta, TableUid};
+use tidal_common::{Column, StableSchema, TableMeta, TableUid, Value};
 
 const KIND_APPLY: u8 = 1;
 const KIND_DROP_TABLE: u8 = 2;
@@ -12,6 +12,9 @@ const KIND_DROP_STABLE: u8 = 3;
 /// An Apply that also carries row blocks (written only when a batch has blocks, so a WAL
 /// without them reads exactly as before).
 const KIND_APPLY_BLOCKS: u8 = 4;
+/// ALTER TABLE .. SET TAG: new values for some tags of one subtable (added after kinds 1-4,
+/// whose decoding it leaves as it was).
+const KIND_SET_TAGS: u8 = 5;
 
 /// Rows of many subtables of one STABLE as one set of columns (a request's `RowBlock` with its
 /// subtables resolved to uids): run `(i, n)` = the next `n` rows belong to `uids[i]`.
@@ -49,6 +52,12 @@ pub enum Op {
     },
     DropStable {
         name: String,
+    },
+    /// Subtable `name`'s tag at each position takes the value beside it (values already
+    /// coerced to the tag's type when the record was written).
+    SetTags {
+        name: String,
+        tags: Vec<(usize, Value)>,
     },
 }
 
@@ -121,6 +130,19 @@ pub fn encode_drop_stable(name: &str) -> Vec<u8> {
     w.buf
 }
 
+pub fn encode_set_tags(name: &str, tags: &[(usize, Value)]) -> Vec<u8> {
+    let mut w = Writer::new();
+    w.u8(KIND_SET_TAGS);
+    w.str(name);
+    w.len_u32(tags.len());
+    for (k, v) in tags {
+        // A tag position is below the number of tags a schema may have, far under u32::MAX.
+        w.u32(u32::try_from(*k).unwrap_or(u32::MAX));
+        w.value(v);
+    }
+    w.buf
+}
+
 pub fn decode(payload: &[u8]) -> DResult<Op> {
     let mut r = Reader::new(payload);
     let op = match r.u8()? {
@@ -163,6 +185,17 @@ pub fn decode(payload: &[u8]) -> DResult<Op> {
         }
         KIND_DROP_TABLE => Op::DropTable { name: r.str()? },
         KIND_DROP_STABLE => Op::DropStable { name: r.str()? },
+        KIND_SET_TAGS => {
+            let name = r.str()?;
+            // position u32 + at least the value's kind byte
+            let n = r.count(5)?;
+            let mut tags = Vec::with_capacity(n);
+            for _ in 0..n {
+                let k = r.u32()? as usize;
+                tags.push((k, r.value()?));
+            }
+            Op::SetTags { name, tags }
+        }
         k => return r.err(format!("unknown WAL record kind {k}")),
     };
     if !r.is_empty() {
@@ -213,4 +246,47 @@ fn decode_block(r: &mut Reader<'_>) -> DResult<Block> {
         runs,
         columns,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_tags_round_trips_and_a_cut_record_is_an_error() {
+        let tags = vec![
+            (0usize, Value::Str("new".into())),
+            (2, Value::Null),
+            (3, Value::Float(1.5)),
+        ];
+        let buf = encode_set_tags("truck_1", &tags);
+        let Ok(Op::SetTags { name, tags: got }) = decode(&buf) else {
+            panic!("not a SetTags record")
+        };
+        assert_eq!(name, "truck_1");
+        assert_eq!(got, tags);
+        for cut in 1..buf.len() {
+            assert!(decode(&buf[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = buf.clone();
+        long.push(0);
+        assert!(decode(&long).is_err(), "trailing bytes");
+    }
+
+    #[test]
+    fn older_record_kinds_decode_as_before() {
+        let Ok(Op::DropTable { name }) = decode(&encode_drop_table("t")) else {
+            panic!("not a DropTable record")
+        };
+        assert_eq!(name, "t");
+        let Ok(Op::Apply { creates, .. }) = decode(&encode_apply(&ApplyRef {
+            schemas: Vec::new(),
+            creates: Vec::new(),
+            rows: Vec::new(),
+            blocks: Vec::new(),
+        })) else {
+            panic!("not an Apply record")
+        };
+        assert!(creates.is_empty());
+    }
 }

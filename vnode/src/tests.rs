@@ -936,3 +936,174 @@ fn distribution_follows_rows_through_the_layers() {
     assert_eq!((d.mem_rows, d.block_rows), (3, 250));
     assert_eq!(v.distribution(&[TableUid(u64::MAX)]).block_rows, 0);
 }
+
+/// ALTER TABLE .. SET TAG: the subtable keeps its uid and rows, the tag indexes and the
+/// STABLE's snapshot see the new values at once, and they survive a WAL replay and a flush
+/// (after which the WAL is gone and the manifest's catalog carries them).
+#[test]
+fn set_tags_moves_a_subtable_between_tag_values_durably() {
+    let d = tempfile::tempdir().unwrap();
+    let s = schema(1);
+    let t = |n: &str, loc: &str| (n.to_string(), vec![Value::Str(loc.into()), Value::Int(1)]);
+    let names_of = |ts: Vec<Arc<TableMeta>>| ts.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+    let loc = |x: &str| vec![Value::Str(x.into())];
+    let uid_a;
+    {
+        let v = open(d.path());
+        v.create_tables(
+            &s,
+            &[t("a", "north"), t("b", "north"), t("c", "south")],
+            false,
+        )
+        .unwrap();
+        v.write(&batch(vec![tw("a", None, &[(1, Some(1.0), None, None)])]))
+            .unwrap();
+        uid_a = v.table("a").unwrap().uid;
+        // An index on `gid` exists before the change, so it must be kept in step too.
+        assert_eq!(
+            names_of(v.tables_by_tag("meters", 1, &[Value::Int(1)])),
+            ["a", "b", "c"]
+        );
+        let before = v.stable_tables("meters").unwrap();
+        assert_eq!(
+            before.candidates_eq(0, &[Value::Str("north".into())]),
+            Some(vec![0, 1])
+        );
+
+        let a = v
+            .set_tags(
+                "a",
+                &[
+                    ("loc".into(), Value::Str("south".into())),
+                    // tag names are matched without regard to case; an integer literal is
+                    // coerced to the tag's INT
+                    ("GID".into(), Value::UInt(2)),
+                ],
+            )
+            .unwrap();
+        assert_eq!(a.uid, uid_a);
+        assert_eq!(a.tags, vec![Value::Str("south".into()), Value::Int(2)]);
+        assert_eq!(names_of(v.tables_by_tag("meters", 0, &loc("north"))), ["b"]);
+        assert_eq!(
+            names_of(v.tables_by_tag("meters", 0, &loc("south"))),
+            ["a", "c"]
+        );
+        assert_eq!(
+            names_of(v.tables_by_tag("meters", 1, &[Value::Int(2)])),
+            ["a"]
+        );
+        let after = v.stable_tables("meters").unwrap();
+        assert_ne!(after.version, before.version, "the snapshot is rebuilt");
+        assert_eq!(after.tags[0].get(0), Value::Str("south".into()));
+        assert_eq!(
+            after.candidates_eq(0, &[Value::Str("north".into())]),
+            Some(vec![1])
+        );
+        assert_eq!(rows(&v, "a").len(), 1, "the rows stay with the subtable");
+        v.set_tags("b", &[("gid".into(), Value::Null)]).unwrap();
+
+        // Errors change nothing.
+        let e = v
+            .set_tags("nosuch", &[("loc".into(), Value::Str("x".into()))])
+            .unwrap_err();
+        assert!(matches!(&e, VnodeError::SubtableNotFound { table } if table == "nosuch"));
+        assert_eq!(e.status_code(), StatusCode::TableNotFound);
+        let e = v
+            .set_tags("a", &[("driver".into(), Value::Str("x".into()))])
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("'driver'") && msg.contains("'meters'"),
+            "{msg}"
+        );
+        let e = v
+            .set_tags(
+                "a",
+                &[
+                    ("loc".into(), Value::Str("east".into())),
+                    ("gid".into(), Value::Str("two".into())),
+                ],
+            )
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
+        let e = v
+            .set_tags("a", &[("loc".into(), Value::Str("x".repeat(17)))])
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
+        let e = v
+            .set_tags(
+                "a",
+                &[
+                    ("loc".into(), Value::Str("x".into())),
+                    ("LOC".into(), Value::Str("y".into())),
+                ],
+            )
+            .unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::InvalidArgument, "{e}");
+        let e = v.set_tags("a", &[]).unwrap_err();
+        assert_eq!(e.status_code(), StatusCode::InvalidArgument, "{e}");
+        assert_eq!(
+            v.table("a").unwrap().tags,
+            vec![Value::Str("south".into()), Value::Int(2)]
+        );
+    }
+    // Replayed from the WAL.
+    {
+        let v = open(d.path());
+        let a = v.table("a").unwrap();
+        assert_eq!(a.uid, uid_a);
+        assert_eq!(a.tags, vec![Value::Str("south".into()), Value::Int(2)]);
+        assert_eq!(
+            v.table("b").unwrap().tags,
+            vec![Value::Str("north".into()), Value::Null]
+        );
+        assert_eq!(
+            names_of(v.tables_by_tag("meters", 0, &loc("south"))),
+            ["a", "c"]
+        );
+        assert_eq!(rows(&v, "a").len(), 1);
+        v.set_tags("c", &[("loc".into(), Value::Str("east".into()))])
+            .unwrap();
+        v.flush().unwrap();
+    }
+    // After a flush the WAL records are gone: the manifest's catalog snapshot carries them.
+    let v = open(d.path());
+    assert_eq!(names_of(v.tables_by_tag("meters", 0, &loc("east"))), ["c"]);
+    assert_eq!(names_of(v.tables_by_tag("meters", 0, &loc("south"))), ["a"]);
+    let st = v.stable_tables("meters").unwrap();
+    assert_eq!(
+        (0..st.len()).map(|i| st.tags[0].get(i)).collect::<Vec<_>>(),
+        ["south", "north", "east"].map(|x| Value::Str(x.into()))
+    );
+    assert_eq!(
+        st.candidates_eq(1, &[Value::Int(2)]),
+        Some(vec![0]),
+        "the second tag's equality index sees the new value"
+    );
+    assert_eq!(rows(&v, "a").len(), 1);
+}
+
+/// A subtable outside the vnode's hash range is a stale route, told as such, not "not found".
+#[test]
+fn set_tags_outside_the_hash_range_is_a_wrong_vgroup() {
+    let d = tempfile::tempdir().unwrap();
+    let name = "a";
+    let h = hash_table_name(DB, name);
+    let range = if h == 0 {
+        HashRange {
+            begin: 1,
+            end: u32::MAX,
+        }
+    } else {
+        HashRange {
+            begin: 0,
+            end: h - 1,
+        }
+    };
+    let v = Vnode::open(d.path(), cfg_with(range, 2)).unwrap();
+    let e = v
+        .set_tags(name, &[("loc".into(), Value::Str("x".into()))])
+        .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::WrongVgroup, "{e}");
+}

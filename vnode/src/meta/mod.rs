@@ -176,6 +176,29 @@ impl Meta {
         Some(t)
     }
 
+    /// ALTER TABLE .. SET TAG: subtable `name` takes `tags` (position, value) as its new tag
+    /// values, keeping its uid. Returns the new entry; `None` when there is no such table.
+    /// Positions past its STABLE's tags are skipped: the live path checks them against the
+    /// same schema, so only a damaged record could name one, and it must not allocate for it.
+    pub fn set_tags(&mut self, name: &str, tags: &[(usize, Value)]) -> Option<Arc<TableMeta>> {
+        let old = self.by_name.get(name)?;
+        let width = self.stables.get(&old.stable).map_or(0, |s| s.tags.len());
+        let mut t = TableMeta::clone(old);
+        // A subtable created before an ADD TAG holds fewer values than its schema has tags.
+        if t.tags.len() < width {
+            t.tags.resize(width, Value::Null);
+        }
+        for (k, v) in tags {
+            if let Some(slot) = t.tags.get_mut(*k) {
+                *slot = v.clone();
+            }
+        }
+        // Replacing the entry moves it between the buckets of every tag index of its STABLE
+        // and bumps the STABLE's version, so cached `StableTables` are rebuilt.
+        self.insert_table(t);
+        self.by_name.get(name).cloned()
+    }
+
     /// Whether tag `k` of `stable` has an index.
     pub fn has_tag_index(&self, stable: &str, k: usize) -> bool {
         self.tag_index_of(stable, k).is_some()
