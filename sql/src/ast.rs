@@ -53,6 +53,14 @@ pub enum AlterStable {
     },
 }
 
+/// One `tag = value` of ALTER TABLE .. SET TAG, with where the tag's name stood.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TagAssignment {
+    pub tag: String,
+    pub pos: Pos,
+    pub value: Value,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Statement {
     CreateDatabase {
@@ -85,6 +93,13 @@ pub enum Statement {
         db: Option<String>,
         name: String,
         change: AlterStable,
+    },
+    /// `ALTER TABLE [db.]subtable SET TAG t = v [, t2 = v2 ...]`: new tag values for one
+    /// subtable (TDengine 3), all applied or none.
+    AlterTableSetTags {
+        table: ObjectRef,
+        table_pos: Pos,
+        tags: Vec<TagAssignment>,
     },
     CreateTables {
         if_not_exists: bool,

@@ -1,6 +1,6 @@
 //! Binding INSERT items and CREATE TABLE ... USING against resolved schemas.
 
-use crate::ast::{CreateSubtable, InsertItem, InsertValue};
+use crate::ast::{CreateSubtable, InsertItem, InsertValue, TagAssignment};
 use crate::error::SqlError;
 use tidal_common::{Column, DataType, Precision, StableSchema, TableWrite, Value};
 
@@ -49,21 +49,60 @@ fn bind_tags(
             full
         }
     };
-    // Time strings for TIMESTAMP tags are parsed in milliseconds.
     let full = full
         .into_iter()
         .zip(schema.tags.iter())
-        .map(|(v, def)| match (&v, def.data_type) {
-            (Value::Str(s), DataType::Timestamp) => Precision::Millis
-                .parse_timestamp(s)
-                .map(Value::Timestamp)
-                .unwrap_or(v),
-            _ => v,
-        })
+        .map(|(v, def)| timestamp_tag(v, def.data_type))
         .collect();
     schema
         .coerce_tags(full)
         .map_err(|e| SqlError::TypeMismatch(format!("table {table}: {e}")))
+}
+
+/// Time strings for TIMESTAMP tags are parsed in milliseconds; anything else is left to the
+/// type's coercion (which names what does not fit).
+fn timestamp_tag(v: Value, ty: DataType) -> Value {
+    match (&v, ty) {
+        (Value::Str(s), DataType::Timestamp) => Precision::Millis
+            .parse_timestamp(s)
+            .map(Value::Timestamp)
+            .unwrap_or(v),
+        _ => v,
+    }
+}
+
+/// Coerces the values of `ALTER TABLE table SET TAG t = v, ...` against the STABLE of the
+/// subtable, as `TAGS (..)` of a CREATE would be; returns the tags by their names in `schema`.
+/// An unknown tag is named with the STABLE and where it stood.
+pub fn bind_set_tags(
+    table: &str,
+    tags: &[TagAssignment],
+    schema: &StableSchema,
+) -> Result<Vec<(String, Value)>, SqlError> {
+    let mut out: Vec<(String, Value)> = Vec::with_capacity(tags.len());
+    for a in tags {
+        let i = schema.tag_index(&a.tag).ok_or_else(|| {
+            SqlError::ColumnNotFound(format!(
+                "unknown tag '{}' in STABLE {} (of table {table}) at {}",
+                a.tag, schema.name, a.pos
+            ))
+        })?;
+        let def = &schema.tags[i];
+        if out.iter().any(|(n, _)| *n == def.name) {
+            return Err(SqlError::InvalidArgument(format!(
+                "table {table}: tag '{}' is set twice",
+                def.name
+            )));
+        }
+        let v = def
+            .data_type
+            .coerce(timestamp_tag(a.value.clone(), def.data_type))
+            .map_err(|e| {
+                SqlError::TypeMismatch(format!("table {table}, tag '{}': {e}", def.name))
+            })?;
+        out.push((def.name.clone(), v));
+    }
+    Ok(out)
 }
 
 fn check_stable(

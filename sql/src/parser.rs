@@ -560,6 +560,51 @@ impl Parser {
         })
     }
 
+    /// ALTER TABLE [db.]name SET TAG tag = value [, tag = value ...] (TDengine 3; the one-tag
+    /// form of TDengine 2 is the same with one assignment). Values are literals, as in TAGS (..).
+    fn alter_table(&mut self) -> Result<Statement, SqlError> {
+        let table_pos = self.pos();
+        let table = self.object_ref("a table name")?;
+        if !(self.peek_kw("set") && self.peek_kw_at(1, "tag")) {
+            let what = if self.peek_kw("set") {
+                "TAG after SET"
+            } else {
+                "SET TAG (ALTER TABLE changes a subtable's tags; ALTER STABLE changes a schema)"
+            };
+            if self.peek_kw("set") {
+                self.advance();
+            }
+            return Err(self.unexpected(what));
+        }
+        self.advance();
+        self.advance();
+        let mut tags: Vec<TagAssignment> = Vec::new();
+        loop {
+            let pos = self.pos();
+            let tag = self.ident("a tag name")?;
+            if tags.iter().any(|t| t.tag.eq_ignore_ascii_case(&tag)) {
+                return Err(syntax(pos, format!("tag '{tag}' is set twice")));
+            }
+            self.expect_op("=")?;
+            let vpos = self.pos();
+            let value = match self.insert_value()? {
+                InsertValue::Value(v) => v,
+                InsertValue::Now { .. } => {
+                    return Err(syntax(vpos, "NOW is not allowed as a tag value"))
+                }
+            };
+            tags.push(TagAssignment { tag, pos, value });
+            if !self.eat_op(",") {
+                break;
+            }
+        }
+        Ok(Statement::AlterTableSetTags {
+            table,
+            table_pos,
+            tags,
+        })
+    }
+
     fn data_type(&mut self) -> Result<DataType, SqlError> {
         let pos = self.pos();
         let mut name = match &self.peek().tok {
@@ -701,6 +746,12 @@ impl Parser {
         }
         if self.eat_kw("stable") {
             return self.alter_stable();
+        }
+        if self.eat_kw("table") {
+            return self.alter_table();
+        }
+        if !self.peek_kw("database") {
+            return Err(self.unexpected("DATABASE, STABLE, TABLE or USER"));
         }
         self.expect_kw("database")?;
         let name = self.ident("a database name")?;

@@ -3646,3 +3646,127 @@ fn union_all_concatenates_and_union_removes_duplicates() {
         assert!(e.contains(msg), "{sql}: {e}");
     }
 }
+
+#[test]
+fn parse_alter_table_set_tag() {
+    let s = parse("ALTER TABLE iot.truck_1 SET TAG driver = 'Ann', fleet='North' , nominal_fuel_consumption = -1.5, name = NULL").unwrap();
+    let Statement::AlterTableSetTags {
+        table,
+        table_pos,
+        tags,
+    } = &s[0]
+    else {
+        panic!("{s:?}")
+    };
+    assert_eq!(*table, ObjectRef::new(Some("iot"), "truck_1"));
+    assert_eq!(table_pos.col, 13);
+    let got: Vec<(&str, &Value)> = tags.iter().map(|t| (t.tag.as_str(), &t.value)).collect();
+    assert_eq!(
+        got,
+        [
+            ("driver", &Value::Str("Ann".into())),
+            ("fleet", &Value::Str("North".into())),
+            ("nominal_fuel_consumption", &Value::Float(-1.5)),
+            ("name", &Value::Null),
+        ]
+    );
+    assert_eq!(tags[1].pos.col, 49);
+    // The one-tag form, and a tag named like a keyword.
+    let s = parse("alter table t set tag `tag` = true").unwrap();
+    assert!(matches!(&s[0], Statement::AlterTableSetTags { tags, .. }
+        if tags.len() == 1 && tags[0].tag == "tag" && tags[0].value == Value::Bool(true)));
+
+    for (sql, want) in [
+        (
+            "ALTER TABLE t SET TAG",
+            "syntax error at 1:22: expected a tag name, found end of input",
+        ),
+        (
+            "ALTER TABLE t SET TAG driver",
+            "syntax error at 1:29: expected '=', found end of input",
+        ),
+        (
+            "ALTER TABLE t SET TAG driver =",
+            "syntax error at 1:31: expected a value",
+        ),
+        (
+            "ALTER TABLE t SET TAG driver = 'a',",
+            "syntax error at 1:36: expected a tag name",
+        ),
+        (
+            "ALTER TABLE t SET TAG driver = now",
+            "syntax error at 1:32: NOW is not allowed as a tag value",
+        ),
+        (
+            "ALTER TABLE t SET TAG driver = 'a', DRIVER = 'b'",
+            "syntax error at 1:37: tag 'driver' is set twice",
+        ),
+        (
+            "ALTER TABLE t SET driver = 'a'",
+            "syntax error at 1:19: expected TAG after SET",
+        ),
+        (
+            "ALTER TABLE t ADD COLUMN c INT",
+            "syntax error at 1:15: expected SET TAG",
+        ),
+        (
+            "ALTER TABLE SET TAG a = 1",
+            "syntax error at 1:17: expected SET TAG",
+        ),
+        (
+            "ALTER TABLE t SET TAG a = 1 b = 2",
+            "syntax error at 1:29: expected ';' or end of input",
+        ),
+        (
+            "ALTER VIEW v",
+            "syntax error at 1:7: expected DATABASE, STABLE, TABLE or USER",
+        ),
+    ] {
+        let e = parse(sql).unwrap_err().to_string();
+        assert!(e.starts_with(want), "{sql}: {e}");
+    }
+}
+
+#[test]
+fn bind_set_tags_coerces_like_create() {
+    let s = readings_schema();
+    let tags = |sql: &str| match parse(sql).unwrap().remove(0) {
+        Statement::AlterTableSetTags { tags, .. } => tags,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(
+        bind_set_tags(
+            "t",
+            &tags("alter table t set tag DRIVER = 'x', nominal_fuel_consumption = 2"),
+            &s
+        )
+        .unwrap(),
+        [
+            ("driver".to_string(), Value::Str("x".into())),
+            ("nominal_fuel_consumption".to_string(), Value::Float(2.0)),
+        ]
+    );
+    let e = bind_set_tags("t", &tags("alter table t set tag drivr = 'x'"), &s).unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
+    assert_eq!(
+        e.to_string(),
+        "unknown tag 'drivr' in STABLE readings (of table t) at 1:23"
+    );
+    let e = bind_set_tags(
+        "t",
+        &tags("alter table t set tag nominal_fuel_consumption = 'lots'"),
+        &s,
+    )
+    .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
+    let e = bind_set_tags(
+        "t",
+        &tags(&format!(
+            "alter table t set tag driver = '{}'",
+            "x".repeat(31)
+        )),
+        &s,
+    )
+    .unwrap_err();
+    assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
+}

@@ -1,3 +1,6 @@
+//! ALTER TABLE .. SET TAG: binds the values against the subtable's STABLE (as CREATE TABLE ..
+//! TAGS does) and sends them to the vnode that owns the subtable, which logs and applies them.
+//!
 //! ALTER STABLE: maps the statement to the mnode's AlterStable call, then publishes the new
 //! schema to every vnode of the database, so that readers there (which scan with the vnode's
 //! schema) see the change before the statement returns.
@@ -8,9 +11,82 @@
 
 use super::{ExecError, ExecResult, Outcome, SqlService};
 use tidal_common::StatusCode;
-use tidal_proto::convert::column_defs_to_wire;
+use tidal_proto::convert::{column_defs_to_wire, value_to_wire};
 use tidal_proto::v1;
-use tidal_sql::AlterStable;
+use tidal_sql::{AlterStable, ObjectRef, Pos, TagAssignment};
+
+/// ALTER TABLE `table` SET TAG ...: the subtable's new tag values, durable on its vnode before
+/// the statement returns.
+pub async fn set_tags(
+    svc: &SqlService,
+    session_db: &str,
+    table: &ObjectRef,
+    table_pos: Pos,
+    tags: &[TagAssignment],
+) -> ExecResult<Outcome> {
+    let tdb = svc.db_of(&table.db, session_db)?.to_string();
+    let name = table.name.as_str();
+    match svc.client.stable(&tdb, name).await {
+        Ok(_) => {
+            return Err(ExecError::new(
+                StatusCode::InvalidArgument,
+                format!(
+                    "'{name}' at {table_pos} is a STABLE: SET TAG changes the tags of one subtable (ALTER STABLE changes the schema)"
+                ),
+            ))
+        }
+        Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
+        Err(_) => {}
+    }
+    let Some((_, schema)) = svc.subtable(&tdb, name).await? else {
+        return Err(ExecError::new(
+            StatusCode::TableNotFound,
+            format!("table '{name}' at {table_pos} does not exist in database '{tdb}'"),
+        ));
+    };
+    let values = tidal_sql::bind_set_tags(name, tags, &schema)?;
+    let req = v1::SetTagsRequest {
+        vnode: None,
+        name: name.to_string(),
+        tags: values
+            .iter()
+            .map(|(tag, v)| v1::TagAssignment {
+                tag: tag.clone(),
+                value: Some(value_to_wire(v)),
+            })
+            .collect(),
+    };
+    // The change sets values rather than adding to them, so sending it again after the route
+    // map moved on is safe.
+    let mut route = svc.client.route(&tdb).await?;
+    let mut retried = false;
+    let result = loop {
+        let vg = route.vgroup_of(&tdb, name).clone();
+        let mut req = req.clone();
+        req.vnode = Some(v1::VnodeRef {
+            db: tdb.clone(),
+            vgroup_id: vg.id.0,
+        });
+        let r: ExecResult<_> = match svc.client.dnode(&vg.addr) {
+            Ok(mut d) => d.set_tags(req).await.map_err(ExecError::from),
+            Err(e) => Err(e.into()),
+        };
+        match r {
+            Err(e)
+                if !retried
+                    && matches!(e.code, StatusCode::WrongVgroup | StatusCode::VnodeNotFound) =>
+            {
+                retried = true;
+                route = svc.client.refresh_route(&tdb).await?;
+            }
+            r => break r,
+        }
+    };
+    // Whatever the outcome, this node's planning cache must not keep the old tags.
+    svc.client.forget_table(&tdb, name);
+    result?;
+    Ok(Outcome::none(session_db))
+}
 
 pub async fn alter_stable(
     svc: &SqlService,

@@ -77,7 +77,9 @@ impl StatementKind {
             Statement::DropDatabase { .. }
             | Statement::DropTable { .. }
             | Statement::DropStable { .. } => StatementKind::Drop,
-            Statement::AlterDatabase { .. } | Statement::AlterStable { .. } => StatementKind::Alter,
+            Statement::AlterDatabase { .. }
+            | Statement::AlterStable { .. }
+            | Statement::AlterTableSetTags { .. } => StatementKind::Alter,
             Statement::ShowDatabases
             | Statement::ShowStables { .. }
             | Statement::ShowTables { .. }

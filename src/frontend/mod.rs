@@ -448,6 +448,11 @@ impl SqlService {
                 let sdb = self.db_of(&sdb, db)?.to_string();
                 alter::alter_stable(self, db, &sdb, &name, change).await
             }
+            Statement::AlterTableSetTags {
+                table,
+                table_pos,
+                tags,
+            } => alter::set_tags(self, db, &table, table_pos, &tags).await,
             Statement::CreateTables {
                 if_not_exists,
                 tables,

@@ -842,6 +842,33 @@ impl DnodeRpc for DnodeService {
         Ok(Response::new(v1::DropTableResponse { dropped }))
     }
 
+    async fn set_tags(
+        &self,
+        req: Request<v1::SetTagsRequest>,
+    ) -> Result<Response<v1::SetTagsResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
+        let r = req.into_inner();
+        let vnode = self.vnode_ref(r.vnode.as_ref())?;
+        authorize(&p, &vnode, Need::Write)?;
+        let tags: Vec<(String, tidal_common::Value)> = r
+            .tags
+            .iter()
+            // An absent value is NULL, as an absent oneof inside a Value is.
+            .map(|t| {
+                let v = t
+                    .value
+                    .as_ref()
+                    .map_or(tidal_common::Value::Null, value_from_wire);
+                (t.tag.clone(), v)
+            })
+            .collect();
+        let meta = blocking(move || vnode.set_tags(&r.name, &tags).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::SetTagsResponse {
+            meta: Some(table_meta_to_wire(&meta)),
+        }))
+    }
+
     async fn drop_stable(
         &self,
         req: Request<v1::DnodeDropStableRequest>,
