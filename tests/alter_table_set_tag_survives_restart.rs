@@ -115,7 +115,7 @@ fn set_tag_is_seen_by_queries_and_survives_restarts() {
     );
     assert!(e.contains("load_capacity"), "{e}");
     let e = c.err(DB, "ALTER TABLE r_truck_1 SET TAG");
-    assert!(e.contains("1:22") && e.contains("a tag name"), "{e}");
+    assert!(e.contains("at 1:30") && e.contains("a tag name"), "{e}");
     check_new_drivers(&c, "after the errors");
 
     // Replayed from the WAL.
@@ -124,13 +124,13 @@ fn set_tag_is_seen_by_queries_and_survives_restarts() {
     check_new_drivers(&c, "after a kill -9 and restart");
 
     // From the manifest's catalog snapshot once the WAL is trimmed.
-    c.ok(DB, "ALTER TABLE r_truck_3 SET TAG driver = 'later'");
+    c.ok(DB, "ALTER TABLE r_truck_3 SET TAG model = 'later'");
     c.ok("", &format!("FLUSH DATABASE {DB}"));
     c.restart_dnode(0);
     wait_until_served(&c);
     check_new_drivers(&c, "after a flush and restart");
     assert_eq!(
-        rows(&c.ok(DB, "SELECT tbname FROM readings WHERE driver = 'later'")),
+        rows(&c.ok(DB, "SELECT tbname FROM readings WHERE model = 'later'")),
         ["r_truck_3"]
     );
 }
