@@ -523,6 +523,14 @@ mod tests {
     }
 
     #[test]
+    fn alter_table_set_tag() {
+        assert_eq!(words("alter table r_tr"), vec!["r_truck_1"]);
+        assert!(words("ALTER TABLE r_truck_1 SE").contains(&"SET".to_string()));
+        assert!(words("alter table r_truck_1 set ta").contains(&"tag".to_string()));
+        assert!(words("alter table r_truck_1 set tag fl").contains(&"fleet".to_string()));
+    }
+
+    #[test]
     fn information_schema_and_its_tables() {
         assert_eq!(words("use inf"), vec!["information_schema", "infra"]);
         assert_eq!(
