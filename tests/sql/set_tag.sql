@@ -10,6 +10,9 @@ SELECT tbname, driver FROM trucks WHERE driver = 'ann' ORDER BY tbname;
 ALTER TABLE t1 SET TAG driver = 'cid';
 SELECT tbname, driver FROM trucks WHERE driver = 'ann' ORDER BY tbname;
 SELECT tbname, driver FROM trucks WHERE driver = 'cid' ORDER BY tbname;
+-- LAST_ROW of the subtables a tag picks (the point-lookup path, through the tag index)
+SELECT tbname, driver, last_row(speed) FROM trucks WHERE driver = 'cid' PARTITION BY tbname;
+SELECT count(*) FROM trucks WHERE driver IN ('ann', 'cid');
 -- several tags at once, NULL, numbers, time strings and bools
 ALTER TABLE stg.t2 SET TAG fleet = NULL, cap = 25, since = '2024-06-01 12:00:00.000', active = false;
 ALTER TABLE t3 SET TAG cap = -1, DRIVER = 'dee';
