@@ -38,13 +38,22 @@ pub async fn set_tags(
         Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
         Err(_) => {}
     }
-    let Some((_, schema)) = svc.subtable(&tdb, name).await? else {
+    let Some((meta, schema)) = svc.subtable(&tdb, name).await? else {
         return Err(ExecError::new(
             StatusCode::TableNotFound,
             format!("table '{name}' at {table_pos} does not exist in database '{tdb}'"),
         ));
     };
-    let values = tidal_sql::bind_set_tags(name, tags, &schema)?;
+    let values = match tidal_sql::bind_set_tags(name, tags, &schema) {
+        Ok(v) => v,
+        // The schema may be cached from before another node's ALTER STABLE .. ADD TAG: ask
+        // the mnode once more before calling a tag unknown.
+        Err(e) if e.status_code() == StatusCode::ColumnNotFound => {
+            let fresh = svc.client.refresh_stable(&tdb, &meta.stable).await?;
+            tidal_sql::bind_set_tags(name, tags, &fresh)?
+        }
+        Err(e) => return Err(e.into()),
+    };
     let req = v1::SetTagsRequest {
         vnode: None,
         name: name.to_string(),
