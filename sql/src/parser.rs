@@ -565,19 +565,14 @@ impl Parser {
     fn alter_table(&mut self) -> Result<Statement, SqlError> {
         let table_pos = self.pos();
         let table = self.object_ref("a table name")?;
-        if !(self.peek_kw("set") && self.peek_kw_at(1, "tag")) {
-            let what = if self.peek_kw("set") {
-                "TAG after SET"
-            } else {
-                "SET TAG (ALTER TABLE changes a subtable's tags; ALTER STABLE changes a schema)"
-            };
-            if self.peek_kw("set") {
-                self.advance();
-            }
-            return Err(self.unexpected(what));
+        if !self.eat_kw("set") {
+            return Err(self.unexpected(
+                "SET TAG (ALTER TABLE changes a subtable's tags; ALTER STABLE changes a schema)",
+            ));
         }
-        self.advance();
-        self.advance();
+        if !self.eat_kw("tag") {
+            return Err(self.unexpected("TAG after SET"));
+        }
         let mut tags: Vec<TagAssignment> = Vec::new();
         loop {
             let pos = self.pos();
