@@ -176,8 +176,8 @@ pub struct DnodeConfig {
     /// How long a starting data node keeps trying to register with the mnode.
     #[arg(long, default_value_t = 60_000)]
     pub register_timeout_ms: u64,
-    /// Bound of the decoded-column cache that every vnode of this node shares: data-file
-    /// column chunks as queries decoded them, so repeated reads of the same hours skip the
+    /// Bound of the decoded-column cache that every vnode of this node shares: data-file and
+    /// STT column chunks as queries decoded them, so repeated reads of the same hours skip the
     /// read and the decompression. 0 turns it off.
     #[arg(long, default_value_t = tidal_vnode::column_cache::DEFAULT_MAX_BYTES)]
     pub column_cache_max_bytes: u64,

@@ -1861,7 +1861,7 @@ impl VnodeCore {
                     win_newer.push((b.ts_min, b.ts_max));
                     runs.push(Run {
                         prio: 1 + i as u64,
-                        cols: merge::trim(s.read(b, &wanted)?, ts_min, ts_max),
+                        cols: merge::trim_shared(s.read_shared(b, &wanted)?, ts_min, ts_max),
                     });
                 }
             }

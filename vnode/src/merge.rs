@@ -29,16 +29,9 @@ fn rows_within(ts: &[i64], lo: i64, hi: i64) -> Option<(usize, usize)> {
     (s > 0 || e < ts.len()).then_some((s, e))
 }
 
-/// Keeps the rows of `cols` with `lo <= ts <= hi` (ts sorted).
-pub fn trim(cols: Vec<Column>, lo: i64, hi: i64) -> Vec<Column> {
-    let ts = cols.first().map(ts_slice).unwrap_or(&[]);
-    match rows_within(ts, lo, hi) {
-        None => cols,
-        Some((s, e)) => cols.iter().map(|c| c.slice(s, e)).collect(),
-    }
-}
-
-/// [`trim`] of shared (cached) columns: copies only the rows kept.
+/// Keeps the rows of `cols` with `lo <= ts <= hi` (ts sorted); the columns may be shared
+/// with the decoded-column cache, so only the rows kept are copied (a column held by no one
+/// else is moved).
 pub fn trim_shared(cols: Vec<std::sync::Arc<Column>>, lo: i64, hi: i64) -> Vec<Column> {
     let ts = cols.first().map(|c| ts_slice(c)).unwrap_or(&[]);
     match rows_within(ts, lo, hi) {
@@ -210,7 +203,8 @@ mod tests {
     #[test]
     fn trim_keeps_the_inclusive_range() {
         let r = run(0, &[(1, 1), (2, 2), (3, 3), (4, 4)]);
-        let t = trim(r.cols, 2, 3);
+        let cols = r.cols.into_iter().map(std::sync::Arc::new).collect();
+        let t = trim_shared(cols, 2, 3);
         assert_eq!(ts_slice(&t[0]), &[2, 3]);
     }
 }

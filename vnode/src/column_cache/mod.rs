@@ -1,13 +1,15 @@
-//! The decoded-column cache: column chunks of data-file blocks as queries decoded them, so
-//! that a dashboard asking about the same hours again (another fleet, a shifted window) reads
-//! them from memory instead of reading, checking and decompressing them once more.
+//! The decoded-column cache: column chunks of data-file and STT blocks as queries decoded
+//! them, so that a dashboard asking about the same hours again (another fleet, a shifted
+//! window) reads them from memory instead of reading, checking and decompressing them once
+//! more.
 //!
-//! Owns: decoded chunks, by (data file, block offset, column index), in one LRU per process
-//! (every vnode of a data node shares it), bounded in bytes ([`configure`], the data node's
-//! `column_cache_max_bytes`; 0 turns it off). Invariants:
-//! - an entry is exactly what decoding the committed chunk gives: a data file is append-only
-//!   and a committed block never changes (bytes past the committed length, which a later
-//!   append may overwrite, are never read by a query, so never cached);
+//! Owns: decoded chunks, by (data or STT file, block offset, column index), in one LRU per
+//! process (every vnode of a data node shares it), bounded in bytes ([`configure`], the data
+//! node's `column_cache_max_bytes`; 0 turns it off). Invariants:
+//! - an entry is exactly what decoding the committed chunk gives: an STT file is written whole
+//!   before it is opened, a data file is append-only, and a committed block never changes
+//!   (bytes past the committed length, which a later append may overwrite, are never read by
+//!   a query, so never cached);
 //! - the file is named by a token drawn once per opened file ([`file_token`]), never by
 //!   its path: a file that is reopened (a restart, a database dropped and created again under
 //!   the same name) gets a new token, so no entry outlives the bytes it was decoded from;

@@ -277,6 +277,24 @@ impl SttFile {
         block::read_columns(&self.file.file, &self.file.path, loc, wanted)
     }
 
+    /// [`SttFile::read`] for a query: through the decoded-column cache, which it fills. An STT
+    /// file is written whole before it is opened and never changes after, so its blocks are
+    /// as safe to cache as a data file's committed ones; until compaction merges them away,
+    /// every query on recent data would otherwise decode them again.
+    pub fn read_shared(
+        &self,
+        loc: &BlockLoc,
+        wanted: &[(usize, DataType)],
+    ) -> Result<Vec<std::sync::Arc<Column>>> {
+        block::read_columns_cached(
+            &self.file.file,
+            &self.file.path,
+            self.file.token,
+            loc,
+            wanted,
+        )
+    }
+
     /// The raw bytes of a block and of its SMA record (version 2 files), for a merge that
     /// moves the block into a data file unchanged. `None` when the block has no SMA.
     pub fn raw_block(&self, loc: &BlockLoc) -> Result<Option<(Vec<u8>, Vec<u8>)>> {

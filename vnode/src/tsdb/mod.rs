@@ -12,7 +12,7 @@ use crate::block::{BlockLoc, ColStats};
 use crate::data_file::{BlockEntry, DataSet};
 use crate::error::{Result, VnodeError};
 use crate::manifest::{DataRec, WindowRec};
-use crate::merge::{trim, Run};
+use crate::merge::Run;
 use crate::stt::{self, SttFile};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -312,10 +312,10 @@ impl FileSet {
             }
             for (i, s) in w.stts.iter().enumerate() {
                 for b in s.blocks(uid).iter().filter(|b| overlaps(b)) {
-                    let cols = s.read(b, wanted)?;
+                    let cols = s.read_shared(b, wanted)?;
                     runs.push(Run {
                         prio: 1 + i as u64,
-                        cols: trim(cols, lo, hi),
+                        cols: crate::merge::trim_shared(cols, lo, hi),
                     });
                 }
             }
