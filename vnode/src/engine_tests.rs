@@ -1063,26 +1063,34 @@ fn reads_during_a_flush_fold_never_go_back() {
     );
 }
 
+/// A vnode whose blocks hold up to 4,096 rows, for [`cached_block_rows`].
+fn cached_block_cfg() -> VnodeConfig {
+    let mut c = cfg(1);
+    c.options.maxrows = 4096;
+    c
+}
+
+/// Generation `k` of one subtable's rows: one block long enough for the decoded-column cache
+/// (`column_cache::BLOCK_ROWS_MIN` rows and more), every value naming its generation.
+fn cached_block_rows(k: i64) -> Vec<(i64, Row)> {
+    let n = i64::from(crate::column_cache::BLOCK_ROWS_MIN) + 100;
+    (0..n)
+        .map(|i| {
+            (
+                1000 + i * 10,
+                (Some((k * 100 + i) as f64), Some(format!("v{k}")), Some(k)),
+            )
+        })
+        .collect()
+}
+
 /// Queries read data blocks through the process-wide decoded-column cache. Its entries name
 /// the open file, not its path: a vnode dropped and created again in the same folder writes
 /// files of the same names with blocks at the same offsets, and reads only its own rows.
 #[test]
 fn the_column_cache_never_answers_for_a_file_written_again_under_the_same_name() {
     let d = tempfile::tempdir().unwrap();
-    // Blocks long enough for the cache (column_cache::BLOCK_ROWS_MIN rows).
-    let n = i64::from(crate::column_cache::BLOCK_ROWS_MIN) + 100;
-    let mut c = cfg(1);
-    c.options.maxrows = 4096;
-    let rows = |k: i64| -> Vec<(i64, Row)> {
-        (0..n)
-            .map(|i| {
-                (
-                    1000 + i * 10,
-                    (Some((k * 100 + i) as f64), Some(format!("v{k}")), Some(k)),
-                )
-            })
-            .collect()
-    };
+    let (c, rows) = (cached_block_cfg(), cached_block_rows);
     let before = crate::column_cache::global().stats();
     for k in 0..3 {
         let _ = std::fs::remove_dir_all(d.path());
@@ -1115,19 +1123,7 @@ fn the_column_cache_never_answers_for_a_file_written_again_under_the_same_name()
 #[test]
 fn stt_blocks_are_read_through_the_column_cache() {
     let d = tempfile::tempdir().unwrap();
-    let n = i64::from(crate::column_cache::BLOCK_ROWS_MIN) + 100;
-    let mut c = cfg(1);
-    c.options.maxrows = 4096;
-    let rows = |k: i64| -> Vec<(i64, Row)> {
-        (0..n)
-            .map(|i| {
-                (
-                    1000 + i * 10,
-                    (Some((k * 100 + i) as f64), Some(format!("v{k}")), Some(k)),
-                )
-            })
-            .collect()
-    };
+    let (c, rows) = (cached_block_cfg(), cached_block_rows);
     let before = crate::column_cache::global().stats();
     let v = Vnode::open(d.path(), c.clone()).unwrap();
     write(&v, "t0", &rows(0));
