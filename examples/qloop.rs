@@ -4,7 +4,8 @@
 //! the TSBS IoT data set's first day) and `{F}` a random fleet, fresh for every run and the
 //! same sequence on every invocation, so that two builds can be compared on equal draws.
 //!
-//! `QLOOP_SEED=N` draws another sequence. With `QLOOP_EACH=1` it also prints every run's time in run order (warm-up effects).
+//! `QLOOP_SEED=N` draws another sequence. `QLOOP_SERVER=1` sends every statement to the server
+//! to plan (the client library plans a gathered SELECT itself by default). With `QLOOP_EACH=1` it also prints every run's time in run order (warm-up effects).
 //!
 //! `cargo run --release --example qloop -- 127.0.0.1:6030 bench 300 "select ... ts > {S} AND ts <= {E} and fleet = '{F}' ..."`
 
@@ -28,7 +29,9 @@ async fn main() -> Result<(), BoxError> {
     if runs == 0 || statements.is_empty() {
         return Err("usage: qloop ADDR DB RUNS SQL... (RUNS > 0, at least one SQL)".into());
     }
-    let client = Client::connect(addr).await?;
+    let local = std::env::var_os("QLOOP_SERVER").is_none();
+    let options = tidal_client::ConnectOptions::default().plan_queries_locally(local);
+    let client = Client::connect_with(addr, options).await?;
     // xorshift64: the same draws every time, no dependency
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15
         ^ std::env::var("QLOOP_SEED")

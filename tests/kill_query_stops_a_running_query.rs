@@ -7,7 +7,7 @@ mod common;
 
 use common::Cluster;
 use std::time::{Duration, Instant};
-use tidal_client::Client;
+use tidal_client::{Client, ConnectOptions};
 use tidal_common::{SchemaVersion, Value};
 
 const SUBTABLES: usize = 8;
@@ -67,8 +67,12 @@ fn kill_query_stops_a_running_query() {
             Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
         );
 
-        // The long query, on its own connection and with no timeout.
-        let runner = Client::connect(&cluster.mnode_addr).await.unwrap();
+        // The long query, on its own connection and with no timeout, run by the server (a
+        // query the client library plans itself is stopped by dropping its future).
+        let options = ConnectOptions::default().plan_queries_locally(false);
+        let runner = Client::connect_with(&cluster.mnode_addr, options)
+            .await
+            .unwrap();
         let started = Instant::now();
         let query = tokio::spawn(async move {
             let r = runner.execute_with_timeout(LONG_QUERY, "kq", Some(0)).await;

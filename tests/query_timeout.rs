@@ -1,6 +1,7 @@
 //! Queries time out: a session's timeout (the Execute request's `timeout_ms`) and the
 //! server's default (TIDAL_QUERY_TIMEOUT_MS) fail a long query with "query timed out after
-//! N ms" soon after N ms; `timeout_ms = 0` means none; short queries and DDL are unaffected;
+//! N ms" soon after N ms, whether the server or the client library plans the query;
+//! `timeout_ms = 0` means none; short queries and DDL are unaffected;
 //! a malformed server setting stops the server with an error that names it.
 
 mod common;
@@ -8,7 +9,7 @@ mod common;
 use common::{Cluster, BIN};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tidal_client::Client;
+use tidal_client::{Client, ConnectOptions};
 use tidal_common::{StatusCode, Value};
 
 const SUBTABLES: usize = 8;
@@ -61,26 +62,34 @@ fn queries_time_out() {
             "the long query took only {full_took:?}: make the data set larger"
         );
 
-        // The session's timeout.
-        let (e, took) = timed_out(&c, Some(300)).await;
-        assert_eq!(e.code, StatusCode::Timeout);
-        assert_eq!(e.message, "query timed out after 300 ms");
-        assert!(
-            took >= Duration::from_millis(300) && took < Duration::from_millis(1_500),
-            "timed out after {took:?}"
-        );
+        // Planned by the server's frontend, and by the client itself (which asks the server
+        // for its default): the same limits, the same error.
+        for local in [false, true] {
+            let options = ConnectOptions::default().plan_queries_locally(local);
+            let c = Client::connect_with(&cluster.mnode_addr, options)
+                .await
+                .unwrap();
+            // The session's timeout.
+            let (e, took) = timed_out(&c, Some(300)).await;
+            assert_eq!(e.code, StatusCode::Timeout);
+            assert_eq!(e.message, "query timed out after 300 ms");
+            assert!(
+                took >= Duration::from_millis(300) && took < Duration::from_millis(1_500),
+                "timed out after {took:?}"
+            );
 
-        // The server's default when the session sets none.
-        let (e, took) = timed_out(&c, None).await;
-        assert_eq!(
-            e.message,
-            format!("query timed out after {SERVER_TIMEOUT_MS} ms")
-        );
-        assert!(
-            took >= Duration::from_millis(SERVER_TIMEOUT_MS)
-                && took < Duration::from_millis(SERVER_TIMEOUT_MS + 1_500),
-            "timed out after {took:?}"
-        );
+            // The server's default when the session sets none.
+            let (e, took) = timed_out(&c, None).await;
+            assert_eq!(
+                e.message,
+                format!("query timed out after {SERVER_TIMEOUT_MS} ms")
+            );
+            assert!(
+                took >= Duration::from_millis(SERVER_TIMEOUT_MS)
+                    && took < Duration::from_millis(SERVER_TIMEOUT_MS + 1_500),
+                "timed out after {took:?}"
+            );
+        }
 
         // Short queries and statements that are not queries are unaffected.
         let n = c

@@ -7,7 +7,7 @@ mod common;
 
 use common::Cluster;
 use std::time::{Duration, Instant};
-use tidal_client::Client;
+use tidal_client::{Client, ConnectOptions};
 use tidal_common::Value;
 
 const SUBTABLES: usize = 8;
@@ -40,7 +40,8 @@ fn show_and_kill_queries_across_the_cluster() {
         let dnode = |i: usize| cluster.dnodes[i].as_ref().unwrap().addr.clone();
 
         // The long query, coordinated by data node 0's frontend.
-        let runner = Client::connect(&dnode(0)).await.unwrap();
+        let options = ConnectOptions::default().plan_queries_locally(false);
+        let runner = Client::connect_with(&dnode(0), options).await.unwrap();
         let started = Instant::now();
         let query = tokio::spawn(async move {
             let r = runner.execute_with_timeout(LONG_QUERY, "sq", Some(0)).await;

@@ -185,8 +185,9 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// How to connect: credentials and, for TLS, the CA certificate(s) to trust.
-#[derive(Clone, Debug, Default)]
+/// How to connect: credentials and, for TLS, the CA certificate(s) to trust; where queries
+/// are planned.
+#[derive(Clone, Debug)]
 pub struct ConnectOptions {
     pub credentials: Credentials,
     /// PEM of the CA that signed the servers' certificates; `Some` switches to TLS.
@@ -194,6 +195,22 @@ pub struct ConnectOptions {
     /// The name to check the servers' certificates against (default: the host of each
     /// address).
     pub tls_domain: Option<String>,
+    /// Whether [`crate::Client::execute`] plans a gathered SELECT itself and sends its
+    /// fragments straight to the data nodes (default `true`; see [`crate::query`]). `false`
+    /// sends every statement to the server, where SHOW QUERIES lists it and KILL QUERY
+    /// reaches it.
+    pub plan_queries_locally: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> ConnectOptions {
+        ConnectOptions {
+            credentials: Credentials::default(),
+            tls_ca_pem: None,
+            tls_domain: None,
+            plan_queries_locally: true,
+        }
+    }
 }
 
 impl ConnectOptions {
@@ -214,6 +231,12 @@ impl ConnectOptions {
 
     pub fn with_tls_ca(mut self, pem: Vec<u8>) -> ConnectOptions {
         self.tls_ca_pem = Some(pem);
+        self
+    }
+
+    /// See [`ConnectOptions::plan_queries_locally`].
+    pub fn plan_queries_locally(mut self, yes: bool) -> ConnectOptions {
+        self.plan_queries_locally = yes;
         self
     }
 }

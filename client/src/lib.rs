@@ -24,6 +24,7 @@
 pub mod auth;
 mod error;
 mod one_frame;
+pub mod query;
 mod route;
 mod session;
 mod stream;
@@ -123,6 +124,11 @@ struct Inner {
     not_stables: Mutex<HashMap<SchemaKey, std::time::Instant>>,
     /// Subtables' metadata as a vnode gave it, with when (see [`Client::cached_table`]).
     tables: Mutex<HashMap<SchemaKey, (TableMeta, std::time::Instant)>>,
+    /// See [`ConnectOptions::plan_queries_locally`].
+    plan_queries_locally: bool,
+    /// The connected server's `query_timeout_ms` and `query_memory_max_bytes`, asked once,
+    /// for the queries this client plans itself (see [`query`]).
+    query_limits: Mutex<Option<query::QueryLimits>>,
 }
 
 /// Most names [`Client::stable`] remembers as not being STABLEs, and most subtables
@@ -190,6 +196,8 @@ impl Client {
                 schemas: Mutex::new(HashMap::new()),
                 not_stables: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
+                plan_queries_locally: options.plan_queries_locally,
+                query_limits: Mutex::new(None),
             }),
         };
         client.channel(addr)?;
@@ -767,6 +775,22 @@ impl Client {
     /// `execute` with the session's query timeout: `None` = the server's default, `Some(0)` =
     /// none; a query that runs longer fails with "query timed out after N ms".
     pub async fn execute_with_timeout(
+        &self,
+        sql: &str,
+        db: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<StatementResult, ClientError> {
+        if self.inner.plan_queries_locally {
+            if let Some(r) = self.try_select_local(sql, db, timeout_ms).await {
+                return r;
+            }
+        }
+        self.execute_on_server(sql, db, timeout_ms).await
+    }
+
+    /// [`Client::execute_with_timeout`] planned and run by the server the client connected
+    /// to, whatever the statement.
+    pub async fn execute_on_server(
         &self,
         sql: &str,
         db: &str,

@@ -2,7 +2,7 @@
 //! like a SELECT and each vnode fragment's vgroups are timed here, each coordinator operator
 //! in `tidal_sql::finish_analyze`.
 
-use super::{ExecResult, Outcome, Snapshot, SqlService};
+use super::{catalog, ExecResult, Outcome, SqlService};
 use std::collections::HashMap;
 use std::time::Duration;
 use tidal_common::{Batch, Precision};
@@ -15,7 +15,7 @@ impl SqlService {
         q: &tidal_sql::Query,
         analyze: bool,
     ) -> ExecResult<Outcome> {
-        let snapshot = Snapshot::load(self, db, q).await?;
+        let snapshot = catalog::snapshot(self, db, q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
         if !analyze {

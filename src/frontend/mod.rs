@@ -16,15 +16,11 @@ pub mod stream;
 mod users;
 pub mod write_merge;
 
-use catalog::Snapshot;
 pub use show::SYSTEM_TABLES;
 use std::collections::HashMap;
 use tidal_client::{Client, ClientError};
 use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId};
-use tidal_proto::convert::{
-    batch_from_wire, options_to_wire, schema_from_wire, schema_to_wire, table_meta_from_wire,
-    value_to_wire,
-};
+use tidal_proto::convert::{options_to_wire, schema_to_wire, value_to_wire};
 use tidal_proto::status_error;
 use tidal_proto::v1::{self, sql_server::Sql};
 use tidal_sql::{FragmentTarget, ObjectRef, Statement};
@@ -67,6 +63,12 @@ impl From<ClientError> for ExecError {
             code: e.code,
             message: e.message,
         }
+    }
+}
+
+impl tidal_client::query::Coded for ExecError {
+    fn code(&self) -> StatusCode {
+        self.code
     }
 }
 
@@ -257,19 +259,6 @@ fn session_of<T>(req: &Request<T>) -> queries::Session {
         superuser: principal.is_none_or(|p| p.is_superuser()),
         ..Default::default()
     }
-}
-
-/// Partial rows up to which a gathered query's merge runs on the async worker.
-const INLINE_MERGE_ROWS_MAX: usize = 4096;
-
-/// One vgroup's share of an `ExecFragments` call being gathered.
-struct Part {
-    /// (fragment position in the plan, vgroup position in its targets): the output order.
-    key: (usize, usize),
-    batch: Batch,
-    /// When its last part arrived, counted from the call's start.
-    took: Option<std::time::Duration>,
-    _in_flight: Option<queries::FragmentGuard>,
 }
 
 impl SqlService {
@@ -582,7 +571,7 @@ impl SqlService {
             slimit: None,
             limit: None,
         };
-        let snapshot = Snapshot::load(self, db, &q).await?;
+        let snapshot = catalog::snapshot(self, db, &q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(&q, default_db, &snapshot)?;
         let [spec] = plan.fragments.as_slice() else {
@@ -659,35 +648,7 @@ impl SqlService {
         db: &str,
         name: &str,
     ) -> ExecResult<Option<(TableMeta, StableSchema)>> {
-        let route = self.client.route(db).await?;
-        let vg = route.vgroup_of(db, name).clone();
-        let resp = self
-            .client
-            .dnode(&vg.addr)?
-            .get_table(v1::TableRequest {
-                vnode: Some(v1::VnodeRef {
-                    db: db.to_string(),
-                    vgroup_id: vg.id.0,
-                }),
-                name: name.to_string(),
-            })
-            .await?
-            .into_inner();
-        if !resp.found {
-            return Ok(None);
-        }
-        let (Some(meta), Some(schema)) = (resp.meta.as_ref(), resp.schema.as_ref()) else {
-            return Err(ExecError::new(
-                StatusCode::Internal,
-                format!("vnode returned table {name} without its schema"),
-            ));
-        };
-        // The vnode's copy of the schema may be older than the mnode's; prefer the mnode's.
-        let schema = match self.client.stable(db, &meta.stable).await {
-            Ok(s) => s,
-            Err(_) => schema_from_wire(schema)?,
-        };
-        Ok(Some((table_meta_from_wire(meta), schema)))
+        Ok(self.client.subtable(db, name).await?)
     }
 
     async fn precision(&self, db: &str) -> ExecResult<Precision> {
@@ -896,52 +857,19 @@ impl SqlService {
             .await
     }
 
-    /// Runs `run` again, after refreshing the routes of the tables `q` reads, while it fails
-    /// with a retryable error (up to 8 attempts, backing off from 100 ms to 1 s); and once,
-    /// at once, when it was planned with a subtable's cached metadata that no longer holds.
+    /// [`tidal_client::Client::with_route_retries`]: `run` again while it fails with a
+    /// retryable error, or once when it was planned with stale cached metadata.
     async fn with_route_retries<T, F, Fut>(
         &self,
         db: &str,
         q: &tidal_sql::Query,
-        mut run: F,
+        run: F,
     ) -> ExecResult<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = ExecResult<T>>,
     {
-        const ATTEMPTS: u32 = 8;
-        let mut attempt = 0;
-        let mut replanned = false;
-        loop {
-            match run().await {
-                // Planned with a subtable's cached metadata that no longer holds (dropped, or
-                // created again under another STABLE, which the vnode refuses or the planner
-                // finds wrong): once more with fresh metadata.
-                Err(e)
-                    if matches!(
-                        e.code,
-                        StatusCode::SchemaMismatch
-                            | StatusCode::TableNotFound
-                            | StatusCode::ColumnNotFound
-                            | StatusCode::TypeMismatch
-                            | StatusCode::PlanError
-                            | StatusCode::InvalidArgument
-                    ) && !replanned
-                        && self.forget_cached_tables(db, q) =>
-                {
-                    replanned = true;
-                }
-                Err(e) if e.code.is_retryable() && attempt + 1 < ATTEMPTS => {
-                    attempt += 1;
-                    for t in tidal_sql::referenced_tables(q) {
-                        self.client.invalidate(t.db.as_deref().unwrap_or(db));
-                    }
-                    let ms = (50u64 << attempt).min(1_000);
-                    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-                }
-                r => return r,
-            }
-        }
+        self.client.with_route_retries(db, q, run).await
     }
 
     /// Sends every fragment of `plan` to its vgroups in parallel; returns (fragment id, the
@@ -954,129 +882,21 @@ impl SqlService {
             .gather_fragments(plan)
             .await?
             .into_iter()
-            .map(|(id, b, took, _)| (id, b, took))
+            .map(|g| (g.fragment, g.batch, g.took))
             .collect())
     }
 
-    /// [`SqlService::run_fragments`] with the reservation that holds each batch against the
-    /// statement's memory budget ("gathering the vnode results"), in the plan's fragment
-    /// order and each fragment's vgroups in route order.
-    ///
-    /// Every result is gathered before the merge, so the vgroups of one data node share one
-    /// `ExecFragments` call (their parts interleave on it): a data node answers one call per
-    /// fragment, not one per vgroup.
+    /// [`tidal_client::Client::gather_fragments`] under this statement ([`Self::fan_out`]).
     async fn gather_fragments(
         &self,
         plan: &tidal_sql::QueryPlan,
-    ) -> ExecResult<Vec<(u32, Batch, std::time::Duration, tidal_sql::Reservation)>> {
-        const WHAT: &str = "gathering the vnode results";
-        let budget = self.budget();
-        let running = queries::current();
-        let timeout = queries::fragment_timeout();
-        // Dropping this future (the statement was killed, timed out or failed on another
-        // vgroup) drops the calls, which stops the data nodes. The calls are polled together
-        // on this task: decoding a few batches does not need a thread hop per data node.
-        let mut calls = Vec::new();
-        for (si, spec) in plan.fragments.iter().enumerate() {
-            let route = self.client.route(&spec.db).await?;
-            let targets: Vec<_> = match &spec.target {
-                FragmentTarget::AllVgroups => route.vgroups.clone(),
-                FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
-            };
-            // (data node, [(position in targets, vgroup)]) in the order first seen
-            let mut by_node: Vec<(String, Vec<(usize, VgroupId)>)> = Vec::new();
-            for (k, vg) in targets.iter().enumerate() {
-                match by_node.iter_mut().find(|(a, _)| *a == vg.addr) {
-                    Some((_, v)) => v.push((k, vg.id)),
-                    None => by_node.push((vg.addr.clone(), vec![(k, vg.id)])),
-                }
-            }
-            let bytes = spec.fragment.to_bytes();
-            let fields = spec.fragment.output_fields();
-            for (addr, vgs) in by_node {
-                let mut d = self.client.dnode(&addr)?;
-                let mut req = Request::new(v1::FragmentsRequest {
-                    vnodes: vgs
-                        .iter()
-                        .map(|(_, id)| v1::VnodeRef {
-                            db: spec.db.clone(),
-                            vgroup_id: id.0,
-                        })
-                        .collect(),
-                    fragment: bytes.clone(),
-                    memory_max_bytes: budget.limit_bytes(),
-                });
-                if let Some(t) = timeout {
-                    // The data node's own deadline, in case this node vanishes mid-query.
-                    req.set_timeout(t);
-                }
-                // One in-flight fragment per vgroup, until its last part arrives.
-                let mut parts: Vec<Part> = vgs
-                    .iter()
-                    .map(|(k, _)| Part {
-                        key: (si, *k),
-                        batch: Batch::empty(fields.clone()),
-                        took: None,
-                        _in_flight: running.as_ref().map(|r| r.fragment_started()),
-                    })
-                    .collect();
-                let (id, budget) = (spec.id, budget.clone());
-                calls.push(async move {
-                    let start = std::time::Instant::now();
-                    let mut held = budget.reserve(0, WHAT)?;
-                    let mut s = d.exec_fragments(req).await?.into_inner();
-                    while let Some(p) = s.message().await? {
-                        let n = parts.len();
-                        let Some(slot) = parts.get_mut(p.index as usize) else {
-                            return Err(ExecError::new(
-                                StatusCode::Internal,
-                                format!("{addr} answered for vnode #{} of {n}", p.index),
-                            ));
-                        };
-                        if let Some(b) = p.batch {
-                            let b = batch_from_wire(b)?;
-                            held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), WHAT)?;
-                            slot.batch.append_owned(b);
-                        }
-                        if p.end {
-                            slot.took = Some(start.elapsed());
-                            slot._in_flight = None;
-                        }
-                    }
-                    if let Some(p) = parts.iter().find(|p| p.took.is_none()) {
-                        return Err(ExecError::new(
-                            StatusCode::Unavailable,
-                            format!(
-                                "{addr} ended the fragment call before vgroup #{} finished",
-                                p.key.1
-                            ),
-                        ));
-                    }
-                    Ok::<_, ExecError>((id, parts, held))
-                });
-            }
-        }
-        let mut out = Vec::new();
-        for (id, parts, held) in futures::future::try_join_all(calls).await? {
-            let mut held = Some(held);
-            for p in parts {
-                // the call's reservation goes with its first vgroup's result
-                let r = match held.take() {
-                    Some(r) => r,
-                    None => budget.reserve(0, WHAT)?,
-                };
-                out.push((p.key, id, p.batch, p.took.unwrap_or_default(), r));
-            }
-        }
-        out.sort_by_key(|o| o.0);
-        Ok(out
-            .into_iter()
-            .map(|(_, id, b, t, r)| (id, b, t, r))
-            .collect())
+    ) -> ExecResult<Vec<tidal_client::query::Gathered>> {
+        let fan = self.fan_out();
+        Ok(self.client.gather_fragments(plan, &fan).await?)
     }
 
     async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
-        let snapshot = Snapshot::load(self, db, q).await?;
+        let snapshot = catalog::snapshot(self, db, q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
         self.select_gathered(db, plan).await
@@ -1084,40 +904,25 @@ impl SqlService {
 
     /// Runs `plan` by gathering every fragment result, then finishing it on this node.
     async fn select_gathered(&self, db: &str, plan: tidal_sql::QueryPlan) -> ExecResult<Outcome> {
-        let mut precision = Precision::Millis;
-        if plan.fragments.is_empty() && !db.is_empty() {
-            // A SELECT without FROM computed its timestamps in the session database's
-            // precision (see `Snapshot::load`).
-            precision = self.precision(db).await.unwrap_or(Precision::Millis);
-        }
-        for spec in &plan.fragments {
-            precision = self.precision(&spec.db).await?;
-        }
-        let budget = self.budget();
-        let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
-        let mut held = Vec::new();
-        for (id, batch, _, r) in self.gather_fragments(&plan).await? {
-            results.entry(id).or_default().push(batch);
-            held.push(r);
-        }
-        // The merge can be long CPU work: off the async workers, so that a KILL or timeout
-        // answers the client at once (the merge then runs to its end unobserved). A small
-        // one (a few thousand partial rows: LAST_ROW of one truck, a global COUNT) runs here,
-        // where handing it to another thread would cost more than the merge itself.
-        let rows: usize = results.values().flatten().map(Batch::num_rows).sum();
-        let merge = move || {
-            let out = tidal_sql::finish_with(&plan, results.into_iter().collect(), &budget);
-            drop(held);
-            out
-        };
-        let batch = if rows <= INLINE_MERGE_ROWS_MAX {
-            merge()?
-        } else {
-            tokio::task::spawn_blocking(merge)
-                .await
-                .map_err(|e| ExecError::new(StatusCode::Internal, e.to_string()))??
-        };
+        let precision = self.client.plan_precision(db, &plan).await?;
+        let fan = self.fan_out();
+        let batch = self.client.finish_gathered(plan, &fan).await?;
         Ok(Outcome::rows(db, batch, precision))
+    }
+
+    /// What a fan-out of the statement running on this task runs under: its memory budget,
+    /// its deadline, and its count of fragments in flight (SHOW QUERIES).
+    fn fan_out(&self) -> tidal_client::query::FanOut {
+        let running = queries::current();
+        tidal_client::query::FanOut {
+            budget: self.budget(),
+            timeout: queries::fragment_timeout(),
+            on_start: Box::new(move || {
+                running
+                    .as_ref()
+                    .map(|r| Box::new(r.fragment_started()) as Box<dyn Send>)
+            }),
+        }
     }
 
     /// The memory budget of the statement running on this task (a fresh one at this node's

@@ -2,7 +2,7 @@
 //! `SHOW CREATE` statements that recreate an object, and SHOW QUERIES over this node's
 //! registry of running statements. Output columns follow TDengine 3.x names where it has them.
 
-use super::catalog::{Named, Snapshot};
+use super::catalog::{self, Named};
 use super::queries::Running;
 use super::{ExecError, ExecResult, Outcome, SqlService};
 use std::collections::{BTreeMap, HashMap};
@@ -508,7 +508,7 @@ async fn rows_per_vgroup(
                 format!("row count query did not parse as a query: {sql}"),
             ));
         };
-        let snapshot = Snapshot::load(svc, sdb, &q).await?;
+        let snapshot = catalog::snapshot(svc, sdb, &q).await?;
         let plan = tidal_sql::plan_query(&q, Some(sdb), &snapshot)?;
         let [spec] = plan.fragments.as_slice() else {
             return Err(ExecError::new(
@@ -1171,17 +1171,22 @@ fn require_superuser(what: &str) -> ExecResult<()> {
     }
 }
 
+/// The keys SHOW VARIABLES lists to every user: the limits their own statements run under
+/// (a client that plans its queries itself applies them too).
+const SESSION_VARIABLES: [&str; 2] = ["query_timeout_ms", "query_memory_max_bytes"];
+
 /// SHOW VARIABLES: the configuration keys of the process running the statement, with the
 /// values it resolved at start (flag > environment > file > default) and where each came
-/// from.
+/// from. A user who is not a superuser sees only [`SESSION_VARIABLES`].
 pub fn variables(
     db: &str,
     vars: &[crate::config::Variable],
     pattern: Option<&str>,
 ) -> ExecResult<Outcome> {
-    require_superuser("SHOW VARIABLES")?;
+    let every = require_superuser("SHOW VARIABLES").is_ok();
     let rows: Vec<Vec<Value>> = vars
         .iter()
+        .filter(|v| every || SESSION_VARIABLES.contains(&v.name.as_str()))
         .filter(|v| pattern.is_none_or(|p| like(p, &v.name)))
         .map(|v| {
             vec![

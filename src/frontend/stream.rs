@@ -15,7 +15,7 @@
 
 use super::metrics::StatementTimer;
 use super::queries::{self, AbortOnDrop, FragmentGuard, Registration, Running};
-use super::{ExecError, ExecResult, Outcome, Snapshot, SqlService};
+use super::{catalog, ExecError, ExecResult, Outcome, SqlService};
 use std::pin::Pin;
 use std::sync::Arc;
 use tidal_common::{Batch, Field, Precision, StatusCode};
@@ -329,7 +329,7 @@ impl SqlService {
     }
 
     async fn select_stream_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Reply> {
-        let snapshot = Snapshot::load(self, db, q).await?;
+        let snapshot = catalog::snapshot(self, db, q).await?;
         let default_db = (!db.is_empty()).then_some(db);
         let plan = tidal_sql::plan_query(q, default_db, &snapshot)?;
         let budget = self.budget();

@@ -30,6 +30,8 @@ fn options(tls: &Option<ServerTls>, credentials: Credentials) -> ConnectOptions 
         credentials,
         tls_ca_pem: tls.as_ref().map(|t| t.ca_pem.clone()),
         tls_domain: None,
+        // a server's own client never runs SQL for a user: its frontend plans
+        plan_queries_locally: false,
     }
 }
 

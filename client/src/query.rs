@@ -1,0 +1,669 @@
+//! Queries planned by the client itself and fanned out straight to the data nodes, as
+//! TDengine's native client does: the SQL frontend of a server and [`Client::execute`] share
+//! this code (catalog snapshot, fragment fan-out, route retries).
+//!
+//! Why: a small query (the last row of one truck, a ten-minute aggregate per truck) costs
+//! little on the data nodes; most of its time was the extra hop through a frontend process
+//! (its gRPC server, a second fan-out, the wakeups of one more process). Planned here, the
+//! query goes client → data nodes → client.
+//!
+//! Which statements run here ([`Client::execute`]): a single SELECT of user tables whose plan
+//! gathers every fragment result before it finishes (aggregates, windows, LAST_ROW, nested
+//! queries). Everything else goes to the server as before: other statements, several
+//! statements in one request, `information_schema`, plans that stream (a scan with LIMIT
+//! stops its data nodes early there), and any statement the client cannot plan (the
+//! server's error message is the one the user sees). A locally planned query does not show
+//! in SHOW QUERIES and is not counted by a frontend's metrics; dropping its future stops it
+//! on the data nodes. `ConnectOptions::plan_queries_locally(false)` turns this off.
+//!
+//! Invariants:
+//! - The planner, the fragments and the final merge are the same code as the frontend's
+//!   (`tidal_sql`), so both give the same answers; the data nodes check each fragment's
+//!   privileges and hash range as for any caller.
+//! - Queries only read: a retry after a failure cannot change anything.
+
+use crate::{Client, ClientError, StatementResult};
+use std::collections::HashMap;
+use std::time::Duration;
+use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, Value, VgroupId};
+use tidal_proto::convert::{batch_from_wire, schema_from_wire, table_meta_from_wire};
+use tidal_proto::v1;
+use tidal_sql::{FragmentTarget, MemoryBudget, QueryPlan, Reservation, Statement};
+use tonic::Request;
+
+/// Partial rows up to which a gathered query's merge runs on the calling task; a larger one
+/// runs on a blocking thread, off the async workers.
+pub const INLINE_MERGE_ROWS_MAX: usize = 4096;
+
+/// The limits a locally planned query runs under: the connected server's, so that it is
+/// bounded as the server's frontend would bound it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// `query_timeout_ms`: how long a query may run when the caller gives no timeout
+    /// (0 = no limit).
+    pub timeout_ms: u64,
+    /// `query_memory_max_bytes`: memory the query may hold in this process (its gathered
+    /// partial results and the merge) and, as on any frontend, per fragment on each data
+    /// node (0 = no limit).
+    pub memory_max_bytes: u64,
+}
+
+impl Default for QueryLimits {
+    /// The servers' defaults, used when the server cannot say.
+    fn default() -> QueryLimits {
+        QueryLimits {
+            timeout_ms: 300_000,
+            memory_max_bytes: 1 << 30,
+        }
+    }
+}
+
+/// A table by name: a STABLE, or a subtable with its STABLE's schema.
+pub enum Named {
+    Stable(StableSchema),
+    Subtable(TableMeta, StableSchema),
+}
+
+/// Errors that carry a Tidal status code, for [`Client::with_route_retries`].
+pub trait Coded {
+    fn code(&self) -> StatusCode;
+}
+
+impl Coded for ClientError {
+    fn code(&self) -> StatusCode {
+        self.code
+    }
+}
+
+impl From<tidal_sql::SqlError> for ClientError {
+    fn from(e: tidal_sql::SqlError) -> ClientError {
+        ClientError::new(e.status_code(), e.to_string())
+    }
+}
+
+/// A per-statement catalog snapshot for the planner: the STABLE and subtable metadata a
+/// query names, fetched once (asynchronously) before planning, so planning itself is pure.
+#[derive(Default)]
+pub struct Snapshot {
+    stables: HashMap<(String, String), StableSchema>,
+    subtables: HashMap<(String, String), (TableMeta, StableSchema)>,
+    precisions: HashMap<String, Precision>,
+    /// `information_schema` tables by (db as written, name as written), added by a frontend.
+    system: HashMap<(String, String), Batch>,
+    /// The system tables' rows held against the statement's memory budget.
+    held: Vec<Reservation>,
+}
+
+impl Snapshot {
+    /// The metadata of every user table `q` names (`db`: the session's database). Names in
+    /// `information_schema` are left out: a frontend adds them ([`Snapshot::add_system`]);
+    /// unknown databases and tables are left for the planner to report.
+    pub async fn load(
+        client: &Client,
+        db: &str,
+        q: &tidal_sql::Query,
+    ) -> Result<Snapshot, ClientError> {
+        let mut s = Snapshot::default();
+        let refs = tidal_sql::referenced_tables(q);
+        if refs.is_empty() && !db.is_empty() {
+            // A SELECT without FROM evaluates NOW() and TODAY() in the session database's
+            // precision; a database that has gone leaves it at the default.
+            if let Ok(r) = client.route(db).await {
+                s.precisions.insert(db.to_string(), r.precision);
+            }
+        }
+        for r in refs {
+            let tdb = match &r.db {
+                Some(d) => d.clone(),
+                None if !db.is_empty() => db.to_string(),
+                None => continue, // the planner reports "no database selected"
+            };
+            if tdb.eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA) {
+                continue;
+            }
+            if !s.precisions.contains_key(&tdb) {
+                match client.route(&tdb).await {
+                    Ok(route) => {
+                        s.precisions.insert(tdb.clone(), route.precision);
+                    }
+                    Err(_) => continue, // the planner reports the unknown database
+                }
+            }
+            match client.table_for_plan(&tdb, &r.name).await? {
+                Some(Named::Stable(schema)) => {
+                    s.stables.insert((tdb, r.name.clone()), schema);
+                }
+                Some(Named::Subtable(meta, schema)) => {
+                    s.subtables.insert((tdb, r.name.clone()), (meta, schema));
+                }
+                None => {}
+            }
+        }
+        Ok(s)
+    }
+
+    /// Adds system table `db.name` (as written in the query) with its rows, held against
+    /// the statement's budget for as long as the snapshot lives.
+    pub fn add_system(&mut self, db: String, name: String, rows: Batch, held: Reservation) {
+        self.system.insert((db, name), rows);
+        self.held.push(held);
+    }
+}
+
+impl tidal_sql::Catalog for Snapshot {
+    fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
+        self.stables
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
+    }
+    fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)> {
+        self.subtables
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
+    }
+    fn precision(&self, db: &str) -> Option<Precision> {
+        self.precisions.get(db).copied()
+    }
+    fn system_table(&self, db: &str, name: &str) -> Option<Batch> {
+        self.system
+            .get(&(db.to_string(), name.to_string()))
+            .cloned()
+    }
+}
+
+/// What a fan-out runs under: the statement's memory budget, the data nodes' deadline, and
+/// a hook called once per vgroup whose result it keeps until that vgroup's last part came
+/// (a frontend counts fragments in flight with it).
+pub struct FanOut {
+    pub budget: MemoryBudget,
+    pub timeout: Option<Duration>,
+    pub on_start: Box<dyn Fn() -> Option<Box<dyn Send>> + Send + Sync>,
+}
+
+/// One vgroup's result of a gathered fan-out.
+pub struct Gathered {
+    /// The fragment's id in the plan.
+    pub fragment: u32,
+    pub batch: Batch,
+    /// From the call's start to this vgroup's last part.
+    pub took: Duration,
+    /// Holds the batch's bytes against the statement's budget.
+    pub held: Reservation,
+}
+
+/// One vgroup's share of an `ExecFragments` call being gathered.
+struct Part {
+    /// (fragment position in the plan, vgroup position in its targets): the output order.
+    key: (usize, usize),
+    batch: Batch,
+    took: Option<Duration>,
+    _in_flight: Option<Box<dyn Send>>,
+}
+
+impl Client {
+    /// The table `name` of `db`: asked of the mnode as a STABLE (cached, as is a "no"), else
+    /// of its vnode as a subtable; `None` when neither has it. The mnode is asked again
+    /// before `None`, since its cached "no" may predate the STABLE.
+    pub async fn table(&self, db: &str, name: &str) -> Result<Option<Named>, ClientError> {
+        self.lookup(db, name, false).await
+    }
+
+    /// [`Client::table`] for a plan: a subtable's metadata may come from the cache (a vnode
+    /// fails a plan whose subtable now belongs to another STABLE, and
+    /// [`Client::forget_cached_tables`] lets the statement plan again).
+    pub async fn table_for_plan(&self, db: &str, name: &str) -> Result<Option<Named>, ClientError> {
+        self.lookup(db, name, true).await
+    }
+
+    async fn lookup(
+        &self,
+        db: &str,
+        name: &str,
+        cached: bool,
+    ) -> Result<Option<Named>, ClientError> {
+        match self.stable(db, name).await {
+            Ok(schema) => return Ok(Some(Named::Stable(schema))),
+            Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e),
+            Err(_) => {}
+        }
+        if let Some(meta) = cached.then(|| self.cached_table(db, name)).flatten() {
+            if let Ok(schema) = self.stable(db, &meta.stable).await {
+                return Ok(Some(Named::Subtable(meta, schema)));
+            }
+        }
+        if let Some((meta, schema)) = self.subtable(db, name).await? {
+            self.cache_table(db, &meta);
+            return Ok(Some(Named::Subtable(meta, schema)));
+        }
+        match self.refresh_stable(db, name).await {
+            Ok(schema) => Ok(Some(Named::Stable(schema))),
+            Err(e) if e.code == StatusCode::DatabaseNotFound => Err(e),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The subtable `name` of `db` with its STABLE's schema, asked of the owning vnode.
+    pub async fn subtable(
+        &self,
+        db: &str,
+        name: &str,
+    ) -> Result<Option<(TableMeta, StableSchema)>, ClientError> {
+        let route = self.route(db).await?;
+        let vg = route.vgroup_of(db, name).clone();
+        let resp = self
+            .dnode(&vg.addr)?
+            .get_table(v1::TableRequest {
+                vnode: Some(v1::VnodeRef {
+                    db: db.to_string(),
+                    vgroup_id: vg.id.0,
+                }),
+                name: name.to_string(),
+            })
+            .await?
+            .into_inner();
+        if !resp.found {
+            return Ok(None);
+        }
+        let (Some(meta), Some(schema)) = (resp.meta.as_ref(), resp.schema.as_ref()) else {
+            return Err(ClientError::new(
+                StatusCode::Internal,
+                format!("vnode returned table {name} without its schema"),
+            ));
+        };
+        // The vnode's copy of the schema may be older than the mnode's; prefer the mnode's.
+        let schema = match self.stable(db, &meta.stable).await {
+            Ok(s) => s,
+            Err(_) => schema_from_wire(schema)
+                .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))?,
+        };
+        Ok(Some((table_meta_from_wire(meta), schema)))
+    }
+
+    /// Forgets the cached metadata of the subtables `q` reads; whether any was cached (then
+    /// the statement may plan again with fresh metadata).
+    pub fn forget_cached_tables(&self, db: &str, q: &tidal_sql::Query) -> bool {
+        let mut any = false;
+        for t in tidal_sql::referenced_tables(q) {
+            any |= self.forget_table(t.db.as_deref().unwrap_or(db), &t.name);
+        }
+        any
+    }
+
+    /// Runs `run` (a query `q` with session database `db`) again, after refreshing the
+    /// routes of the tables `q` reads, while it fails with a retryable error (up to 8
+    /// attempts, backing off from 100 ms to 1 s); and once, at once, when it was planned with
+    /// a subtable's cached metadata that no longer holds. Queries only read, so a retry
+    /// cannot change anything.
+    pub async fn with_route_retries<T, E, F, Fut>(
+        &self,
+        db: &str,
+        q: &tidal_sql::Query,
+        mut run: F,
+    ) -> Result<T, E>
+    where
+        E: Coded,
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, E>>,
+    {
+        const ATTEMPTS: u32 = 8;
+        let mut attempt = 0;
+        let mut replanned = false;
+        loop {
+            match run().await {
+                // Planned with a subtable's cached metadata that no longer holds (dropped, or
+                // created again under another STABLE, which the vnode refuses or the planner
+                // finds wrong): once more with fresh metadata.
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        StatusCode::SchemaMismatch
+                            | StatusCode::TableNotFound
+                            | StatusCode::ColumnNotFound
+                            | StatusCode::TypeMismatch
+                            | StatusCode::PlanError
+                            | StatusCode::InvalidArgument
+                    ) && !replanned
+                        && self.forget_cached_tables(db, q) =>
+                {
+                    replanned = true;
+                }
+                Err(e) if e.code().is_retryable() && attempt + 1 < ATTEMPTS => {
+                    attempt += 1;
+                    for t in tidal_sql::referenced_tables(q) {
+                        self.invalidate(t.db.as_deref().unwrap_or(db));
+                    }
+                    let ms = (50u64 << attempt).min(1_000);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Sends every fragment of `plan` to its vgroups in parallel and gathers each vgroup's
+    /// whole result, in the plan's fragment order and each fragment's vgroups in route order.
+    ///
+    /// The vgroups of one data node share one `ExecFragments` call (their parts interleave on
+    /// it): a data node answers one call per fragment, not one per vgroup. Dropping the
+    /// returned future drops the calls, which stops the data nodes.
+    pub async fn gather_fragments(
+        &self,
+        plan: &QueryPlan,
+        fan: &FanOut,
+    ) -> Result<Vec<Gathered>, ClientError> {
+        const WHAT: &str = "gathering the vnode results";
+        // The calls are polled together on this task: decoding a few batches does not need
+        // a thread hop per data node.
+        let mut calls = Vec::new();
+        for (si, spec) in plan.fragments.iter().enumerate() {
+            let route = self.route(&spec.db).await?;
+            let targets: Vec<_> = match &spec.target {
+                FragmentTarget::AllVgroups => route.vgroups.clone(),
+                FragmentTarget::Table(t) => vec![route.vgroup_of(&spec.db, t).clone()],
+            };
+            // (data node, [(position in targets, vgroup)]) in the order first seen
+            let mut by_node: Vec<(String, Vec<(usize, VgroupId)>)> = Vec::new();
+            for (k, vg) in targets.iter().enumerate() {
+                match by_node.iter_mut().find(|(a, _)| *a == vg.addr) {
+                    Some((_, v)) => v.push((k, vg.id)),
+                    None => by_node.push((vg.addr.clone(), vec![(k, vg.id)])),
+                }
+            }
+            let bytes = spec.fragment.to_bytes();
+            let fields = spec.fragment.output_fields();
+            for (addr, vgs) in by_node {
+                let mut d = self.dnode(&addr)?;
+                let mut req = Request::new(v1::FragmentsRequest {
+                    vnodes: vgs
+                        .iter()
+                        .map(|(_, id)| v1::VnodeRef {
+                            db: spec.db.clone(),
+                            vgroup_id: id.0,
+                        })
+                        .collect(),
+                    fragment: bytes.clone(),
+                    memory_max_bytes: fan.budget.limit_bytes(),
+                });
+                if let Some(t) = fan.timeout {
+                    // The data node's own deadline, in case the caller vanishes mid-query.
+                    req.set_timeout(t);
+                }
+                // One in-flight fragment per vgroup, until its last part arrives.
+                let mut parts: Vec<Part> = vgs
+                    .iter()
+                    .map(|(k, _)| Part {
+                        key: (si, *k),
+                        batch: Batch::empty(fields.clone()),
+                        took: None,
+                        _in_flight: (fan.on_start)(),
+                    })
+                    .collect();
+                let (id, budget) = (spec.id, fan.budget.clone());
+                calls.push(async move {
+                    let start = std::time::Instant::now();
+                    let mut held = budget.reserve(0, WHAT)?;
+                    let mut s = d.exec_fragments(req).await?.into_inner();
+                    while let Some(p) = s.message().await? {
+                        let n = parts.len();
+                        let Some(slot) = parts.get_mut(p.index as usize) else {
+                            return Err(ClientError::new(
+                                StatusCode::Internal,
+                                format!("{addr} answered for vnode #{} of {n}", p.index),
+                            ));
+                        };
+                        if let Some(b) = p.batch {
+                            let b = batch_from_wire(b).map_err(|e| {
+                                ClientError::new(
+                                    StatusCode::Internal,
+                                    format!("{addr} sent a bad result batch: {e}"),
+                                )
+                            })?;
+                            held.resize(held.bytes() + tidal_sql::memory::batch_bytes(&b), WHAT)?;
+                            slot.batch.append_owned(b);
+                        }
+                        if p.end {
+                            slot.took = Some(start.elapsed());
+                            slot._in_flight = None;
+                        }
+                    }
+                    if let Some(p) = parts.iter().find(|p| p.took.is_none()) {
+                        return Err(ClientError::new(
+                            StatusCode::Unavailable,
+                            format!(
+                                "{addr} ended the fragment call before vgroup #{} finished",
+                                p.key.1
+                            ),
+                        ));
+                    }
+                    Ok::<_, ClientError>((id, parts, held))
+                });
+            }
+        }
+        let mut out = Vec::new();
+        for (id, parts, held) in futures::future::try_join_all(calls).await? {
+            let mut held = Some(held);
+            for p in parts {
+                // the call's reservation goes with its first vgroup's result
+                let r = match held.take() {
+                    Some(r) => r,
+                    None => fan.budget.reserve(0, WHAT)?,
+                };
+                out.push((p.key, id, p.batch, p.took.unwrap_or_default(), r));
+            }
+        }
+        out.sort_by_key(|o| o.0);
+        Ok(out
+            .into_iter()
+            .map(|(_, fragment, batch, took, held)| Gathered {
+                fragment,
+                batch,
+                took,
+                held,
+            })
+            .collect())
+    }
+
+    /// Gathers `plan`'s fragment results and finishes it (the coordinator's merge, sort,
+    /// fill, outer queries); the rows and their timestamps' precision. A large merge runs on
+    /// a blocking thread.
+    pub async fn finish_gathered(
+        &self,
+        plan: QueryPlan,
+        fan: &FanOut,
+    ) -> Result<Batch, ClientError> {
+        let mut results: HashMap<u32, Vec<Batch>> = HashMap::new();
+        let mut held = Vec::new();
+        for g in self.gather_fragments(&plan, fan).await? {
+            results.entry(g.fragment).or_default().push(g.batch);
+            held.push(g.held);
+        }
+        let rows: usize = results.values().flatten().map(Batch::num_rows).sum();
+        let budget = fan.budget.clone();
+        let merge = move || {
+            let out = tidal_sql::finish_with(&plan, results.into_iter().collect(), &budget);
+            drop(held);
+            out
+        };
+        // A small merge (a few thousand partial rows: LAST_ROW of one truck, a global COUNT)
+        // runs here, where handing it to another thread would cost more than the merge.
+        Ok(if rows <= INLINE_MERGE_ROWS_MAX {
+            merge()?
+        } else {
+            tokio::task::spawn_blocking(merge)
+                .await
+                .map_err(|e| ClientError::new(StatusCode::Internal, e.to_string()))??
+        })
+    }
+
+    /// The precision a gathered `plan`'s timestamps are in: its last fragment's database's,
+    /// or, without fragments, the session database's (the default when there is none).
+    pub async fn plan_precision(
+        &self,
+        db: &str,
+        plan: &QueryPlan,
+    ) -> Result<Precision, ClientError> {
+        let mut precision = Precision::Millis;
+        if plan.fragments.is_empty() && !db.is_empty() {
+            // A SELECT without FROM computed its timestamps in the session database's
+            // precision (see `Snapshot::load`).
+            precision = self
+                .route(db)
+                .await
+                .map(|r| r.precision)
+                .unwrap_or(precision);
+        }
+        for spec in &plan.fragments {
+            precision = self.route(&spec.db).await?.precision;
+        }
+        Ok(precision)
+    }
+
+    /// The connected server's query limits (SHOW VARIABLES), asked once; the defaults when
+    /// it cannot say.
+    pub async fn query_limits(&self) -> QueryLimits {
+        if let Some(l) = *self.inner.query_limits.lock() {
+            return l;
+        }
+        let mut limits = QueryLimits::default();
+        match self.execute_on_server("SHOW VARIABLES", "", None).await {
+            Ok(StatementResult { batch: Some(b), .. }) => {
+                for i in 0..b.num_rows() {
+                    let row = b.row(i);
+                    let (Some(Value::Str(name)), Some(Value::Str(value))) =
+                        (row.first(), row.get(1))
+                    else {
+                        continue;
+                    };
+                    let Ok(v) = value.parse::<u64>() else {
+                        continue;
+                    };
+                    match name.as_str() {
+                        "query_timeout_ms" => limits.timeout_ms = v,
+                        "query_memory_max_bytes" => limits.memory_max_bytes = v,
+                        _ => {}
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(
+                    "SHOW VARIABLES failed ({e}): local queries use the default limits"
+                );
+            }
+        }
+        *self.inner.query_limits.lock() = Some(limits);
+        limits
+    }
+
+    /// `sql` run here when it is one SELECT of user tables whose plan gathers (see the
+    /// module doc); `None` to send it to the server.
+    pub(crate) async fn try_select_local(
+        &self,
+        sql: &str,
+        db: &str,
+        timeout_ms: Option<u64>,
+    ) -> Option<Result<StatementResult, ClientError>> {
+        let Ok(mut stmts) = tidal_sql::parse(sql) else {
+            return None; // the server reports it, as for every client
+        };
+        let (1, Some(Statement::Select(q))) = (stmts.len(), stmts.pop()) else {
+            return None;
+        };
+        let system = tidal_sql::referenced_tables(&q).iter().any(|t| {
+            t.db.as_deref()
+                .unwrap_or(db)
+                .eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA)
+        });
+        if system
+            || (db.is_empty()
+                && tidal_sql::referenced_tables(&q)
+                    .iter()
+                    .any(|t| t.db.is_none()))
+        {
+            return None;
+        }
+        if let Err(e) = self.authenticate().await {
+            return Some(Err(e));
+        }
+        let limits = self.query_limits().await;
+        let timeout = match timeout_ms.unwrap_or(limits.timeout_ms) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        };
+        let run = || async {
+            let budget = MemoryBudget::new(limits.memory_max_bytes, "query_memory_max_bytes");
+            let snapshot = Snapshot::load(self, db, &q).await?;
+            let plan = tidal_sql::plan_query(&q, (!db.is_empty()).then_some(db), &snapshot)
+                .map_err(|_| Fallback::Plan)?;
+            if tidal_sql::pipeline(&plan, &budget)
+                .map_err(|_| Fallback::Plan)?
+                .is_some()
+            {
+                return Err(Fallback::Streams);
+            }
+            let precision = self.plan_precision(db, &plan).await?;
+            let fan = FanOut {
+                budget,
+                timeout,
+                on_start: Box::new(|| None),
+            };
+            let batch = self.finish_gathered(plan, &fan).await?;
+            Ok(StatementResult {
+                affected_rows: batch.num_rows() as u64,
+                batch: Some(batch),
+                precision,
+                db: db.to_string(),
+            })
+        };
+        let attempt = || async {
+            let r = self.with_route_retries(db, &q, run);
+            match timeout {
+                None => r.await,
+                Some(t) => match tokio::time::timeout(t, r).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Fallback::Failed(ClientError::new(
+                        StatusCode::Timeout,
+                        format!("query timed out after {} ms", t.as_millis()),
+                    ))),
+                },
+            }
+        };
+        let r = match attempt().await {
+            Err(Fallback::Failed(e)) if self.can_relogin(&e) => match self.relogin().await {
+                Ok(()) => attempt().await,
+                Err(e) => return Some(Err(e)),
+            },
+            r => r,
+        };
+        match r {
+            Ok(r) => Some(Ok(r)),
+            Err(Fallback::Failed(e)) => Some(Err(e)),
+            Err(Fallback::Plan | Fallback::Streams) => None,
+        }
+    }
+}
+
+/// Why a local query stopped: the server should run it instead, or it failed.
+enum Fallback {
+    /// The client could not plan it: the server plans it and reports its own error.
+    Plan,
+    /// Its plan streams: the server runs it batch by batch.
+    Streams,
+    Failed(ClientError),
+}
+
+impl From<ClientError> for Fallback {
+    fn from(e: ClientError) -> Fallback {
+        Fallback::Failed(e)
+    }
+}
+
+impl Coded for Fallback {
+    fn code(&self) -> StatusCode {
+        match self {
+            // planning again cannot help, and nothing should be retried
+            Fallback::Plan | Fallback::Streams => StatusCode::Ok,
+            Fallback::Failed(e) => e.code,
+        }
+    }
+}
