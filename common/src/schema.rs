@@ -332,6 +332,11 @@ impl StableTables {
     /// How many candidates [`StableTables::candidates_eq`] would give, if tag `k`'s index is
     /// already built; `None` otherwise (or for an unknown tag). Never builds the index, so a
     /// caller can ask it on a thread that must not wait for a scan of every subtable.
+    /// Whether tag `k`'s equality index is built (a lookup then builds nothing).
+    pub fn is_indexed(&self, k: usize) -> bool {
+        self.eq_index.get(k).is_some_and(|c| c.get().is_some())
+    }
+
     pub fn candidates_eq_count_if_indexed(&self, k: usize, values: &[Value]) -> Option<usize> {
         let index = self.eq_index.get(k)?.get()?;
         Some(

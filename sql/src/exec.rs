@@ -378,6 +378,22 @@ pub fn is_point_lookup(f: &Fragment, src: &dyn ScanSource) -> bool {
     }
 }
 
+/// Whether running `f` on `src` finds built everything it looks subtables up in: the STABLE's
+/// snapshot of its subtables and, for a tag equality, that tag's index. Building either costs
+/// time in proportion to the vnode's subtables, so a server that runs small fragments on the
+/// thread that received them leaves a fragment that would build one to its pool.
+pub fn finds_lookups_built(f: &Fragment, src: &dyn ScanSource) -> bool {
+    match &f.target {
+        ScanTarget::Table(_) => true,
+        ScanTarget::Stable(s) => {
+            let Some(st) = src.stable_tables_if_current(s) else {
+                return false;
+            };
+            indexed_tag_values(f).is_none_or(|(k, _)| st.is_indexed(k))
+        }
+    }
+}
+
 /// How a fragment can be answered from each subtable's latest rows instead of a scan.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum LatestMode {

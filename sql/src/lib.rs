@@ -52,9 +52,9 @@ pub use bind::{bind_create_subtable, bind_insert, bind_set_tags};
 pub use error::{Pos, SqlError};
 pub use exec::{
     batch_rows, check_target, execute_fragment, execute_fragment_stream, execute_fragment_until,
-    execute_fragment_with, finish, finish_with, fragment_tables, is_point_lookup, slice_batch,
-    ColSummary, ScanPiece, ScanSource, POINT_LOOKUP_TABLES_MAX, STREAM_BATCH_BYTES,
-    STREAM_BATCH_ROWS,
+    execute_fragment_with, finds_lookups_built, finish, finish_with, fragment_tables,
+    is_point_lookup, slice_batch, ColSummary, ScanPiece, ScanSource, POINT_LOOKUP_TABLES_MAX,
+    STREAM_BATCH_BYTES, STREAM_BATCH_ROWS,
 };
 pub use explain::{explain, finish_analyze, FragmentStats};
 pub use expr::PExpr;

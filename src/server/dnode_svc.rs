@@ -684,26 +684,29 @@ fn decode_fragment(bytes: &[u8], what: &str) -> Result<tidal_sql::Fragment, Stat
 /// Runs a point-lookup fragment (see [`tidal_sql::is_point_lookup`]) on each of `vnodes`
 /// on the calling thread: a few cached rows each, cheaper than two thread hand-offs per
 /// vnode. Gives the parts an `ExecFragments` stream carries, in order; an error ends them.
-fn point_lookups(
+fn run_here(
     fragment: &tidal_sql::Fragment,
     vnodes: &[Arc<Vnode>],
     cancel: &AtomicBool,
     budget: &tidal_sql::MemoryBudget,
-) -> Vec<Result<v1::FragmentsPart, Status>> {
+    until: Option<std::time::Instant>,
+) -> Option<Vec<Result<v1::FragmentsPart, Status>>> {
     let mut parts = Vec::new();
     for (index, vnode) in vnodes.iter().enumerate() {
         let index = index as u32;
         let start = std::time::Instant::now();
-        let r = tidal_sql::execute_fragment_stream(
-            fragment,
-            &VnodeSource(vnode),
-            cancel,
-            budget,
-            &mut |b| {
-                parts.push(Ok(data_part(index, &b)));
-                Ok(())
-            },
-        );
+        let src = Inline {
+            src: VnodeSource(vnode),
+            until,
+            spent: std::cell::Cell::new(false),
+        };
+        let r = tidal_sql::execute_fragment_stream(fragment, &src, cancel, budget, &mut |b| {
+            parts.push(Ok(data_part(index, &b)));
+            Ok(())
+        });
+        if src.spent.get() {
+            return None;
+        }
         let end = end_part(index, r, start);
         let failed = end.is_err();
         parts.push(end);
@@ -711,7 +714,156 @@ fn point_lookups(
             break;
         }
     }
-    parts
+    Some(parts)
+}
+
+/// How long an `ExecFragments` call may run on the thread that received it before it moves
+/// to the blocking pool and starts again there. On this 2-core class of machine handing a
+/// call to the pool (a thread wakeup per vnode, another per result batch) cost about as much
+/// CPU as a ten-minute aggregate over a hundred trucks itself; the work thrown away when the
+/// budget runs out is at most this plus one storage call.
+const INLINE_RUN_MAX: Duration = Duration::from_millis(1);
+
+/// The widest time range a fragment may read to be tried on the receiving thread: it bounds
+/// the one storage call that may run past [`INLINE_RUN_MAX`] (a dashboard's last minutes or
+/// hour, not a year of one subtable).
+const INLINE_RANGE_MAX_SECONDS: i64 = 3_600;
+
+/// Whether `f` reads at most [`INLINE_RANGE_MAX_SECONDS`] of `vnode`'s time.
+fn short_range(f: &tidal_sql::Fragment, vnode: &Vnode) -> bool {
+    let per_second = vnode.config().options.precision.per_second();
+    f.ts_max
+        .checked_sub(f.ts_min)
+        .is_some_and(|d| d <= INLINE_RANGE_MAX_SECONDS.saturating_mul(per_second))
+}
+
+/// The message of the error a storage call returns once [`Inline`]'s budget has run out
+/// (the call is then run again on the pool; no caller sees it).
+const INLINE_SPENT: &str = "inline time budget spent";
+
+/// A vnode's scan interface for a fragment run on the receiving thread: each storage call
+/// first checks the deadline (`None`: no deadline) and, past it, fails (setting `spent`) so
+/// that the fragment stops and runs again on the blocking pool.
+struct Inline<'a> {
+    src: VnodeSource<'a>,
+    until: Option<std::time::Instant>,
+    spent: std::cell::Cell<bool>,
+}
+
+impl Inline<'_> {
+    fn check(&self) -> Result<(), String> {
+        let past = self.until.is_some_and(|u| std::time::Instant::now() >= u);
+        if past || self.spent.get() {
+            self.spent.set(true);
+            return Err(INLINE_SPENT.to_string());
+        }
+        Ok(())
+    }
+}
+
+impl tidal_sql::ScanSource for Inline<'_> {
+    fn schema(&self, stable: &str) -> Option<StableSchema> {
+        self.src.schema(stable)
+    }
+    fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
+        self.src.tables(stable)
+    }
+    fn stable_tables(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
+        self.src.stable_tables(stable)
+    }
+    fn stable_tables_if_current(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
+        self.src.stable_tables_if_current(stable)
+    }
+    fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
+        self.src.table(name)
+    }
+    fn tables_by_tag(
+        &self,
+        stable: &str,
+        k: usize,
+        values: &[Value],
+    ) -> Option<Vec<Arc<TableMeta>>> {
+        self.src.tables_by_tag(stable, k, values)
+    }
+    fn scan(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<Column>, String> {
+        self.check()?;
+        self.src.scan(uid, ts_min, ts_max, columns)
+    }
+    fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
+        self.check()?;
+        self.src.last_row(uid, columns)
+    }
+    fn last_rows(
+        &self,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<Vec<Option<Vec<Column>>>, String> {
+        self.check()?;
+        self.src.last_rows(uids, columns)
+    }
+    fn last_rows_columns(
+        &self,
+        stable: &str,
+        uids: &[TableUid],
+        columns: &[usize],
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        self.check()?;
+        self.src.last_rows_columns(stable, uids, columns)
+    }
+    fn last_values(
+        &self,
+        uid: TableUid,
+        columns: &[usize],
+    ) -> Result<Vec<Option<(i64, Value)>>, String> {
+        self.check()?;
+        self.src.last_values(uid, columns)
+    }
+    fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
+        self.check()?;
+        self.src.ranges_desc(uid)
+    }
+    fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
+        self.check()?;
+        self.src.ranges_desc_many(uids)
+    }
+    fn scan_filtered(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: &tidal_sql::prune::BlockPred,
+    ) -> Result<Vec<Column>, String> {
+        self.check()?;
+        self.src.scan_filtered(uid, ts_min, ts_max, columns, prune)
+    }
+    fn scan_many(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+        prune: Option<&tidal_sql::prune::BlockPred>,
+    ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        self.check()?;
+        self.src.scan_many(uids, ts_min, ts_max, columns, prune)
+    }
+    fn scan_pieces(
+        &self,
+        uid: TableUid,
+        ts_min: i64,
+        ts_max: i64,
+        columns: &[usize],
+    ) -> Result<Vec<tidal_sql::ScanPiece>, String> {
+        self.check()?;
+        self.src.scan_pieces(uid, ts_min, ts_max, columns)
+    }
 }
 
 /// A batch of vnode `index` in an `ExecFragments` stream.
@@ -1026,23 +1178,36 @@ impl DnodeRpc for DnodeService {
         }
         let fragment = Arc::new(decode_fragment(&r.fragment, "query")?);
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
-        if vnodes
+        // A point lookup runs here whatever it costs (a few cache lookups); a fragment over
+        // a short time range is tried here within a time budget and moves to the pool if
+        // it runs out (see `Inline`).
+        let until = if vnodes
             .iter()
             .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource(v)))
         {
-            self.count_fragments(true, vnodes.len());
+            Some(None)
+        } else if vnodes.iter().all(|v| {
+            short_range(&fragment, v) && tidal_sql::finds_lookups_built(&fragment, &VnodeSource(v))
+        }) {
+            Some(Some(std::time::Instant::now() + INLINE_RUN_MAX))
+        } else {
+            None
+        };
+        if let Some(until) = until {
             let budget = self.fragment_budget(r.memory_max_bytes);
-            let parts = point_lookups(&fragment, &vnodes, &cancel.0, &budget);
-            let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
-            for p in parts {
-                // cannot fail: the channel has room for every part and its reader is here
-                let _ = tx.try_send(p);
+            if let Some(parts) = run_here(&fragment, &vnodes, &cancel.0, &budget, until) {
+                self.count_fragments(true, vnodes.len());
+                let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
+                for p in parts {
+                    // cannot fail: the channel has room for every part and its reader is here
+                    let _ = tx.try_send(p);
+                }
+                return Ok(Response::new(FragmentBatches {
+                    rx,
+                    deadline,
+                    _cancel: cancel,
+                }));
             }
-            return Ok(Response::new(FragmentBatches {
-                rx,
-                deadline,
-                _cancel: cancel,
-            }));
         }
         self.count_fragments(false, vnodes.len());
         let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER * vnodes.len());
