@@ -2,7 +2,8 @@
 //! data nodes: the answers (rows, column names, precision) and the errors are the server's,
 //! and the server's frontend runs none of those statements. Statements the client does not
 //! plan (streaming scans, information_schema, several statements, anything it cannot plan)
-//! go to the server as before.
+//! go to the server as before, and so does every statement of a client connected to a data
+//! node.
 
 mod common;
 
@@ -141,6 +142,20 @@ fn client_plans_gathered_selects_and_agrees_with_the_server() {
             let b = server.execute(sql, "lp").await.expect_err(sql);
             assert_eq!((a.code, &a.message), (b.code, &b.message), "{sql}");
         }
+
+        // A client connected to a data node (it serves SQL, but no catalog) sends every
+        // statement there.
+        let at_dnode = Client::connect(&cluster.dnodes[0].as_ref().unwrap().addr)
+            .await
+            .unwrap();
+        let before = selects_ok(&at_dnode).await;
+        let r = at_dnode.execute(LOCAL[0], "lp").await.unwrap();
+        same(LOCAL[0], &r, &results[0]);
+        assert_eq!(
+            selects_ok(&at_dnode).await,
+            before + 1,
+            "run by the data node"
+        );
 
         // The data nodes check the caller's privileges: a user without READ on the database
         // is refused as through the server.

@@ -128,7 +128,8 @@ struct Inner {
     plan_queries_locally: bool,
     /// The connected server's `query_timeout_ms` and `query_memory_max_bytes`, asked once,
     /// for the queries this client plans itself (see [`query`]).
-    query_limits: Mutex<Option<query::QueryLimits>>,
+    /// `Some(None)`: the server has no catalog, and this client plans nothing itself.
+    query_limits: Mutex<Option<Option<query::QueryLimits>>>,
 }
 
 /// Most names [`Client::stable`] remembers as not being STABLEs, and most subtables

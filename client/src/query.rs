@@ -11,8 +11,9 @@
 //! gathers every fragment result before it finishes (aggregates, windows, LAST_ROW, nested
 //! queries). Everything else goes to the server as before: other statements, several
 //! statements in one request, `information_schema`, plans that stream (a scan with LIMIT
-//! stops its data nodes early there), and any statement the client cannot plan (the
-//! server's error message is the one the user sees). A locally planned query does not show
+//! stops its data nodes early there), any statement the client cannot plan (the server's
+//! error message is the one the user sees), and all of them when the client is connected to
+//! a data node (which serves SQL but no catalog). A locally planned query does not show
 //! in SHOW QUERIES and is not counted by a frontend's metrics; dropping its future stops it
 //! on the data nodes. `ConnectOptions::plan_queries_locally(false)` turns this off.
 //!
@@ -126,7 +127,10 @@ impl Snapshot {
                     Ok(route) => {
                         s.precisions.insert(tdb.clone(), route.precision);
                     }
-                    Err(_) => continue, // the planner reports the unknown database
+                    // the planner reports the unknown database, with its position
+                    Err(e) if e.code == StatusCode::DatabaseNotFound => continue,
+                    // no privilege on it, no mnode: that, not "not found"
+                    Err(e) => return Err(e),
                 }
             }
             match client.table_for_plan(&tdb, &r.name).await? {
@@ -519,11 +523,19 @@ impl Client {
     }
 
     /// The connected server's query limits (SHOW VARIABLES), asked once; the defaults when
-    /// it cannot say.
-    pub async fn query_limits(&self) -> QueryLimits {
+    /// it cannot say. `None` when the server holds no catalog (a data node: it serves SQL
+    /// but not the mnode's calls), so that this client cannot plan.
+    pub async fn query_limits(&self) -> Option<QueryLimits> {
         if let Some(l) = *self.inner.query_limits.lock() {
             return l;
         }
+        let catalog = match self.mnode() {
+            Ok(mut m) => match m.get_cluster(v1::Empty {}).await {
+                Err(s) => ClientError::from(s).code != StatusCode::Unimplemented,
+                Ok(_) => true,
+            },
+            Err(_) => false,
+        };
         let mut limits = QueryLimits::default();
         match self.execute_on_server("SHOW VARIABLES", "", None).await {
             Ok(StatementResult { batch: Some(b), .. }) => {
@@ -551,6 +563,7 @@ impl Client {
                 );
             }
         }
+        let limits = catalog.then_some(limits);
         *self.inner.query_limits.lock() = Some(limits);
         limits
     }
@@ -585,7 +598,7 @@ impl Client {
         if let Err(e) = self.authenticate().await {
             return Some(Err(e));
         }
-        let limits = self.query_limits().await;
+        let limits = self.query_limits().await?;
         let timeout = match timeout_ms.unwrap_or(limits.timeout_ms) {
             0 => None,
             ms => Some(Duration::from_millis(ms)),

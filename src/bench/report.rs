@@ -368,7 +368,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     let _ = writeln!(s);
 
     let _ = writeln!(s, "## Query latency\n");
-    let _ = writeln!(s, "Each of the 13 IoT query types, on the settled data: **cold** is the first run of the type (parameters of query 0; no cache dropped, but that query's data has not been read by a query before), **warm** the next {} runs with different random parameters (TSBS's draws). Client-observed wall time in ms: Tidal through the client library (gRPC), InfluxDB and ClickHouse over HTTP, PostgreSQL as `psql`'s `\\timing` in one session per type. \"-\" = not run; \"n/s\" = the engine's dialect cannot express the type; \"err\" = it failed (see below).\n", r.queries_per_type);
+    let _ = writeln!(s, "Each of the 13 IoT query types, on the settled data: **cold** is the first run of the type (parameters of query 0; no cache dropped, but that query's data has not been read by a query before), **warm** the next {} runs with different random parameters (TSBS's draws). Client-observed wall time in ms: Tidal through the client library (gRPC; as TDengine's native client, it plans a query whose results it gathers itself and sends the fragments straight to the data nodes, `client/src/query.rs`), InfluxDB and ClickHouse over HTTP, PostgreSQL as `psql`'s `\\timing` in one session per type. \"-\" = not run; \"n/s\" = the engine's dialect cannot express the type; \"err\" = it failed (see below).\n", r.queries_per_type);
     let names: Vec<String> = tidal_tsbs::QueryType::all()
         .iter()
         .map(|x| x.name().to_string())
