@@ -252,19 +252,38 @@ impl Client {
         db: &str,
         name: &str,
     ) -> Result<Option<(TableMeta, StableSchema)>, ClientError> {
-        let route = self.route(db).await?;
-        let vg = route.vgroup_of(db, name).clone();
-        let resp = self
-            .dnode(&vg.addr)?
-            .get_table(v1::TableRequest {
-                vnode: Some(v1::VnodeRef {
-                    db: db.to_string(),
-                    vgroup_id: vg.id.0,
-                }),
-                name: name.to_string(),
-            })
-            .await?
-            .into_inner();
+        // A data node that restarted on another address, or a vgroup that moved: ask the
+        // mnode for the map again and retry, as a write does.
+        let mut attempt = 0;
+        let resp = loop {
+            let route = match attempt {
+                0 => self.route(db).await?,
+                _ => self.refresh_route(db).await?,
+            };
+            let vg = route.vgroup_of(db, name).clone();
+            let r = async {
+                self.dnode(&vg.addr)?
+                    .get_table(v1::TableRequest {
+                        vnode: Some(v1::VnodeRef {
+                            db: db.to_string(),
+                            vgroup_id: vg.id.0,
+                        }),
+                        name: name.to_string(),
+                    })
+                    .await
+                    .map_err(ClientError::from)
+            }
+            .await;
+            match r {
+                Ok(r) => break r.into_inner(),
+                Err(e) if e.code.is_retryable() && attempt + 1 < crate::ATTEMPTS_MAX => {
+                    attempt += 1;
+                    let ms = (crate::BACKOFF_INITIAL_MS << attempt).min(1_000);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         if !resp.found {
             return Ok(None);
         }
