@@ -6,27 +6,10 @@
 
 mod common;
 
-use common::{http_request, rows, Cluster};
+use common::{dnode_fragments as fragments, rows, Cluster};
 
 const T0: i64 = 1_451_606_400_000;
 const TABLES: usize = 120;
-
-/// Sum of `tidal_dnode_fragments_total{..,thread="<thread>"}` over the data nodes.
-fn fragments(c: &Cluster, thread: &str) -> u64 {
-    let http = c.http.as_deref().expect("http");
-    let (status, body) = http_request(http, "GET", "/metrics", &[], b"");
-    assert_eq!(status, 200, "{body}");
-    let tag = format!("thread=\"{thread}\"}}");
-    body.lines()
-        .filter(|l| l.starts_with("tidal_dnode_fragments_total{") && l.contains(&tag))
-        .map(|l| {
-            l.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("bad sample {l}"))
-        })
-        .sum()
-}
 
 fn fmt_ts(ts: i64) -> String {
     tidal_common::Precision::Millis.format_timestamp(ts)

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{http_request, Cluster};
+use common::{dnode_fragments as fragments, Cluster};
 use tidal_client::{Client, ConnectOptions};
 use tidal_common::Value;
 
@@ -13,23 +13,6 @@ const SUBTABLES: usize = 8;
 /// 1 ms apart: 100 s of rows per subtable, all inside one short range.
 const ROWS_PER_SUBTABLE: usize = 100_000;
 const T0: i64 = 1_600_000_000_000;
-
-/// Sum of `tidal_dnode_fragments_total{..,thread="<thread>"}` over the data nodes.
-fn fragments(c: &Cluster, thread: &str) -> u64 {
-    let http = c.http.as_deref().expect("http");
-    let (status, body) = http_request(http, "GET", "/metrics", &[], b"");
-    assert_eq!(status, 200, "{body}");
-    let tag = format!("thread=\"{thread}\"}}");
-    body.lines()
-        .filter(|l| l.starts_with("tidal_dnode_fragments_total{") && l.contains(&tag))
-        .map(|l| {
-            l.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("bad sample {l}"))
-        })
-        .sum()
-}
 
 fn ints(c: &tidal_common::Batch) -> Vec<Vec<Value>> {
     (0..c.num_rows()).map(|i| c.row(i)).collect()

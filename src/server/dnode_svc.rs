@@ -389,24 +389,54 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Adapts a vnode to the SQL executor's scan interface.
-struct VnodeSource<'a>(&'a Vnode);
+/// Adapts a vnode to the SQL executor's scan interface. With a deadline (a fragment tried on
+/// the thread that received it), each storage call first checks it and, once it has passed,
+/// fails and sets `spent`, so that the fragment stops and runs again on the blocking pool.
+struct VnodeSource<'a> {
+    vnode: &'a Vnode,
+    until: Option<std::time::Instant>,
+    spent: std::cell::Cell<bool>,
+}
+
+impl<'a> VnodeSource<'a> {
+    fn new(vnode: &'a Vnode) -> VnodeSource<'a> {
+        VnodeSource::until(vnode, None)
+    }
+
+    fn until(vnode: &'a Vnode, until: Option<std::time::Instant>) -> VnodeSource<'a> {
+        VnodeSource {
+            vnode,
+            until,
+            spent: std::cell::Cell::new(false),
+        }
+    }
+
+    /// Whether a storage call may start (see the type's doc).
+    fn check(&self) -> Result<(), String> {
+        let past = self.until.is_some_and(|u| std::time::Instant::now() >= u);
+        if past || self.spent.get() {
+            self.spent.set(true);
+            return Err(INLINE_SPENT.to_string());
+        }
+        Ok(())
+    }
+}
 
 impl tidal_sql::ScanSource for VnodeSource<'_> {
     fn schema(&self, stable: &str) -> Option<StableSchema> {
-        self.0.stable_schema(stable)
+        self.vnode.stable_schema(stable)
     }
     fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
-        self.0.tables(Some(stable))
+        self.vnode.tables(Some(stable))
     }
     fn stable_tables(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
-        self.0.stable_tables(stable)
+        self.vnode.stable_tables(stable)
     }
     fn stable_tables_if_current(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
-        self.0.stable_tables_if_current(stable)
+        self.vnode.stable_tables_if_current(stable)
     }
     fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
-        self.0.table(name)
+        self.vnode.table(name)
     }
     fn scan(
         &self,
@@ -415,19 +445,24 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<Column>, String> {
-        self.0
+        self.check()?;
+        self.vnode
             .scan(uid, ts_min, ts_max, columns)
             .map_err(|e| e.to_string())
     }
     fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
-        self.0.last_row(uid, columns).map_err(|e| e.to_string())
+        self.check()?;
+        self.vnode.last_row(uid, columns).map_err(|e| e.to_string())
     }
     fn last_rows(
         &self,
         uids: &[TableUid],
         columns: &[usize],
     ) -> Result<Vec<Option<Vec<Column>>>, String> {
-        self.0.last_rows(uids, columns).map_err(|e| e.to_string())
+        self.check()?;
+        self.vnode
+            .last_rows(uids, columns)
+            .map_err(|e| e.to_string())
     }
     fn last_rows_columns(
         &self,
@@ -435,7 +470,8 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         uids: &[TableUid],
         columns: &[usize],
     ) -> Result<(Vec<usize>, Vec<Column>), String> {
-        self.0
+        self.check()?;
+        self.vnode
             .last_rows_columns(stable, uids, columns)
             .map_err(|e| e.to_string())
     }
@@ -444,7 +480,10 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         uid: TableUid,
         columns: &[usize],
     ) -> Result<Vec<Option<(i64, Value)>>, String> {
-        self.0.last_values(uid, columns).map_err(|e| e.to_string())
+        self.check()?;
+        self.vnode
+            .last_values(uid, columns)
+            .map_err(|e| e.to_string())
     }
     fn tables_by_tag(
         &self,
@@ -452,10 +491,11 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         k: usize,
         values: &[Value],
     ) -> Option<Vec<Arc<TableMeta>>> {
-        Some(self.0.tables_by_tag(stable, k, values))
+        Some(self.vnode.tables_by_tag(stable, k, values))
     }
     fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
-        self.0.ranges_desc(uid).map_err(|e| e.to_string())
+        self.check()?;
+        self.vnode.ranges_desc(uid).map_err(|e| e.to_string())
     }
     fn scan_filtered(
         &self,
@@ -465,17 +505,19 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         columns: &[usize],
         prune: &tidal_sql::prune::BlockPred,
     ) -> Result<Vec<Column>, String> {
+        self.check()?;
         let types = self
-            .0
+            .vnode
             .column_types(uid, prune.columns())
             .map_err(|e| e.to_string())?;
         let may_match = sma_matcher(prune, &types);
-        self.0
+        self.vnode
             .scan_filtered(uid, ts_min, ts_max, columns, prune.columns(), &may_match)
             .map_err(|e| e.to_string())
     }
     fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
-        Ok(self.0.ranges_desc_many(uids))
+        self.check()?;
+        Ok(self.vnode.ranges_desc_many(uids))
     }
     fn scan_many(
         &self,
@@ -485,9 +527,10 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         columns: &[usize],
         prune: Option<&tidal_sql::prune::BlockPred>,
     ) -> Result<(Vec<usize>, Vec<Column>), String> {
+        self.check()?;
         let Some(prune) = prune else {
             return self
-                .0
+                .vnode
                 .scan_many(uids, ts_min, ts_max, columns, &[], None)
                 .map_err(|e| e.to_string());
         };
@@ -495,11 +538,11 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
             return Ok((Vec::new(), Vec::new()));
         };
         let types = self
-            .0
+            .vnode
             .column_types(*first, prune.columns())
             .map_err(|e| e.to_string())?;
         let may_match = sma_matcher(prune, &types);
-        self.0
+        self.vnode
             .scan_many(
                 uids,
                 ts_min,
@@ -517,12 +560,13 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         ts_max: i64,
         columns: &[usize],
     ) -> Result<Vec<tidal_sql::ScanPiece>, String> {
+        self.check()?;
         let types = self
-            .0
+            .vnode
             .column_types(uid, columns)
             .map_err(|e| e.to_string())?;
         let pieces = self
-            .0
+            .vnode
             .scan_pieces(uid, ts_min, ts_max, columns)
             .map_err(|e| e.to_string())?;
         Ok(pieces
@@ -695,11 +739,7 @@ fn run_here(
     for (index, vnode) in vnodes.iter().enumerate() {
         let index = index as u32;
         let start = std::time::Instant::now();
-        let src = Inline {
-            src: VnodeSource(vnode),
-            until,
-            spent: std::cell::Cell::new(false),
-        };
+        let src = VnodeSource::until(vnode, until);
         let r = tidal_sql::execute_fragment_stream(fragment, &src, cancel, budget, &mut |b| {
             parts.push(Ok(data_part(index, &b)));
             Ok(())
@@ -737,134 +777,9 @@ fn short_range(f: &tidal_sql::Fragment, vnode: &Vnode) -> bool {
         .is_some_and(|d| d <= INLINE_RANGE_MAX_SECONDS.saturating_mul(per_second))
 }
 
-/// The message of the error a storage call returns once [`Inline`]'s budget has run out
-/// (the call is then run again on the pool; no caller sees it).
+/// The message of the error a storage call returns once a [`VnodeSource`]'s deadline has
+/// passed (the fragment then runs again on the pool; no caller sees it).
 const INLINE_SPENT: &str = "inline time budget spent";
-
-/// A vnode's scan interface for a fragment run on the receiving thread: each storage call
-/// first checks the deadline (`None`: no deadline) and, past it, fails (setting `spent`) so
-/// that the fragment stops and runs again on the blocking pool.
-struct Inline<'a> {
-    src: VnodeSource<'a>,
-    until: Option<std::time::Instant>,
-    spent: std::cell::Cell<bool>,
-}
-
-impl Inline<'_> {
-    fn check(&self) -> Result<(), String> {
-        let past = self.until.is_some_and(|u| std::time::Instant::now() >= u);
-        if past || self.spent.get() {
-            self.spent.set(true);
-            return Err(INLINE_SPENT.to_string());
-        }
-        Ok(())
-    }
-}
-
-impl tidal_sql::ScanSource for Inline<'_> {
-    fn schema(&self, stable: &str) -> Option<StableSchema> {
-        self.src.schema(stable)
-    }
-    fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
-        self.src.tables(stable)
-    }
-    fn stable_tables(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
-        self.src.stable_tables(stable)
-    }
-    fn stable_tables_if_current(&self, stable: &str) -> Option<Arc<tidal_common::StableTables>> {
-        self.src.stable_tables_if_current(stable)
-    }
-    fn table(&self, name: &str) -> Option<Arc<TableMeta>> {
-        self.src.table(name)
-    }
-    fn tables_by_tag(
-        &self,
-        stable: &str,
-        k: usize,
-        values: &[Value],
-    ) -> Option<Vec<Arc<TableMeta>>> {
-        self.src.tables_by_tag(stable, k, values)
-    }
-    fn scan(
-        &self,
-        uid: TableUid,
-        ts_min: i64,
-        ts_max: i64,
-        columns: &[usize],
-    ) -> Result<Vec<Column>, String> {
-        self.check()?;
-        self.src.scan(uid, ts_min, ts_max, columns)
-    }
-    fn last_row(&self, uid: TableUid, columns: &[usize]) -> Result<Option<Vec<Column>>, String> {
-        self.check()?;
-        self.src.last_row(uid, columns)
-    }
-    fn last_rows(
-        &self,
-        uids: &[TableUid],
-        columns: &[usize],
-    ) -> Result<Vec<Option<Vec<Column>>>, String> {
-        self.check()?;
-        self.src.last_rows(uids, columns)
-    }
-    fn last_rows_columns(
-        &self,
-        stable: &str,
-        uids: &[TableUid],
-        columns: &[usize],
-    ) -> Result<(Vec<usize>, Vec<Column>), String> {
-        self.check()?;
-        self.src.last_rows_columns(stable, uids, columns)
-    }
-    fn last_values(
-        &self,
-        uid: TableUid,
-        columns: &[usize],
-    ) -> Result<Vec<Option<(i64, Value)>>, String> {
-        self.check()?;
-        self.src.last_values(uid, columns)
-    }
-    fn ranges_desc(&self, uid: TableUid) -> Result<Vec<(i64, i64)>, String> {
-        self.check()?;
-        self.src.ranges_desc(uid)
-    }
-    fn ranges_desc_many(&self, uids: &[TableUid]) -> Result<Vec<(i64, i64)>, String> {
-        self.check()?;
-        self.src.ranges_desc_many(uids)
-    }
-    fn scan_filtered(
-        &self,
-        uid: TableUid,
-        ts_min: i64,
-        ts_max: i64,
-        columns: &[usize],
-        prune: &tidal_sql::prune::BlockPred,
-    ) -> Result<Vec<Column>, String> {
-        self.check()?;
-        self.src.scan_filtered(uid, ts_min, ts_max, columns, prune)
-    }
-    fn scan_many(
-        &self,
-        uids: &[TableUid],
-        ts_min: i64,
-        ts_max: i64,
-        columns: &[usize],
-        prune: Option<&tidal_sql::prune::BlockPred>,
-    ) -> Result<(Vec<usize>, Vec<Column>), String> {
-        self.check()?;
-        self.src.scan_many(uids, ts_min, ts_max, columns, prune)
-    }
-    fn scan_pieces(
-        &self,
-        uid: TableUid,
-        ts_min: i64,
-        ts_max: i64,
-        columns: &[usize],
-    ) -> Result<Vec<tidal_sql::ScanPiece>, String> {
-        self.check()?;
-        self.src.scan_pieces(uid, ts_min, ts_max, columns)
-    }
-}
 
 /// A batch of vnode `index` in an `ExecFragments` stream.
 fn data_part(index: u32, b: &tidal_common::Batch) -> v1::FragmentsPart {
@@ -1080,12 +995,16 @@ impl DnodeRpc for DnodeService {
         req: Request<v1::FragmentRequest>,
     ) -> Result<Response<v1::Batch>, Status> {
         let (vnode, fragment, budget) = self.fragment_call(req)?;
-        if tidal_sql::is_point_lookup(&fragment, &VnodeSource(&vnode)) {
+        if tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(&vnode)) {
             self.count_fragments(true, 1);
             let never = AtomicBool::new(false);
-            let batch =
-                tidal_sql::execute_fragment_with(&fragment, &VnodeSource(&vnode), &never, &budget)
-                    .map_err(|e| status_error(e.status_code(), e.to_string()))?;
+            let batch = tidal_sql::execute_fragment_with(
+                &fragment,
+                &VnodeSource::new(&vnode),
+                &never,
+                &budget,
+            )
+            .map_err(|e| status_error(e.status_code(), e.to_string()))?;
             return Ok(Response::new(batch_to_wire(&batch)));
         }
         self.count_fragments(false, 1);
@@ -1095,7 +1014,7 @@ impl DnodeRpc for DnodeService {
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         let flag = cancel.0.clone();
         let batch = blocking(move || {
-            tidal_sql::execute_fragment_with(&fragment, &VnodeSource(&vnode), &flag, &budget)
+            tidal_sql::execute_fragment_with(&fragment, &VnodeSource::new(&vnode), &flag, &budget)
                 .map_err(|e| status_error(e.status_code(), e.to_string()))
         })
         .await?;
@@ -1115,7 +1034,7 @@ impl DnodeRpc for DnodeService {
             ))
         });
         let (vnode, fragment, budget) = self.fragment_call(req)?;
-        tidal_sql::check_target(&fragment, &VnodeSource(&vnode))
+        tidal_sql::check_target(&fragment, &VnodeSource::new(&vnode))
             .map_err(|e| status_error(e.status_code(), e.to_string()))?;
         self.count_fragments(false, 1);
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
@@ -1124,7 +1043,7 @@ impl DnodeRpc for DnodeService {
         tokio::task::spawn_blocking(move || {
             let r = tidal_sql::execute_fragment_stream(
                 &fragment,
-                &VnodeSource(&vnode),
+                &VnodeSource::new(&vnode),
                 &flag,
                 &budget,
                 &mut |b| {
@@ -1180,14 +1099,15 @@ impl DnodeRpc for DnodeService {
         let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
         // A point lookup runs here whatever it costs (a few cache lookups); a fragment over
         // a short time range is tried here within a time budget and moves to the pool if
-        // it runs out (see `Inline`).
+        // it runs out (see `VnodeSource`).
         let until = if vnodes
             .iter()
-            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource(v)))
+            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(v)))
         {
             Some(None)
         } else if vnodes.iter().all(|v| {
-            short_range(&fragment, v) && tidal_sql::finds_lookups_built(&fragment, &VnodeSource(v))
+            short_range(&fragment, v)
+                && tidal_sql::finds_lookups_built(&fragment, &VnodeSource::new(v))
         }) {
             Some(Some(std::time::Instant::now() + INLINE_RUN_MAX))
         } else {
@@ -1219,7 +1139,7 @@ impl DnodeRpc for DnodeService {
                 let start = std::time::Instant::now();
                 let r = tidal_sql::execute_fragment_stream(
                     &fragment,
-                    &VnodeSource(&vnode),
+                    &VnodeSource::new(&vnode),
                     &flag,
                     &budget,
                     &mut |b| {
@@ -1258,7 +1178,7 @@ impl DnodeRpc for DnodeService {
             ));
         }
         let rows = blocking(move || {
-            let tables = tidal_sql::fragment_tables(&fragment, &VnodeSource(&vnode))
+            let tables = tidal_sql::fragment_tables(&fragment, &VnodeSource::new(&vnode))
                 .map_err(|e| status_error(e.status_code(), e.to_string()))?;
             let uids: Vec<_> = tables.iter().map(|t| t.uid).collect();
             vnode

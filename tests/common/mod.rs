@@ -526,3 +526,21 @@ pub fn assert_memory_limit_error(e: &tidal_client::ClientError, max_bytes: u64, 
         e.message
     );
 }
+
+/// Sum of `tidal_dnode_fragments_total{..,thread="<thread>"}` over the data nodes (GET
+/// /metrics of a cluster started with HTTP): which thread ran the fragment calls.
+pub fn dnode_fragments(c: &Cluster, thread: &str) -> u64 {
+    let http = c.http.as_deref().expect("http");
+    let (status, body) = http_request(http, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200, "{body}");
+    let tag = format!("thread=\"{thread}\"}}");
+    body.lines()
+        .filter(|l| l.starts_with("tidal_dnode_fragments_total{") && l.contains(&tag))
+        .map(|l| {
+            l.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("bad sample {l}"))
+        })
+        .sum()
+}
