@@ -682,6 +682,9 @@ impl fmt::Display for Expr {
                 distinct,
                 ..
             } => {
+                if let ("position", [needle, hay]) = (name.as_str(), args.as_slice()) {
+                    return write!(f, "position({needle} in {hay})");
+                }
                 write!(f, "{name}(")?;
                 if *star {
                     f.write_str("*")?;

@@ -90,6 +90,9 @@ pub enum CallFunc {
     NullIf,
     /// IF(cond, a, b): a when cond is true (non-zero), else b (also when cond is NULL).
     If,
+    /// POSITION(a IN b): the 1-based character position of a's first occurrence in b, 0
+    /// when there is none (1 for an empty a).
+    Position,
 }
 
 /// The longest string REPEAT builds: a row of a result stays bounded.
@@ -653,6 +656,13 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
         CallFunc::Upper => Value::Str(s0().to_uppercase()),
         CallFunc::Length => Value::Int(s0().len() as i64),
         CallFunc::CharLength => Value::Int(s0().chars().count() as i64),
+        CallFunc::Position => {
+            let (needle, hay) = (s0(), a.get(1).map(text).unwrap_or_default());
+            Value::Int(
+                hay.find(needle.as_str())
+                    .map_or(0, |at| hay[..at].chars().count() as i64 + 1),
+            )
+        }
         CallFunc::Trim => Value::Str(s0().trim().to_string()),
         CallFunc::Ltrim => Value::Str(s0().trim_start().to_string()),
         CallFunc::Rtrim => Value::Str(s0().trim_end().to_string()),

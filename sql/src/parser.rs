@@ -1805,6 +1805,22 @@ impl Parser {
                             else_,
                         });
                     }
+                    // POSITION(a IN b): `a` stops before IN (an IN list is no argument here)
+                    "position" if matches!(self.peek_at(1), Tok::Op("(")) => {
+                        self.advance();
+                        self.advance();
+                        let needle = self.add_expr(depth + 1)?;
+                        self.expect_kw("in")?;
+                        let hay = self.or_expr(depth + 1)?;
+                        self.expect_op(")")?;
+                        return Ok(Expr::Function {
+                            name: lw,
+                            args: vec![needle, hay],
+                            star: false,
+                            distinct: false,
+                            pos: t.pos,
+                        });
+                    }
                     "cast" if matches!(self.peek_at(1), Tok::Op("(")) => {
                         self.advance();
                         self.advance();

@@ -1151,6 +1151,7 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     | CallFunc::Upper
                     | CallFunc::Length
                     | CallFunc::CharLength
+                    | CallFunc::Position
                     | CallFunc::Substr
                     | CallFunc::Trim
                     | CallFunc::Ltrim
@@ -1194,7 +1195,7 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                 | CallFunc::Trim
                 | CallFunc::Ltrim
                 | CallFunc::Rtrim => DataType::VarChar(str_len(&a[..1])),
-                CallFunc::Length | CallFunc::CharLength => DataType::BigInt,
+                CallFunc::Length | CallFunc::CharLength | CallFunc::Position => DataType::BigInt,
                 CallFunc::Sqrt
                 | CallFunc::Pow
                 | CallFunc::Log
@@ -1639,6 +1640,7 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "upper" => (CallFunc::Upper, 1, 1),
         "length" => (CallFunc::Length, 1, 1),
         "char_length" => (CallFunc::CharLength, 1, 1),
+        "position" => (CallFunc::Position, 2, 2),
         "substr" | "substring" => (CallFunc::Substr, 2, 3),
         "trim" => (CallFunc::Trim, 1, 1),
         "ltrim" => (CallFunc::Ltrim, 1, 1),

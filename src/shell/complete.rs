@@ -189,6 +189,7 @@ const FUNCTIONS: &[&str] = &[
     "NVL2",
     "PERCENTILE",
     "PI",
+    "POSITION",
     "POW",
     "RADIANS",
     "RAND",

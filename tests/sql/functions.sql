@@ -114,6 +114,12 @@ SELECT SUM(DISTINCT s) FROM m;
 SELECT ts, v, IFNULL(v, -1), NVL(v, 0), COALESCE(NULL, v, 99), NVL2(v, 'set', 'unset'), NULLIF(s, 0), IF(v > 3, 'big', 'small') FROM d1;
 SELECT ACOS(1), ASIN(0), ATAN(1), PI(), DEGREES(PI()), RADIANS(180), ACOS(2);
 SELECT REPEAT('ab', 3), REPEAT('x', 0), ASCII('A'), ASCII(''), CHAR(84, 105, 100, 97, 108);
+-- POSITION(a IN b): 1-based, in characters; 0 when absent; on columns and tags.
+SELECT POSITION('da' IN 'tidal'), POSITION('x' IN 'tidal'), POSITION('' IN 'abc'), POSITION('é' IN 'café!');
+SELECT tbname, POSITION('2' IN tbname), POSITION(loc IN 'xab') FROM m PARTITION BY tbname ORDER BY tbname LIMIT 3;
+SELECT COUNT(*) FROM m WHERE POSITION('d' IN tbname) = 1 AND POSITION(loc IN 'ab') > 0;
+SELECT POSITION('a' 'b');
+SELECT POSITION('a' IN);
 SELECT IFNULL(v) FROM d1;
 -- UNION ALL / UNION: ORDER BY and LIMIT after the last SELECT apply to the whole.
 SELECT tbname, v FROM d2 UNION ALL SELECT tbname, v FROM d3 ORDER BY v DESC LIMIT 3;
