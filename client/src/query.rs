@@ -601,17 +601,14 @@ impl Client {
         let (1, Some(Statement::Select(q))) = (stmts.len(), stmts.pop()) else {
             return None;
         };
-        let system = tidal_sql::referenced_tables(&q).iter().any(|t| {
-            t.db.as_deref()
-                .unwrap_or(db)
-                .eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA)
-        });
-        if system
-            || (db.is_empty()
-                && tidal_sql::referenced_tables(&q)
-                    .iter()
-                    .any(|t| t.db.is_none()))
-        {
+        // information_schema, or a table with no database to look it up in
+        let server_only = tidal_sql::referenced_tables(&q)
+            .iter()
+            .any(|t| match &t.db {
+                Some(d) => d.eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA),
+                None => db.is_empty() || db.eq_ignore_ascii_case(tidal_sql::INFORMATION_SCHEMA),
+            });
+        if server_only {
             return None;
         }
         if let Err(e) = self.authenticate().await {

@@ -38,7 +38,7 @@ pub async fn set_tags(
         Err(e) if e.code == StatusCode::DatabaseNotFound => return Err(e.into()),
         Err(_) => {}
     }
-    let Some((meta, schema)) = svc.subtable(&tdb, name).await? else {
+    let Some((meta, schema)) = svc.client.subtable(&tdb, name).await? else {
         return Err(ExecError::new(
             StatusCode::TableNotFound,
             format!("table '{name}' at {table_pos} does not exist in database '{tdb}'"),

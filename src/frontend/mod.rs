@@ -19,7 +19,7 @@ pub mod write_merge;
 pub use show::SYSTEM_TABLES;
 use std::collections::HashMap;
 use tidal_client::{Client, ClientError};
-use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, TableWrite, VgroupId};
+use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableWrite, VgroupId};
 use tidal_proto::convert::{options_to_wire, schema_to_wire, value_to_wire};
 use tidal_proto::status_error;
 use tidal_proto::v1::{self, sql_server::Sql};
@@ -642,15 +642,6 @@ impl SqlService {
         Ok(self.client.stable(db, name).await?)
     }
 
-    /// The subtable `name` of `db` with its STABLE's schema, asked of the owning vnode.
-    async fn subtable(
-        &self,
-        db: &str,
-        name: &str,
-    ) -> ExecResult<Option<(TableMeta, StableSchema)>> {
-        Ok(self.client.subtable(db, name).await?)
-    }
-
     async fn precision(&self, db: &str) -> ExecResult<Precision> {
         Ok(self.client.route(db).await?.precision)
     }
@@ -804,7 +795,7 @@ impl SqlService {
                         ));
                     }
                     let schema = self.stable_schema(&tdb, &u.stable.name).await?;
-                    if let Some((meta, _)) = self.subtable(&tdb, &item.table.name).await? {
+                    if let Some((meta, _)) = self.client.subtable(&tdb, &item.table.name).await? {
                         if meta.stable != schema.name {
                             return Err(ExecError::new(
                                 StatusCode::SchemaMismatch,
@@ -817,7 +808,7 @@ impl SqlService {
                     }
                     schema
                 }
-                None => match self.subtable(&tdb, &item.table.name).await? {
+                None => match self.client.subtable(&tdb, &item.table.name).await? {
                     Some((_, schema)) => schema,
                     None => {
                         let hint = if self.client.stable(&tdb, &item.table.name).await.is_ok() {
@@ -853,23 +844,9 @@ impl SqlService {
     /// restarted, or the map changed), refreshes the routes and runs it again: queries only
     /// read, so a retry cannot change anything.
     async fn select(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {
-        self.with_route_retries(db, q, || self.select_once(db, q))
+        self.client
+            .with_route_retries(db, q, || self.select_once(db, q))
             .await
-    }
-
-    /// [`tidal_client::Client::with_route_retries`]: `run` again while it fails with a
-    /// retryable error, or once when it was planned with stale cached metadata.
-    async fn with_route_retries<T, F, Fut>(
-        &self,
-        db: &str,
-        q: &tidal_sql::Query,
-        run: F,
-    ) -> ExecResult<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = ExecResult<T>>,
-    {
-        self.client.with_route_retries(db, q, run).await
     }
 
     /// Sends every fragment of `plan` to its vgroups in parallel; returns (fragment id, the
@@ -879,20 +856,12 @@ impl SqlService {
         plan: &tidal_sql::QueryPlan,
     ) -> ExecResult<Vec<(u32, Batch, std::time::Duration)>> {
         Ok(self
-            .gather_fragments(plan)
+            .client
+            .gather_fragments(plan, &self.fan_out())
             .await?
             .into_iter()
             .map(|g| (g.fragment, g.batch, g.took))
             .collect())
-    }
-
-    /// [`tidal_client::Client::gather_fragments`] under this statement ([`Self::fan_out`]).
-    async fn gather_fragments(
-        &self,
-        plan: &tidal_sql::QueryPlan,
-    ) -> ExecResult<Vec<tidal_client::query::Gathered>> {
-        let fan = self.fan_out();
-        Ok(self.client.gather_fragments(plan, &fan).await?)
     }
 
     async fn select_once(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Outcome> {

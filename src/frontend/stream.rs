@@ -324,7 +324,8 @@ impl SqlService {
     /// otherwise. Failures before any row (a data node restarted, the vgroup map changed)
     /// refresh the routes and run it again, as [`SqlService::select`] does.
     pub(super) async fn select_stream(&self, db: &str, q: &tidal_sql::Query) -> ExecResult<Reply> {
-        self.with_route_retries(db, q, || self.select_stream_once(db, q))
+        self.client
+            .with_route_retries(db, q, || self.select_stream_once(db, q))
             .await
     }
 

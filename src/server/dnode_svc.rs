@@ -1100,20 +1100,16 @@ impl DnodeRpc for DnodeService {
         // A point lookup runs here whatever it costs (a few cache lookups); a fragment over
         // a short time range is tried here within a time budget and moves to the pool if
         // it runs out (see `VnodeSource`).
-        let until = if vnodes
+        let point = vnodes
             .iter()
-            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(v)))
-        {
-            Some(None)
-        } else if vnodes.iter().all(|v| {
-            short_range(&fragment, v)
-                && tidal_sql::finds_lookups_built(&fragment, &VnodeSource::new(v))
-        }) {
-            Some(Some(std::time::Instant::now() + INLINE_RUN_MAX))
-        } else {
-            None
-        };
-        if let Some(until) = until {
+            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(v)));
+        let short = point
+            || vnodes.iter().all(|v| {
+                short_range(&fragment, v)
+                    && tidal_sql::finds_lookups_built(&fragment, &VnodeSource::new(v))
+            });
+        if short {
+            let until = (!point).then(|| std::time::Instant::now() + INLINE_RUN_MAX);
             let budget = self.fragment_budget(r.memory_max_bytes);
             if let Some(parts) = run_here(&fragment, &vnodes, &cancel.0, &budget, until) {
                 self.count_fragments(true, vnodes.len());
