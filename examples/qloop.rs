@@ -5,7 +5,8 @@
 //! same sequence on every invocation, so that two builds can be compared on equal draws.
 //!
 //! `QLOOP_SEED=N` draws another sequence. `QLOOP_SERVER=1` sends every statement to the server
-//! to plan (the client library plans a gathered SELECT itself by default). With `QLOOP_EACH=1` it also prints every run's time in run order (warm-up effects).
+//! to plan (the client library plans a gathered SELECT itself by default). With `QLOOP_EACH=1` it also prints
+//! the unmeasured first run's time and every run's time in run order (warm-up effects).
 //!
 //! `cargo run --release --example qloop -- 127.0.0.1:6030 bench 300 "select ... ts > {S} AND ts <= {E} and fleet = '{F}' ..."`
 
@@ -56,6 +57,12 @@ async fn main() -> Result<(), BoxError> {
                 .replace("{F}", fleet);
             let t = Instant::now();
             client.execute(&q, db).await?;
+            if run == 0 && std::env::var_os("QLOOP_EACH").is_some() {
+                println!(
+                    "first (unmeasured) run: {:.2} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+            }
             if run > 0 {
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
                 if std::env::var_os("QLOOP_DRAWS").is_some() {

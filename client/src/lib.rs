@@ -176,6 +176,14 @@ impl Client {
     pub async fn connect_with(addr: &str, options: ConnectOptions) -> Result<Client, ClientError> {
         let client = Client::new_lazy(addr, options)?;
         client.authenticate().await?;
+        if client.inner.plan_queries_locally {
+            // The first locally planned query needs the server's query limits: asked now,
+            // in the background, that query does not wait for two more round trips.
+            let c = client.clone();
+            tokio::spawn(async move {
+                c.query_limits().await;
+            });
+        }
         Ok(client)
     }
 

@@ -548,15 +548,20 @@ impl Client {
         if let Some(l) = *self.inner.query_limits.lock() {
             return l;
         }
-        let catalog = match self.mnode() {
-            Ok(mut m) => match m.get_cluster(v1::Empty {}).await {
-                Err(s) => ClientError::from(s).code != StatusCode::Unimplemented,
-                Ok(_) => true,
-            },
-            Err(_) => false,
+        let probe = async {
+            match self.mnode() {
+                Ok(mut m) => match m.get_cluster(v1::Empty {}).await {
+                    Err(s) => ClientError::from(s).code != StatusCode::Unimplemented,
+                    Ok(_) => true,
+                },
+                Err(_) => false,
+            }
         };
+        // both at once: a client's first query waits for the slower, not for the sum
+        let (catalog, variables) =
+            tokio::join!(probe, self.execute_on_server("SHOW VARIABLES", "", None));
         let mut limits = QueryLimits::default();
-        match self.execute_on_server("SHOW VARIABLES", "", None).await {
+        match variables {
             Ok(StatementResult { batch: Some(b), .. }) => {
                 for i in 0..b.num_rows() {
                     let row = b.row(i);
