@@ -68,26 +68,70 @@ pub fn merge_runs(runs: Vec<Run>, empty: impl Fn() -> Vec<Column>) -> Vec<Column
         }
         return out;
     }
-    // (ts, -prio, run, row): sorting puts the winning copy of each ts first.
-    let mut picks: Vec<(i64, std::cmp::Reverse<u64>, u32, u32)> = Vec::new();
-    for (ri, r) in runs.iter().enumerate() {
-        for (i, t) in r.ts().iter().enumerate() {
-            picks.push((*t, std::cmp::Reverse(r.prio), ri as u32, i as u32));
-        }
-    }
-    picks.sort_unstable();
-    picks.dedup_by_key(|p| p.0);
+    let picks = merge_picks(&runs);
     let ncols = runs.first().map(|r| r.cols.len()).unwrap_or(0);
     (0..ncols)
         .map(|j| {
             let srcs: Vec<&Column> = runs.iter().filter_map(|r| r.cols.get(j)).collect();
             gather(
                 &srcs,
-                picks.iter().map(|p| (p.2 as usize, p.3 as usize)),
+                picks.iter().map(|&(r, i)| (r as usize, i as usize)),
                 picks.len(),
             )
         })
         .collect()
+}
+
+/// The (run, row) of each output row, in ts order, one per ts: the copy in the run of highest
+/// priority. A linear k-way merge (each run is sorted): O(rows * log runs), not a sort of
+/// every row. A run out of order (a contract breach) gives rows out of order, never a panic.
+fn merge_picks(runs: &[Run]) -> Vec<(u32, u32)> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let total: usize = runs.iter().map(|r| r.ts().len()).sum();
+    let mut picks: Vec<(u32, u32)> = Vec::with_capacity(total);
+    let mut last: Option<i64> = None;
+    let mut emit = |ts: i64, run: usize, row: usize| {
+        if last != Some(ts) {
+            last = Some(ts);
+            picks.push((run as u32, row as u32));
+        }
+    };
+    if let [a, b] = runs {
+        // Two runs (a late batch and the rows it overlaps): a plain two-pointer merge.
+        let (ta, tb) = (a.ts(), b.ts());
+        let b_wins = b.prio > a.prio;
+        let (mut i, mut j) = (0, 0);
+        while i < ta.len() || j < tb.len() {
+            let take_a = match (ta.get(i), tb.get(j)) {
+                (Some(x), Some(y)) if x == y => !b_wins,
+                (Some(x), Some(y)) => x < y,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if take_a {
+                emit(ta[i], 0, i);
+                i += 1;
+            } else {
+                emit(tb[j], 1, j);
+                j += 1;
+            }
+        }
+        return picks;
+    }
+    // (ts, higher priority first, run, row)
+    let mut heap: BinaryHeap<Reverse<(i64, Reverse<u64>, usize, usize)>> = runs
+        .iter()
+        .enumerate()
+        .filter_map(|(r, run)| Some(Reverse((*run.ts().first()?, Reverse(run.prio), r, 0))))
+        .collect();
+    while let Some(Reverse((ts, prio, r, i))) = heap.pop() {
+        emit(ts, r, i);
+        if let Some(next) = runs.get(r).and_then(|run| run.ts().get(i + 1)) {
+            heap.push(Reverse((*next, prio, r, i + 1)));
+        }
+    }
+    picks
 }
 
 /// Builds a column from (source, row) picks; all sources share one physical type.
@@ -189,6 +233,27 @@ mod tests {
         let v: Vec<Value> = (0..out[1].len()).map(|i| out[1].get(i)).collect();
         assert_eq!(ts, [0, 1, 3, 5, 6].map(Value::Timestamp).to_vec());
         assert_eq!(v, [0, 10, 33, 55, 66].map(Value::Int).to_vec());
+    }
+
+    #[test]
+    fn two_overlapping_runs_merge_with_the_higher_priority_winning() {
+        for (pa, pb, winner) in [(0, 1, 2), (1, 0, 1)] {
+            let out = merge_runs(
+                vec![
+                    run(pa, &[(1, 1), (2, 1), (4, 1), (7, 1)]),
+                    run(pb, &[(2, 2), (3, 2), (7, 2), (9, 2)]),
+                ],
+                Vec::new,
+            );
+            let ts: Vec<Value> = (0..out[0].len()).map(|i| out[0].get(i)).collect();
+            let v: Vec<Value> = (0..out[1].len()).map(|i| out[1].get(i)).collect();
+            assert_eq!(ts, [1, 2, 3, 4, 7, 9].map(Value::Timestamp).to_vec());
+            assert_eq!(
+                v,
+                [1, winner, 2, 1, winner, 2].map(Value::Int).to_vec(),
+                "prio {pa} vs {pb}"
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! loader sends rows in file order, one run per row) is gathered into the chunk subtable by
 //! subtable, so that each subtable still gets one piece per block. Rows written as
 //! per-subtable columns go to an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
-//! (`merge::merge_runs`), with the rows they overlap only; flushes and scans copy the pieces
+//! (`merge::merge_runs`), with the held rows in their ts range only; flushes and scans copy the pieces
 //! of the range they read.
 
 use crate::block::ts_slice;
@@ -543,26 +543,41 @@ impl TableMem {
         self.merge_late(chunks, cols.to_vec());
     }
 
-    /// Merges rows that are not all after the held ones: the held rows from the batch's first
-    /// ts on (late rows land near the end: usually a few rows of the last piece or two) and the
-    /// batch become one owned piece; earlier rows stay where they are.
+    /// Merges rows that are not all after the held ones with the held rows they overlap:
+    /// only the pieces within the batch's ts range take part (their rows before the batch's
+    /// first ts and after its last are cut off and stay as pieces), so rewriting a few rows
+    /// of a subtable with thousands in the memtable costs the batch, not the subtable. The
+    /// held rows in range and the batch become one owned piece in their place.
     fn merge_late(&mut self, chunks: &[Chunk], batch: Vec<Column>) {
         let mut batch = sort_batch(batch);
-        let Some(first) = batch.first().and_then(|c| ts_slice(c).first().copied()) else {
+        let bounds = batch
+            .first()
+            .map(ts_slice)
+            .and_then(|ts| Some((*ts.first()?, *ts.last()?)));
+        let Some((first, last)) = bounds else {
             return;
         };
-        // The first piece holding a ts >= first; its rows before `first` stay in place.
+        // pieces[k..m]: every piece holding a row in first..=last (pieces are ascending and
+        // disjoint, so those are consecutive).
         let k = self.pieces_ending_before(chunks, first);
+        let m =
+            k + self.pieces[k..].partition_point(|p| p.first_ts(chunks).is_none_or(|f| f <= last));
         // Bytes are recounted over the pieces this merge replaces only: a subtable may hold
         // thousands of pieces, and late rows are common when batches overtake each other.
-        let before: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
-        let split = match self.pieces.get_mut(k) {
-            Some(p) => p.split_off_from(first, chunks),
-            None => None,
+        let before: u64 = self.pieces[k..m].iter().map(Piece::bytes).sum();
+        let mut middle: Vec<Piece> = self.pieces.drain(k..m).collect();
+        let mut front = None;
+        if let Some(p) = middle.first_mut() {
+            if let Some(rest) = p.split_off_from(first, chunks) {
+                front = Some(std::mem::replace(p, rest));
+            }
+        }
+        let back = match (middle.last_mut(), last.checked_add(1)) {
+            (Some(p), Some(after)) => p.split_off_from(after, chunks),
+            _ => None,
         };
         let mut tail: Vec<Column> = Vec::new();
-        let later = if split.is_some() { k + 1 } else { k };
-        for p in split.into_iter().chain(self.pieces.drain(later..)) {
+        for p in middle {
             let mut cols = p.into_owned(chunks);
             if tail.is_empty() {
                 tail = cols;
@@ -573,7 +588,7 @@ impl TableMem {
                 }
             }
         }
-        let merged = if tail.is_empty() {
+        let merged = if tail.first().is_none_or(|c| c.is_empty()) {
             batch
         } else {
             align(&mut tail, &mut batch);
@@ -591,8 +606,14 @@ impl TableMem {
                 Vec::new,
             )
         };
-        self.pieces.push(Piece::Owned(merged));
-        let after: u64 = self.pieces[k..].iter().map(Piece::bytes).sum();
+        let placed: Vec<Piece> = front
+            .into_iter()
+            .chain(std::iter::once(Piece::Owned(merged)))
+            .chain(back)
+            .filter(|p| !p.ts(chunks).is_empty())
+            .collect();
+        let after: u64 = placed.iter().map(Piece::bytes).sum();
+        self.pieces.splice(k..k, placed);
         self.bytes = (self.bytes + after).saturating_sub(before);
         self.refresh_tail(chunks);
     }
@@ -1076,6 +1097,48 @@ mod tests {
     /// ts; some as per-subtable columns) against a model where a later write of a (subtable, ts) wins: every subtable's rows,
     /// bounds, next ts and random ranges agree after every block.
     #[test]
+    fn a_rewrite_in_the_middle_merges_only_the_rows_it_overlaps() {
+        let mut m = Memtable::default();
+        let uid = TableUid(1);
+        // 100 in-order blocks of 10 rows: 100 chunk pieces
+        for b in 0..100i64 {
+            let rows: Vec<(i64, i64)> = (0..10).map(|i| (b * 10 + i, 0)).collect();
+            m.insert_block(&[(0, 10)], &cols(&rows), |_| Some(uid));
+        }
+        let pieces = m.tables[&uid].pieces.len();
+        // rows 503..507 written again: pieces before and after stay chunk pieces
+        m.insert_block(
+            &[(0, 4)],
+            &cols(&[(503, 1), (504, 1), (505, 1), (506, 1)]),
+            |_| Some(uid),
+        );
+        let tm = &m.tables[&uid];
+        let owned: Vec<usize> = tm
+            .pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Owned(c) => c[0].len(),
+                Piece::Chunk { .. } => 0,
+            })
+            .filter(|n| *n > 0)
+            .collect();
+        assert_eq!(
+            owned,
+            vec![4],
+            "only the 4 rewritten rows were merged and copied"
+        );
+        // piece 50 (rows 500..510) became: 500..503, the merged 503..507, 507..510
+        assert_eq!(tm.pieces.len(), pieces + 2);
+        let all = all(&m);
+        assert_eq!(all.len(), 1000);
+        for (i, (ts, v)) in all.iter().enumerate() {
+            assert_eq!(*ts, i as i64);
+            let want = if (503..507).contains(ts) { 1 } else { 0 };
+            assert_eq!(*v, Value::Int(want), "ts {ts}");
+        }
+    }
+
+    #[test]
     fn random_blocks_match_a_model() {
         use rand::{Rng, SeedableRng};
         use std::collections::BTreeMap;
@@ -1150,8 +1213,15 @@ mod tests {
                     }
                     for p in &tm.pieces {
                         let ts = p.ts(&m.chunks);
+                        assert!(!ts.is_empty(), "seed {seed}: an empty piece");
                         assert_eq!(p.first_ts(&m.chunks), ts.first().copied(), "seed {seed}");
                         assert_eq!(p.last_ts(&m.chunks), ts.last().copied(), "seed {seed}");
+                    }
+                    for w in tm.pieces.windows(2) {
+                        assert!(
+                            w[0].last_ts(&m.chunks) < w[1].first_ts(&m.chunks),
+                            "seed {seed} step {step}: pieces overlap or are out of order"
+                        );
                     }
                 }
                 for (t, want) in &model {
