@@ -1,12 +1,15 @@
 //! KILL QUERY stops a running query: a long scan started on one connection shows in SHOW
 //! QUERIES on another, KILL QUERY makes it fail with "query <id> was killed" at once, it
 //! leaves the registry, and the data nodes stop working on it (their CPU goes quiet) instead
-//! of finishing the scan for nobody.
+//! of finishing the scan for nobody. Both for a query the server plans and runs and for one
+//! the client library plans and runs itself (listed through its reports to the server; the
+//! kill reaches it in the answer to its next report).
 
 mod common;
 
 use common::Cluster;
 use std::time::{Duration, Instant};
+use tidal_client::query::QUERY_REPORT_INTERVAL_MS;
 use tidal_client::{Client, ConnectOptions};
 use tidal_common::{SchemaVersion, Value};
 
@@ -67,113 +70,9 @@ fn kill_query_stops_a_running_query() {
             Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
         );
 
-        // The long query, on its own connection and with no timeout, run by the server (a
-        // query the client library plans itself is stopped by dropping its future).
-        let options = ConnectOptions::default().plan_queries_locally(false);
-        let runner = Client::connect_with(&cluster.mnode_addr, options)
-            .await
-            .unwrap();
-        let started = Instant::now();
-        let query = tokio::spawn(async move {
-            let r = runner.execute_with_timeout(LONG_QUERY, "kq", Some(0)).await;
-            (r, Instant::now())
-        });
-
-        // Another connection finds it in SHOW QUERIES, with its fragments on the vnodes.
-        let observer = Client::connect(&cluster.mnode_addr).await.unwrap();
-        let id = loop {
-            assert!(
-                !query.is_finished(),
-                "the query ended before it could be killed: {:?}",
-                started.elapsed()
-            );
-            assert!(started.elapsed() < Duration::from_secs(30), "never listed");
-            let list = observer
-                .execute("SHOW QUERIES", "")
-                .await
-                .unwrap()
-                .batch
-                .unwrap();
-            let col = |name: &str| list.fields.iter().position(|f| f.name == name).unwrap();
-            let found = (0..list.num_rows()).map(|r| list.row(r)).find(|row| {
-                row[col("sql")] == Value::Str(LONG_QUERY.into())
-                    && row[col("state")] == Value::Str("executing".into())
-            });
-            if let Some(row) = found {
-                assert_eq!(row[col("user")], Value::Str("root".into()));
-                assert_eq!(row[col("kind")], Value::Str("query".into()));
-                assert!(matches!(row[col("sub_num")], Value::Int(n) if n >= 1));
-                let Value::Str(id) = &row[col("kill_id")] else {
-                    panic!("kill_id {:?}", row[col("kill_id")]);
-                };
-                break id.clone();
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-
-        // The data nodes are busy with it before the kill...
-        let before = dnodes_cpu(&cluster);
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        let busy = dnodes_cpu(&cluster) - before;
-        assert!(
-            !query.is_finished(),
-            "the query ended before it could be killed: make the data set larger"
-        );
-        // (2 cores shared with whatever else runs: a loose bound.)
-        assert!(
-            busy >= Duration::from_millis(250),
-            "the data nodes used only {busy:?} of CPU in 1 s while scanning"
-        );
-
-        let killed_at = Instant::now();
-        observer
-            .execute(&format!("KILL QUERY '{id}'"), "")
-            .await
-            .unwrap();
-        let (result, ended) = query.await.unwrap();
-        let Err(err) = result else {
-            panic!("a killed query must fail");
-        };
-        assert_eq!(err.message, format!("query {id} was killed"));
-        let took = ended - killed_at;
-        eprintln!("the query ended {took:?} after KILL");
-        assert!(
-            took < Duration::from_secs(2),
-            "the query ended {took:?} after KILL"
-        );
-
-        // It left the registry, and killing it again says so.
-        let list = observer
-            .execute("SHOW QUERIES", "")
-            .await
-            .unwrap()
-            .batch
-            .unwrap();
-        let sql = list.fields.iter().position(|f| f.name == "sql").unwrap();
-        assert!(
-            (0..list.num_rows()).all(|r| list.row(r)[sql] != Value::Str(LONG_QUERY.into())),
-            "the killed query is still listed"
-        );
-        let Err(again) = observer.execute(&format!("KILL QUERY '{id}'"), "").await else {
-            panic!("killing a finished query must fail");
-        };
-        assert!(
-            again.message.contains("no running query"),
-            "{}",
-            again.message
-        );
-
-        // ... and stop working on it soon after: 300 ms later they are nearly idle.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = dnodes_cpu(&cluster);
-        tokio::time::sleep(Duration::from_millis(1000)).await;
-        let after_kill = dnodes_cpu(&cluster) - before;
-        eprintln!("data-node CPU per second: {busy:?} scanning, {after_kill:?} after the kill");
-        assert!(
-            after_kill <= Duration::from_millis(100).min(busy / 3),
-            "the data nodes still used {after_kill:?} of CPU per second 300 ms after the kill \
-             (busy: {busy:?})"
-        );
+        for locally in [false, true] {
+            run_and_kill(&cluster, locally).await;
+        }
 
         // The cluster still answers queries.
         let n = c
@@ -187,4 +86,125 @@ fn kill_query_stops_a_running_query() {
             Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
         );
     });
+}
+
+/// Starts LONG_QUERY on a new connection (planned by the server or by the client library),
+/// finds it in SHOW QUERIES from another, kills it, and checks that it and the data nodes'
+/// work on it stop.
+async fn run_and_kill(cluster: &Cluster, locally: bool) {
+    // The long query, on its own connection and with no timeout, planned and run by the
+    // server or by the client library.
+    let options = ConnectOptions::default().plan_queries_locally(locally);
+    let runner = Client::connect_with(&cluster.mnode_addr, options)
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let query = tokio::spawn(async move {
+        let r = runner.execute_with_timeout(LONG_QUERY, "kq", Some(0)).await;
+        (r, Instant::now())
+    });
+
+    // Another connection finds it in SHOW QUERIES, with its fragments on the vnodes.
+    let observer = Client::connect(&cluster.mnode_addr).await.unwrap();
+    let id = loop {
+        assert!(
+            !query.is_finished(),
+            "the query ended before it could be killed: {:?}",
+            started.elapsed()
+        );
+        assert!(started.elapsed() < Duration::from_secs(30), "never listed");
+        let list = observer
+            .execute("SHOW QUERIES", "")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        let col = |name: &str| list.fields.iter().position(|f| f.name == name).unwrap();
+        let found = (0..list.num_rows()).map(|r| list.row(r)).find(|row| {
+            row[col("sql")] == Value::Str(LONG_QUERY.into())
+                && row[col("state")] == Value::Str("executing".into())
+        });
+        if let Some(row) = found {
+            assert_eq!(row[col("user")], Value::Str("root".into()));
+            assert_eq!(row[col("kind")], Value::Str("query".into()));
+            assert!(matches!(row[col("sub_num")], Value::Int(n) if n >= 1));
+            let Value::Str(id) = &row[col("kill_id")] else {
+                panic!("kill_id {:?}", row[col("kill_id")]);
+            };
+            break id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    // The data nodes are busy with it before the kill...
+    let before = dnodes_cpu(cluster);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let busy = dnodes_cpu(cluster) - before;
+    assert!(
+        !query.is_finished(),
+        "the query ended before it could be killed: make the data set larger"
+    );
+    // (2 cores shared with whatever else runs: a loose bound.)
+    assert!(
+        busy >= Duration::from_millis(250),
+        "the data nodes used only {busy:?} of CPU in 1 s while scanning"
+    );
+
+    let killed_at = Instant::now();
+    observer
+        .execute(&format!("KILL QUERY '{id}'"), "")
+        .await
+        .unwrap();
+    let (result, ended) = query.await.unwrap();
+    let Err(err) = result else {
+        panic!("a killed query must fail");
+    };
+    assert_eq!(err.message, format!("query {id} was killed"));
+    let took = ended - killed_at;
+    // A locally run query learns of its kill from the answer to its next report.
+    let kill_reach = Duration::from_secs(2)
+        + Duration::from_millis(if locally { QUERY_REPORT_INTERVAL_MS } else { 0 });
+    eprintln!("the query ended {took:?} after KILL");
+    assert!(took < kill_reach, "the query ended {took:?} after KILL");
+
+    // It left the registry (a local one with the client's next report), and killing it
+    // again says so.
+    let listed_until = Instant::now() + kill_reach;
+    loop {
+        let list = observer
+            .execute("SHOW QUERIES", "")
+            .await
+            .unwrap()
+            .batch
+            .unwrap();
+        let sql = list.fields.iter().position(|f| f.name == "sql").unwrap();
+        if (0..list.num_rows()).all(|r| list.row(r)[sql] != Value::Str(LONG_QUERY.into())) {
+            break;
+        }
+        assert!(
+            locally && Instant::now() < listed_until,
+            "the killed query is still listed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let Err(again) = observer.execute(&format!("KILL QUERY '{id}'"), "").await else {
+        panic!("killing a finished query must fail");
+    };
+    assert!(
+        again.message.contains("no running query"),
+        "{}",
+        again.message
+    );
+
+    // ... and stop working on it soon after: 300 ms later they are nearly idle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = dnodes_cpu(cluster);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let after_kill = dnodes_cpu(cluster) - before;
+    eprintln!("data-node CPU per second: {busy:?} scanning, {after_kill:?} after the kill");
+    assert!(
+        after_kill <= Duration::from_millis(100).min(busy / 3),
+        "the data nodes still used {after_kill:?} of CPU per second 300 ms after the kill \
+         (busy: {busy:?})"
+    );
 }

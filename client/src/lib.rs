@@ -130,6 +130,11 @@ struct Inner {
     /// for the queries this client plans itself (see [`query`]).
     /// `Some(None)`: the server has no catalog, and this client plans nothing itself.
     query_limits: Mutex<Option<Option<query::QueryLimits>>>,
+    /// Names this client in its reports of the queries it runs (random).
+    client_id: String,
+    local_queries: Mutex<query::LocalQueries>,
+    /// Wakes the report task when a query the server lists ends.
+    local_report_now: tokio::sync::Notify,
 }
 
 /// Most names [`Client::stable`] remembers as not being STABLEs, and most subtables
@@ -207,10 +212,17 @@ impl Client {
                 tables: Mutex::new(HashMap::new()),
                 plan_queries_locally: options.plan_queries_locally,
                 query_limits: Mutex::new(None),
+                client_id: random_client_id(),
+                local_queries: Mutex::new(Default::default()),
+                local_report_now: tokio::sync::Notify::new(),
             }),
         };
         client.channel(addr)?;
         Ok(client)
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.inner.client_id
     }
 
     pub fn mnode_addr(&self) -> &str {
@@ -863,4 +875,19 @@ async fn send_write(
 fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(addr);
     host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// 64 random bits in hex, from the std hasher's per-process random keys, the time and the
+/// process id (no dependency for a name that only needs to differ between clients).
+fn random_client_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
 }

@@ -13,9 +13,15 @@
 //! statements in one request, `information_schema`, plans that stream (a scan with LIMIT
 //! stops its data nodes early there), any statement the client cannot plan (the server's
 //! error message is the one the user sees), and all of them when the client is connected to
-//! a data node (which serves SQL but no catalog). A locally planned query does not show
-//! in SHOW QUERIES and is not counted by a frontend's metrics; dropping its future stops it
-//! on the data nodes. `ConnectOptions::plan_queries_locally(false)` turns this off.
+//! a data node (which serves SQL but no catalog). `ConnectOptions::plan_queries_locally(false)`
+//! turns this off.
+//!
+//! Visibility: as TDengine's client does by heartbeat, the client reports the queries it runs
+//! to the connected server every [`QUERY_REPORT_INTERVAL_MS`] while any runs
+//! (`Sql.ReportQueries`); that server lists them in SHOW QUERIES as its own, and a KILL QUERY
+//! of one reaches the client in the next report's answer, which stops it (its fragment calls
+//! are dropped, which stops them on the data nodes). A query shorter than one interval is
+//! never listed. Such queries are not counted by a frontend's metrics.
 //!
 //! Invariants:
 //! - The planner, the fragments and the final merge are the same code as the frontend's
@@ -31,6 +37,61 @@ use tidal_proto::convert::{batch_from_wire, schema_from_wire, table_meta_from_wi
 use tidal_proto::v1;
 use tidal_sql::{FragmentTarget, MemoryBudget, QueryPlan, Reservation, Statement};
 use tonic::Request;
+
+/// How often a client reports the queries it runs itself while any runs (see the module doc).
+pub const QUERY_REPORT_INTERVAL_MS: u64 = 1_000;
+/// Locally planned queries one client runs at once; past it a query goes to the server.
+pub const LOCAL_QUERIES_MAX: usize = 256;
+
+/// The queries this client plans and runs itself, for the report to the server.
+#[derive(Default)]
+pub(crate) struct LocalQueries {
+    next: u64,
+    running: std::collections::BTreeMap<u64, LocalQuery>,
+    /// A report task runs (it ends, clearing this, once nothing runs).
+    reporting: bool,
+}
+
+struct LocalQuery {
+    sql: String,
+    started: std::time::Instant,
+    timeout_ms: u64,
+    fragments: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// The server's id for the query once a KILL QUERY stopped it.
+    killed: std::sync::Arc<tokio::sync::watch::Sender<Option<String>>>,
+    /// The server lists it: when it ends, a report goes at once, not at the next interval.
+    reported: bool,
+}
+
+/// Removes a local query from the report when it ends.
+struct LocalQueryGuard {
+    client: Client,
+    seq: u64,
+}
+
+impl Drop for LocalQueryGuard {
+    fn drop(&mut self) {
+        let ended = self
+            .client
+            .inner
+            .local_queries
+            .lock()
+            .running
+            .remove(&self.seq);
+        if ended.is_some_and(|q| q.reported) {
+            self.client.inner.local_report_now.notify_one();
+        }
+    }
+}
+
+/// Counts a fragment call in flight until dropped.
+struct InFlight(std::sync::Arc<std::sync::atomic::AtomicU32>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// Partial rows up to which a gathered query's merge runs on the calling task; a larger one
 /// runs on a blocking thread, off the async workers.
@@ -592,6 +653,114 @@ impl Client {
         limits
     }
 
+    /// Enters a local query in the report (starting the report task if none runs): its
+    /// guard, its count of fragment calls in flight, and what says it was killed. `None`
+    /// when [`LOCAL_QUERIES_MAX`] run already (the query then goes to the server).
+    #[allow(clippy::type_complexity)]
+    fn register_local(
+        &self,
+        sql: &str,
+        timeout: Option<Duration>,
+    ) -> Option<(
+        LocalQueryGuard,
+        std::sync::Arc<std::sync::atomic::AtomicU32>,
+        tokio::sync::watch::Receiver<Option<String>>,
+    )> {
+        let fragments = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let (killed, rx) = tokio::sync::watch::channel(None);
+        let (seq, start) = {
+            let mut l = self.inner.local_queries.lock();
+            if l.running.len() >= LOCAL_QUERIES_MAX {
+                return None;
+            }
+            l.next += 1;
+            let seq = l.next;
+            l.running.insert(
+                seq,
+                LocalQuery {
+                    sql: sql.to_string(),
+                    started: std::time::Instant::now(),
+                    timeout_ms: timeout.map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(0)),
+                    fragments: fragments.clone(),
+                    killed: std::sync::Arc::new(killed),
+                    reported: false,
+                },
+            );
+            let start = !l.reporting;
+            l.reporting = true;
+            (seq, start)
+        };
+        if start {
+            tokio::spawn(self.clone().report_queries());
+        }
+        let guard = LocalQueryGuard {
+            client: self.clone(),
+            seq,
+        };
+        Some((guard, fragments, rx))
+    }
+
+    /// The report task: every [`QUERY_REPORT_INTERVAL_MS`], the queries running here to the
+    /// connected server, and a kill it answers with to its query; at once when a listed query
+    /// ends (so SHOW QUERIES stops listing it). It ends once none runs (with an empty report
+    /// if it had reported any, so the server forgets them at once).
+    async fn report_queries(self) {
+        let mut reported = false;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(QUERY_REPORT_INTERVAL_MS)) => {}
+                _ = self.inner.local_report_now.notified() => {}
+            }
+            let queries: Vec<v1::ClientQuery> = {
+                let mut l = self.inner.local_queries.lock();
+                if l.running.is_empty() {
+                    l.reporting = false;
+                }
+                l.running
+                    .iter()
+                    .map(|(seq, q)| v1::ClientQuery {
+                        seq: *seq,
+                        sql: q.sql.clone(),
+                        elapsed_us: u64::try_from(q.started.elapsed().as_micros())
+                            .unwrap_or(u64::MAX),
+                        timeout_ms: q.timeout_ms,
+                        fragments: q.fragments.load(std::sync::atomic::Ordering::Relaxed),
+                    })
+                    .collect()
+            };
+            let last = queries.is_empty();
+            if !last || reported {
+                let req = v1::ReportQueriesRequest {
+                    client_id: self.inner.client_id.clone(),
+                    queries,
+                };
+                let answer = match self.sql() {
+                    Ok(mut sql) => sql.report_queries(req).await.map_err(ClientError::from),
+                    Err(e) => Err(e),
+                };
+                match answer {
+                    Ok(a) => {
+                        reported = true;
+                        let mut l = self.inner.local_queries.lock();
+                        for q in a.into_inner().queries {
+                            if let Some(lq) = l.running.get_mut(&q.seq) {
+                                lq.reported = true;
+                                if q.killed {
+                                    lq.killed.send_replace(Some(q.id));
+                                }
+                            }
+                        }
+                    }
+                    // An older server, or none right now: the queries run on, unlisted.
+                    Err(e) => tracing::debug!("reporting running queries: {e}"),
+                }
+            }
+            if last {
+                return;
+            }
+        }
+    }
+
     /// `sql` run here when it is one SELECT of user tables whose plan gathers (see the
     /// module doc); `None` to send it to the server.
     pub(crate) async fn try_select_local(
@@ -624,6 +793,7 @@ impl Client {
             0 => None,
             ms => Some(Duration::from_millis(ms)),
         };
+        let (guard, fragments, mut killed) = self.register_local(sql, timeout)?;
         let run = || async {
             let budget = MemoryBudget::new(limits.memory_max_bytes, "query_memory_max_bytes");
             let snapshot = Snapshot::load(self, db, &q).await?;
@@ -639,7 +809,13 @@ impl Client {
             let fan = FanOut {
                 budget,
                 timeout,
-                on_start: Box::new(|| None),
+                on_start: Box::new({
+                    let fragments = fragments.clone();
+                    move || {
+                        fragments.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        Some(Box::new(InFlight(fragments.clone())) as Box<dyn Send>)
+                    }
+                }),
             };
             let batch = self.finish_gathered(plan, &fan).await?;
             Ok(StatementResult {
@@ -662,13 +838,26 @@ impl Client {
                 },
             }
         };
-        let r = match attempt().await {
-            Err(Fallback::Failed(e)) if self.can_relogin(&e) => match self.relogin().await {
-                Ok(()) => attempt().await,
-                Err(e) => return Some(Err(e)),
-            },
-            r => r,
+        let attempts = async {
+            match attempt().await {
+                Err(Fallback::Failed(e)) if self.can_relogin(&e) => match self.relogin().await {
+                    Ok(()) => attempt().await,
+                    Err(e) => Err(Fallback::Failed(e)),
+                },
+                r => r,
+            }
         };
+        let r = tokio::select! {
+            r = attempts => r,
+            id = killed.wait_for(Option::is_some) => {
+                let id = id.ok().and_then(|id| id.clone()).unwrap_or_default();
+                Err(Fallback::Failed(ClientError::new(
+                    StatusCode::ExecutionError,
+                    format!("query {id} was killed"),
+                )))
+            }
+        };
+        drop(guard);
         match r {
             Ok(r) => Some(Ok(r)),
             Err(Fallback::Failed(e)) => Some(Err(e)),

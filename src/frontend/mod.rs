@@ -196,6 +196,23 @@ impl Sql for SqlService {
         Ok(Response::new(v1::KillQueryResponse { found: true }))
     }
 
+    async fn report_queries(
+        &self,
+        req: Request<v1::ReportQueriesRequest>,
+    ) -> Result<Response<v1::ReportQueriesResponse>, Status> {
+        let s = session_of(&req);
+        let r = req.into_inner();
+        if r.client_id.is_empty() || r.client_id.len() > 64 {
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                "ReportQueries: client_id must be 1 to 64 bytes",
+            ));
+        }
+        Ok(Response::new(v1::ReportQueriesResponse {
+            queries: self.queries.report(&s, &r.client_id, &r.queries),
+        }))
+    }
+
     type ExecuteStreamStream = stream::ResultMessages;
 
     async fn execute_stream(

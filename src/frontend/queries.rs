@@ -13,7 +13,7 @@
 
 use super::{ExecError, ExecResult};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -237,6 +237,25 @@ pub struct Registry {
     seq: AtomicU64,
     running: Mutex<BTreeMap<u64, Arc<Running>>>,
     max: usize,
+    /// Queries client libraries run themselves and report here ([`Registry::report`]), by
+    /// (user, client id). Lock order: `clients`, then `running`.
+    clients: Mutex<HashMap<(String, String), ReportingClient>>,
+}
+
+/// How long a client's reported queries stay listed after its last report: a few of the
+/// client library's report intervals, so that one late report does not hide them.
+pub const CLIENT_REPORT_TTL_MS: u64 = 5_000;
+/// Clients whose queries one node lists at once; a report past it is answered but listed
+/// nothing (the node's own statements come first).
+pub const REPORTING_CLIENTS_MAX: usize = 1024;
+/// Queries of one client a node lists.
+pub const CLIENT_QUERIES_MAX: usize = 256;
+
+/// The queries one client reported last, and when.
+struct ReportingClient {
+    last: Instant,
+    /// The client's seq -> the registry's.
+    queries: HashMap<u64, u64>,
 }
 
 /// Removes its statement from the registry when dropped (finished, failed, killed or the
@@ -296,6 +315,7 @@ impl Registry {
             seq: AtomicU64::new(0),
             running: Mutex::new(BTreeMap::new()),
             max,
+            clients: Mutex::new(HashMap::new()),
         })
     }
 
@@ -315,6 +335,34 @@ impl Registry {
         memory_max_bytes: u64,
     ) -> ExecResult<Registration> {
         let mut running = self.running.lock();
+        let (seq, r) = self.insert(
+            &mut running,
+            sql,
+            session,
+            killable,
+            timeout_ms,
+            memory_max_bytes,
+            Duration::ZERO,
+        )?;
+        Ok(Registration {
+            registry: self.clone(),
+            seq,
+            running: r,
+        })
+    }
+
+    /// Adds a statement that started `elapsed` ago.
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &self,
+        running: &mut BTreeMap<u64, Arc<Running>>,
+        sql: &str,
+        session: &Session,
+        killable: bool,
+        timeout_ms: u64,
+        memory_max_bytes: u64,
+        elapsed: Duration,
+    ) -> ExecResult<(u64, Arc<Running>)> {
         if running.len() >= self.max {
             return Err(ExecError::new(
                 StatusCode::ResourceExhausted,
@@ -342,8 +390,10 @@ impl Registry {
             superuser: session.superuser || session.user.is_empty(),
             client: session.client.clone(),
             endpoint: session.endpoint.clone(),
-            started_ms: now_ms(),
-            started: Instant::now(),
+            started_ms: now_ms().saturating_sub(i64::try_from(elapsed.as_millis()).unwrap_or(0)),
+            started: Instant::now()
+                .checked_sub(elapsed)
+                .unwrap_or_else(Instant::now),
             killable,
             timeout_ms,
             fragments: AtomicU32::new(0),
@@ -351,15 +401,101 @@ impl Registry {
             memory: tidal_sql::MemoryBudget::new(memory_max_bytes, "query_memory_max_bytes"),
         });
         running.insert(seq, r.clone());
-        Ok(Registration {
-            registry: self.clone(),
-            seq,
-            running: r,
-        })
+        Ok((seq, r))
+    }
+
+    /// A client library's report of the queries it runs itself (`queries`: all of them; an
+    /// empty list ends its report). They are listed as this node's statements, under the
+    /// reporting session's user and address, until a report leaves them out or reports stop
+    /// for [`CLIENT_REPORT_TTL_MS`]. A KILL QUERY of one marks it killed; the answer tells
+    /// the client, which stops it. Bounded by [`REPORTING_CLIENTS_MAX`] and
+    /// [`CLIENT_QUERIES_MAX`]; a query the registry has no room for is left unlisted.
+    pub fn report(
+        &self,
+        session: &Session,
+        client_id: &str,
+        queries: &[tidal_proto::v1::ClientQuery],
+    ) -> Vec<tidal_proto::v1::ReportedQuery> {
+        self.expire_clients();
+        let key = (session.user.clone(), client_id.to_string());
+        let mut clients = self.clients.lock();
+        let mut running = self.running.lock();
+        if queries.is_empty() {
+            if let Some(c) = clients.remove(&key) {
+                for seq in c.queries.values() {
+                    running.remove(seq);
+                }
+            }
+            return Vec::new();
+        }
+        if !clients.contains_key(&key) && clients.len() >= REPORTING_CLIENTS_MAX {
+            return Vec::new();
+        }
+        let client = clients.entry(key).or_insert_with(|| ReportingClient {
+            last: Instant::now(),
+            queries: HashMap::new(),
+        });
+        client.last = Instant::now();
+        // Those the client no longer runs leave the list.
+        client.queries.retain(|cseq, seq| {
+            let still = queries.iter().any(|q| q.seq == *cseq);
+            if !still {
+                running.remove(seq);
+            }
+            still
+        });
+        let mut out = Vec::new();
+        for q in queries.iter().take(CLIENT_QUERIES_MAX) {
+            let r = match client.queries.get(&q.seq).and_then(|s| running.get(s)) {
+                Some(r) => r.clone(),
+                None => {
+                    let Ok((seq, r)) = self.insert(
+                        &mut running,
+                        &q.sql,
+                        session,
+                        true,
+                        q.timeout_ms,
+                        0,
+                        Duration::from_micros(q.elapsed_us),
+                    ) else {
+                        continue;
+                    };
+                    client.queries.insert(q.seq, seq);
+                    r
+                }
+            };
+            r.fragments.store(q.fragments, Ordering::Relaxed);
+            out.push(tidal_proto::v1::ReportedQuery {
+                seq: q.seq,
+                id: r.id.clone(),
+                killed: r.is_killed(),
+            });
+        }
+        out
+    }
+
+    /// Forgets the queries of clients that stopped reporting.
+    fn expire_clients(&self) {
+        let ttl = Duration::from_millis(CLIENT_REPORT_TTL_MS);
+        let mut clients = self.clients.lock();
+        if clients.is_empty() {
+            return;
+        }
+        let mut running = self.running.lock();
+        clients.retain(|_, c| {
+            let live = c.last.elapsed() < ttl;
+            if !live {
+                for seq in c.queries.values() {
+                    running.remove(seq);
+                }
+            }
+            live
+        });
     }
 
     /// The running statements, oldest first.
     pub fn list(&self) -> Vec<Arc<Running>> {
+        self.expire_clients();
         self.running.lock().values().cloned().collect()
     }
 
@@ -598,6 +734,69 @@ mod tests {
         assert_eq!(reg.list()[0].id, "ab:2");
         drop(b);
         assert!(reg.list().is_empty());
+    }
+
+    fn cq(seq: u64, sql: &str) -> tidal_proto::v1::ClientQuery {
+        tidal_proto::v1::ClientQuery {
+            seq,
+            sql: sql.into(),
+            elapsed_us: 2_000_000,
+            timeout_ms: 0,
+            fragments: 3,
+        }
+    }
+
+    #[test]
+    fn reported_client_queries_are_listed_killed_and_forgotten() {
+        let reg = Registry::with_node("ab".into(), 8);
+        let alice = Session {
+            user: "alice".into(),
+            client: "10.0.0.1:5000".into(),
+            ..Session::default()
+        };
+        let got = reg.report(&alice, "c1", &[cq(1, "select 1"), cq(2, "select 2")]);
+        assert_eq!(got.len(), 2);
+        let list = reg.list();
+        assert_eq!(list.len(), 2);
+        let one = list.iter().find(|r| r.sql == "select 1").unwrap();
+        assert_eq!(one.user, "alice");
+        assert_eq!(one.client, "10.0.0.1:5000");
+        assert_eq!(one.fragments_in_flight(), 3);
+        assert!(
+            one.elapsed() >= Duration::from_secs(2),
+            "{:?}",
+            one.elapsed()
+        );
+        assert_eq!(one.state(), "executing");
+        // The same report again lists the same statements under the same ids.
+        let again = reg.report(&alice, "c1", &[cq(1, "select 1"), cq(2, "select 2")]);
+        assert_eq!(again, got);
+        // Another user cannot kill it; its owner can, and the next report says so.
+        let e = reg.kill_as(&one.id, Some(("bob", false))).unwrap_err();
+        assert!(e.message.contains("no running query"), "{}", e.message);
+        reg.kill_as(&one.id, Some(("alice", false))).unwrap();
+        let after = reg.report(&alice, "c1", &[cq(1, "select 1"), cq(2, "select 2")]);
+        let killed: Vec<u64> = after.iter().filter(|q| q.killed).map(|q| q.seq).collect();
+        assert_eq!(killed, vec![1]);
+        // The same client id of another user is another client.
+        let bob = Session {
+            user: "bob".into(),
+            ..Session::default()
+        };
+        reg.report(&bob, "c1", &[cq(1, "select 3")]);
+        assert_eq!(reg.list().len(), 3);
+        assert_eq!(reg.visible_to_user("bob", false).len(), 1);
+        // A query left out of a report leaves the list; an empty report ends the client's.
+        reg.report(&alice, "c1", &[cq(2, "select 2")]);
+        assert_eq!(reg.visible_to_user("alice", false).len(), 1);
+        reg.report(&alice, "c1", &[]);
+        assert!(reg.visible_to_user("alice", false).is_empty());
+        assert_eq!(reg.list().len(), 1);
+        // The registry's bound holds for reports too.
+        let many: Vec<_> = (10..30).map(|i| cq(i, "select x")).collect();
+        let listed = reg.report(&alice, "c2", &many);
+        assert_eq!(listed.len(), 7, "8 places, bob's query holds one");
+        assert_eq!(reg.list().len(), 8);
     }
 
     #[test]

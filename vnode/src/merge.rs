@@ -120,7 +120,8 @@ fn merge_picks(runs: &[Run]) -> Vec<(u32, u32)> {
         return picks;
     }
     // (ts, higher priority first, run, row)
-    let mut heap: BinaryHeap<Reverse<(i64, Reverse<u64>, usize, usize)>> = runs
+    type Head = (i64, Reverse<u64>, usize, usize);
+    let mut heap: BinaryHeap<Reverse<Head>> = runs
         .iter()
         .enumerate()
         .filter_map(|(r, run)| Some(Reverse((*run.ts().first()?, Reverse(run.prio), r, 0))))
