@@ -32,6 +32,10 @@ impl tonic::service::Interceptor for AuthInterceptor {
         if let Some(v) = &self.value {
             req.metadata_mut().insert(AUTH_METADATA_KEY, v.clone());
         }
+        req.metadata_mut().insert(
+            tidal_proto::WIRE_VERSION_KEY,
+            tonic::metadata::MetadataValue::from(tidal_proto::WIRE_VERSION),
+        );
         Ok(req)
     }
 }
@@ -143,13 +147,14 @@ impl Client {
         }
         let mut auth = v1::auth_client::AuthClient::new(self.channel(self.mnode_addr())?);
         let resp = auth
-            .login(v1::LoginRequest {
+            .login(versioned(v1::LoginRequest {
                 user: user.clone(),
                 password,
-            })
+            }))
             .await
-            .map_err(ClientError::from)?
-            .into_inner();
+            .map_err(ClientError::from)?;
+        check_server_version(resp.metadata())?;
+        let resp = resp.into_inner();
         // A server whose clock is far behind would hand out already-stale expiries; never
         // trust one beyond the documented lifetime.
         let exp = resp.expires_ms.min(now_ms() + USER_TOKEN_TTL_MS);
@@ -204,16 +209,74 @@ impl Client {
     ) -> Result<(Arc<str>, i64), ClientError> {
         let mut auth = v1::auth_client::AuthClient::new(self.channel(self.mnode_addr())?);
         let resp = auth
-            .login(v1::LoginRequest {
+            .login(versioned(v1::LoginRequest {
                 user: user.to_string(),
                 password: password.to_string(),
-            })
+            }))
             .await
-            .map_err(ClientError::from)?
-            .into_inner();
+            .map_err(ClientError::from)?;
+        check_server_version(resp.metadata())?;
+        let resp = resp.into_inner();
         Ok((
             Arc::from(resp.token),
             resp.expires_ms.min(now_ms() + USER_TOKEN_TTL_MS),
         ))
+    }
+}
+
+/// `msg` as a request naming this client's wire version (the interceptor does so for every
+/// other call).
+fn versioned<T>(msg: T) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    req.metadata_mut().insert(
+        tidal_proto::WIRE_VERSION_KEY,
+        tonic::metadata::MetadataValue::from(tidal_proto::WIRE_VERSION),
+    );
+    req
+}
+
+/// A server that names another wire version than this client's is refused at login (one that
+/// names none predates the check and speaks version 1).
+fn check_server_version(md: &tonic::metadata::MetadataMap) -> Result<(), ClientError> {
+    let Some(v) = md.get(tidal_proto::WIRE_VERSION_KEY) else {
+        return Ok(());
+    };
+    let text = v.to_str().unwrap_or("?").trim().to_string();
+    if text.parse::<u32>() == Ok(tidal_proto::WIRE_VERSION) {
+        return Ok(());
+    }
+    Err(ClientError::new(
+        StatusCode::WireVersionMismatch,
+        format!(
+            "the server speaks Tidal wire version {text}, this client speaks {}: use a client \
+             and server of matching versions",
+            tidal_proto::WIRE_VERSION
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn a_server_of_another_wire_version_is_refused() {
+        let mut md = tonic::metadata::MetadataMap::new();
+        assert!(check_server_version(&md).is_ok(), "no key: an older server");
+        md.insert(tidal_proto::WIRE_VERSION_KEY, "1".parse().unwrap());
+        assert!(check_server_version(&md).is_ok());
+        md.insert(tidal_proto::WIRE_VERSION_KEY, "7".parse().unwrap());
+        let e = check_server_version(&md).unwrap_err();
+        assert_eq!(e.code, StatusCode::WireVersionMismatch);
+        assert!(
+            e.message.contains("server speaks Tidal wire version 7"),
+            "{}",
+            e.message
+        );
+        let req = versioned(());
+        assert_eq!(
+            req.metadata().get(tidal_proto::WIRE_VERSION_KEY).unwrap(),
+            "1"
+        );
     }
 }

@@ -22,6 +22,8 @@ pub enum StatusCode {
     /// A session token that was valid has expired or was invalidated (password changed):
     /// a client holding the password logs in again and retries.
     TokenExpired = 1009,
+    /// The peer speaks a wire version this process does not (`tidal-wire-version`).
+    WireVersionMismatch = 1010,
     DatabaseNotFound = 2001,
     DatabaseExists = 2002,
     StableNotFound = 2003,
@@ -65,6 +67,7 @@ impl StatusCode {
             Unauthenticated,
             PermissionDenied,
             TokenExpired,
+            WireVersionMismatch,
             DatabaseNotFound,
             DatabaseExists,
             StableNotFound,
@@ -119,6 +122,7 @@ mod tests {
             StatusCode::Unauthenticated,
             StatusCode::PermissionDenied,
             StatusCode::TokenExpired,
+            StatusCode::WireVersionMismatch,
             StatusCode::UserExists,
             StatusCode::SyntaxError,
             StatusCode::Ok,

@@ -56,7 +56,9 @@ pub fn status_error(code: StatusCode, message: impl Into<String>) -> tonic::Stat
         StatusCode::DatabaseExists | StatusCode::StableExists | StatusCode::TableExists => {
             tonic::Code::AlreadyExists
         }
-        StatusCode::WrongVgroup => tonic::Code::FailedPrecondition,
+        StatusCode::WrongVgroup | StatusCode::WireVersionMismatch => {
+            tonic::Code::FailedPrecondition
+        }
         StatusCode::Unavailable | StatusCode::NoDnodes | StatusCode::ShuttingDown => {
             tonic::Code::Unavailable
         }

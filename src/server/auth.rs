@@ -410,11 +410,47 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let fut = self.call_checked(req);
+        // Every answer names the wire version this server speaks (the client checks it at
+        // login).
+        Box::pin(async move {
+            let mut r = fut.await?;
+            r.headers_mut().insert(
+                tidal_proto::WIRE_VERSION_KEY,
+                http::HeaderValue::from(tidal_proto::WIRE_VERSION),
+            );
+            Ok(r)
+        })
+    }
+}
+
+impl<S> AuthService<S> {
+    fn call_checked<B>(
+        &mut self,
+        mut req: http::Request<B>,
+    ) -> BoxFuture<Result<S::Response, S::Error>>
+    where
+        S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        B: Send + 'static,
+    {
         // The service that was polled ready is the one to call; leave a clone behind.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         if let Some(refusal) = super::net::over_limit(req.extensions()) {
+            return Box::pin(async move { Ok(refusal.into_http()) });
+        }
+        // Before the login too: a client of another version must not misread a token.
+        if let Some(refusal) = req
+            .headers()
+            .get(tidal_proto::WIRE_VERSION_KEY)
+            .and_then(|v| tidal_proto::wire_version_refusal(v.as_bytes()))
+        {
+            tracing::debug!(path = req.uri().path(), "refused: {}", refusal.message());
             return Box::pin(async move { Ok(refusal.into_http()) });
         }
         if req.uri().path() == LOGIN_PATH {
