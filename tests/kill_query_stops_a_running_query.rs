@@ -196,15 +196,25 @@ async fn run_and_kill(cluster: &Cluster, locally: bool) {
         again.message
     );
 
-    // ... and stop working on it soon after: 300 ms later they are nearly idle.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let before = dnodes_cpu(cluster);
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let after_kill = dnodes_cpu(cluster) - before;
-    eprintln!("data-node CPU per second: {busy:?} scanning, {after_kill:?} after the kill");
-    assert!(
-        after_kill <= Duration::from_millis(100).min(busy / 3),
-        "the data nodes still used {after_kill:?} of CPU per second 300 ms after the kill \
-         (busy: {busy:?})"
-    );
+    // ... and stop working on it soon after: within 3 s of its end they are nearly idle for
+    // half a second (a data node ends the chunk of rows it is filtering first, and in a debug
+    // build one chunk of this filter takes hundreds of ms; a scan that went on would keep
+    // them at about a second of CPU per second for several seconds more).
+    let quiet_by = ended + Duration::from_secs(3);
+    let mut windows = Vec::new();
+    loop {
+        let before = dnodes_cpu(cluster);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let used = dnodes_cpu(cluster) - before;
+        windows.push(used);
+        if used <= Duration::from_millis(50).min(busy / 6) {
+            break;
+        }
+        assert!(
+            Instant::now() < quiet_by,
+            "the data nodes kept working after the kill: CPU per 500 ms {windows:?} (busy: \
+             {busy:?} per second)"
+        );
+    }
+    eprintln!("data-node CPU: {busy:?} per second scanning, per 500 ms after the kill {windows:?}");
 }
