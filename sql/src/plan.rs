@@ -1058,6 +1058,13 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             for x in args {
                 a.push(compile(x, ctx)?);
             }
+            // A NULL literal is NULL of whatever type its place takes (NULL in, NULL out, as
+            // in TDengine), so `LENGTH(NULL)` passes the type checks below as a string.
+            for (k, x) in a.iter_mut().enumerate() {
+                if matches!(x, PExpr::Lit(Value::Null, _)) && takes_string(f, k) {
+                    *x = PExpr::Lit(Value::Null, DataType::VarChar(1));
+                }
+            }
             let calendar = matches!(
                 f,
                 CallFunc::Weekday
@@ -1246,6 +1253,12 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     common_type(&a.iter().map(PExpr::data_type).collect::<Vec<_>>())
                 }
             };
+            // CONCAT_WS skips NULL values, but a NULL literal argument makes it NULL, as
+            // TDengine does (its NULL-typed argument nulls the whole result).
+            if f == CallFunc::ConcatWs && a.iter().any(|x| matches!(x, PExpr::Lit(Value::Null, _)))
+            {
+                return Ok(PExpr::Lit(Value::Null, t));
+            }
             PExpr::Call(f, a, t)
         }
         Expr::Function {
@@ -1686,6 +1699,27 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "if" => (CallFunc::If, 3, 3),
         _ => return None,
     })
+}
+
+/// Whether argument `k` of `f` is a string (where a NULL literal stands for a NULL string).
+fn takes_string(f: CallFunc, k: usize) -> bool {
+    match f {
+        CallFunc::Concat | CallFunc::ConcatWs | CallFunc::Position | CallFunc::Replace => true,
+        CallFunc::Lower
+        | CallFunc::Upper
+        | CallFunc::Length
+        | CallFunc::CharLength
+        | CallFunc::Substr
+        | CallFunc::Trim
+        | CallFunc::Ltrim
+        | CallFunc::Rtrim
+        | CallFunc::ToUnixTimestamp
+        | CallFunc::Repeat
+        | CallFunc::Ascii => k == 0,
+        CallFunc::ToTimestamp => k <= 1,
+        CallFunc::ToChar => k == 1,
+        _ => false,
+    }
 }
 
 /// The result type of values of these types (CASE arms, GREATEST): strings win, then

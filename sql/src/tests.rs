@@ -864,6 +864,48 @@ fn select_without_from_is_one_row_of_constants() {
 }
 
 #[test]
+fn null_literal_arguments_give_null_of_the_result_type() {
+    let b = run(
+        "SELECT LENGTH(NULL), CONCAT('a', NULL), UPPER(NULL), ABS(NULL), POSITION(NULL IN 'x'), \
+         POSITION('x' IN NULL), SUBSTR(NULL, 2), REPLACE('ab', NULL, 'c'), TO_CHAR(NULL, 'yyyy'), \
+         TO_CHAR(now(), NULL), TO_TIMESTAMP(NULL, 'yyyy'), SQRT(NULL), CHAR(84, NULL, 105)",
+    );
+    let want_types = [
+        DataType::BigInt,
+        DataType::VarChar(2),
+        DataType::VarChar(1),
+        DataType::Double,
+        DataType::BigInt,
+        DataType::BigInt,
+        DataType::VarChar(1),
+        DataType::VarChar(4),
+        DataType::VarChar(64),
+        DataType::VarChar(64),
+        DataType::Timestamp,
+        DataType::Double,
+    ];
+    for (f, t) in b.fields.iter().zip(want_types) {
+        assert_eq!(f.data_type, t, "{}", f.name);
+    }
+    let row = &rows(&b)[0];
+    assert!(row[..12].iter().all(Value::is_null), "{row:?}");
+    // CHAR skips NULL code points, as TDengine does
+    assert_eq!(row[12], Value::Str("Ti".into()));
+    // CONCAT_WS skips NULL values but not a NULL literal
+    let b =
+        run("SELECT CONCAT_WS('-', 'a', NULL), CONCAT_WS('-', name, 'b') FROM r_truck_5 LIMIT 1");
+    assert_eq!(rows(&b)[0], vec![Value::Null, Value::Str("b".into())]);
+    // on columns and tags too, per row
+    let b = run("SELECT LOWER(NULL), CONCAT(name, NULL), LENGTH(name) FROM r_truck_1 LIMIT 2");
+    assert!(rows(&b).iter().all(|r| r[0].is_null() && r[1].is_null()));
+    assert!(rows(&b).iter().all(|r| r[2] == Value::Int(7)));
+    // a number where a string belongs is still refused
+    assert!(err("SELECT LOWER(1)")
+        .to_string()
+        .contains("needs a string argument"));
+}
+
+#[test]
 fn select_without_from_rejects_what_needs_a_table() {
     for (sql, want) in [
         ("SELECT *", "SELECT * needs a FROM clause at 1:8"),

@@ -1,0 +1,25 @@
+-- TDengine dialect details: NULL literals as function arguments, session functions,
+-- _qstart/_qend, GROUP_CONCAT.
+CREATE DATABASE dl VGROUPS 4 PRECISION 'ms' KEEP 36500d DURATION 10d;
+USE dl;
+CREATE STABLE m (ts TIMESTAMP, v DOUBLE, s VARCHAR(8)) TAGS (loc VARCHAR(16), gid INT);
+INSERT INTO d1 USING m TAGS ('a', 1) VALUES ('2024-01-01 00:00:00.000', 1, 'x') ('2024-01-01 00:00:10.000', 2, 'y') ('2024-01-01 00:00:20.000', NULL, NULL) ('2024-01-01 00:01:00.000', 4, 'z');
+INSERT INTO d2 USING m TAGS ('b', 2) VALUES ('2024-01-01 00:00:05.000', 10, 'p') ('2024-01-01 00:00:15.000', 20, 'q');
+INSERT INTO d3 USING m TAGS ('a', 3) VALUES ('2024-01-01 00:00:30.000', 7, 'r') ('2024-01-01 00:01:30.000', 8, 's');
+-- A NULL literal argument of a scalar function gives NULL (of the function's result type),
+-- whether the function is string or math; CHAR skips NULL code points.
+SELECT LENGTH(NULL), CONCAT('a', NULL), UPPER(NULL), ABS(NULL), POSITION(NULL IN 'x'), POSITION('x' IN NULL);
+SELECT LOWER(NULL), CHAR_LENGTH(NULL), SUBSTR(NULL, 1, 2), TRIM(NULL), REPLACE(NULL, 'a', 'b'), REPEAT(NULL, 2), ASCII(NULL);
+SELECT SQRT(NULL), POW(NULL, 2), LOG(2, NULL), ROUND(NULL), FLOOR(NULL), SIGN(NULL), MOD(7, NULL), GREATEST(1, NULL);
+SELECT TIMETRUNCATE(NULL, 1d), TO_ISO8601(NULL), TO_CHAR(NULL, 'yyyy'), TO_TIMESTAMP(NULL, 'yyyy'), TO_UNIXTIMESTAMP(NULL), CHAR(84, NULL, 105);
+SELECT CONCAT_WS('-', 'a', NULL), CONCAT_WS(NULL, 'a', 'b'), CONCAT_WS('-', 'a', 'b');
+SELECT LENGTH(NULL) IS NULL, CONCAT(NULL, 'b') IS NULL, COALESCE(UPPER(NULL), 'none');
+-- Per row, next to columns and tags.
+SELECT ts, CONCAT(s, NULL), LENGTH(NULL), UPPER(s), POSITION(NULL IN s) FROM d1;
+SELECT tbname, ts, CONCAT(loc, NULL) IS NULL, ABS(NULL), CONCAT_WS('/', loc, s), CONCAT_WS('/', loc, NULL) FROM m ORDER BY tbname, ts;
+SELECT COUNT(*) FROM m WHERE LENGTH(NULL) IS NULL;
+-- Errors keep their place: argument counts, a number where a string belongs.
+SELECT LENGTH(NULL, NULL);
+SELECT UPPER();
+SELECT LOWER(5);
+SELECT POSITION(NULL 'x');
