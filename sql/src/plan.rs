@@ -35,6 +35,11 @@ pub trait Catalog {
         let _ = (db, name);
         None
     }
+    /// The user the statement runs as (what `CURRENT_USER()` returns), when the planner's
+    /// caller knows it; without it `CURRENT_USER()` is a planning error.
+    fn session_user(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The database whose tables describe the cluster (TDengine's `information_schema`).
@@ -563,6 +568,8 @@ struct Scope {
     window: Option<WinScope>,
     /// The session's database (what `DATABASE()` returns).
     session_db: Option<String>,
+    /// The session's user (what `CURRENT_USER()` returns), if known.
+    session_user: Option<String>,
 }
 
 #[derive(Clone)]
@@ -746,6 +753,7 @@ trait Ctx {
     fn column(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError>;
     fn precision(&self) -> Precision;
     fn session_db(&self) -> Option<&str>;
+    fn session_user(&self) -> Option<&str>;
 }
 
 struct ScalarCtx<'a> {
@@ -781,6 +789,9 @@ impl Ctx for ScalarCtx<'_> {
     }
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
+    }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
     }
 }
 
@@ -1027,6 +1038,17 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     Value::Str(VERSION.to_string()),
                     DataType::VarChar(VERSION.len() as u32),
                 ),
+                Some(SystemFunc::User) => match ctx.session_user() {
+                    Some(u) => PExpr::Lit(
+                        Value::Str(u.to_string()),
+                        DataType::VarChar(u.len().max(1) as u32),
+                    ),
+                    None => {
+                        return Err(SqlError::Plan(format!(
+                            "function '{name}' needs the session's user, which this planner was not given at {pos}"
+                        )))
+                    }
+                },
                 Some(SystemFunc::ServerStatus) => PExpr::Lit(Value::Int(1), DataType::Int),
                 Some(SystemFunc::Timezone) => PExpr::Lit(
                     Value::Str(TIMEZONE.to_string()),
@@ -1603,6 +1625,9 @@ impl Ctx for AggCtx<'_> {
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
     }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
+    }
 }
 
 /// Functions of the session and the server, constant within a statement.
@@ -1615,6 +1640,11 @@ enum SystemFunc {
     /// The client's version as this server knows it: the protocol does not carry the
     /// client's own, and a client of this build speaks this version's protocol.
     ClientVersion,
+    /// CURRENT_USER() / USER(): the user the statement runs as. TDengine appends
+    /// `@<fqdn of the host that parsed it>`; Tidal plans on a frontend or in the client
+    /// library, so the host would depend on where the plan ran: the name alone is the same
+    /// answer on both paths.
+    User,
     /// 1 whenever the statement runs (TDengine's "the server is up").
     ServerStatus,
     Timezone,
@@ -1627,6 +1657,7 @@ fn system_func(name: &str) -> Option<SystemFunc> {
         "server_version" => SystemFunc::ServerVersion,
         "client_version" => SystemFunc::ClientVersion,
         "server_status" => SystemFunc::ServerStatus,
+        "current_user" | "user" => SystemFunc::User,
         "timezone" => SystemFunc::Timezone,
         _ => return None,
     })
@@ -2085,6 +2116,9 @@ impl Ctx for RowCtx<'_> {
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
     }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
+    }
 }
 
 /// INTERP context: `interp(x)` becomes a pre-projected column the Interp node fills at each
@@ -2148,6 +2182,9 @@ impl Ctx for InterpCtx<'_> {
     }
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
+    }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
     }
 }
 
@@ -2220,6 +2257,7 @@ impl Planner<'_> {
                         from_name: name.name.clone(),
                         window: None,
                         session_db: self.default_db.map(str::to_string),
+                        session_user: self.cat.session_user(),
                     }
                 } else {
                     let precision = self.cat.precision(&db).ok_or_else(|| {
@@ -2257,6 +2295,7 @@ impl Planner<'_> {
                         from_name: name.name.clone(),
                         window: None,
                         session_db: self.default_db.map(str::to_string),
+                        session_user: self.cat.session_user(),
                     }
                 }
             }
@@ -2305,6 +2344,7 @@ impl Planner<'_> {
                     from_name: "a SELECT without FROM".to_string(),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
                 }
             }
             FromItem::Union { members, all, pos } => {
@@ -2317,6 +2357,7 @@ impl Planner<'_> {
                     from_name: "a UNION".to_string(),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
                 }
             }
             FromItem::Subquery { query, alias, .. } => {
@@ -2329,6 +2370,7 @@ impl Planner<'_> {
                     from_name: alias.clone().unwrap_or_else(|| "subquery".to_string()),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
                 }
             }
         };
@@ -2638,6 +2680,7 @@ impl Planner<'_> {
                             from_name: scope.from_name.clone(),
                             window: None,
                             session_db: scope.session_db.clone(),
+                            session_user: scope.session_user.clone(),
                         };
                         let p = compile(&c, &mut ScalarCtx { scope: &mut ts })?;
                         tag_layout = ts.layout();

@@ -905,6 +905,64 @@ fn null_literal_arguments_give_null_of_the_result_type() {
         .contains("needs a string argument"));
 }
 
+/// [`Cat`] with the session user known, as the frontend and the client library plan.
+struct UserCat(&'static str);
+
+impl Catalog for UserCat {
+    fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
+        Cat.stable(db, name)
+    }
+    fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)> {
+        Cat.subtable(db, name)
+    }
+    fn precision(&self, db: &str) -> Option<Precision> {
+        Cat.precision(db)
+    }
+    fn session_user(&self) -> Option<String> {
+        Some(self.0.to_string())
+    }
+}
+
+#[test]
+fn current_user_is_the_session_user_and_needs_one() {
+    let b = finish(
+        &plan_query(
+            &query("SELECT CURRENT_USER(), USER(), DATABASE()"),
+            Some("iot"),
+            &UserCat("alice"),
+        )
+        .expect("plan"),
+        vec![],
+    )
+    .expect("finish");
+    assert_eq!(names(&b), ["current_user()", "user()", "database()"]);
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Str("alice".into()),
+            Value::Str("alice".into()),
+            Value::Str("iot".into())
+        ]]
+    );
+    // next to an aggregate over a table: a constant of the plan, like DATABASE()
+    let q = query("SELECT CURRENT_USER(), COUNT(*) FROM readings");
+    let plan = plan_query(&q, Some("iot"), &UserCat("bob")).expect("plan");
+    let text = format!("{:?}", plan.root);
+    assert!(text.contains("Str(\"bob\")"), "{text}");
+    // a planner that was not told the user refuses, with the place
+    let e = plan_query(&query("SELECT 1, USER()"), Some("iot"), &Cat).expect_err("no user");
+    assert_eq!(
+        e.to_string(),
+        "function 'user' needs the session's user, which this planner was not given at 1:11"
+    );
+    let e =
+        plan_query(&query("SELECT CURRENT_USER(1)"), Some("iot"), &UserCat("a")).expect_err("args");
+    assert!(
+        e.to_string().contains("takes no arguments, got 1 at 1:8"),
+        "{e}"
+    );
+}
+
 #[test]
 fn select_without_from_rejects_what_needs_a_table() {
     for (sql, want) in [

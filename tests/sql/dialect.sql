@@ -23,3 +23,10 @@ SELECT LENGTH(NULL, NULL);
 SELECT UPPER();
 SELECT LOWER(5);
 SELECT POSITION(NULL 'x');
+-- Session functions: the user the statement runs as (planned by the client library or by
+-- the server alike), the session database, the versions.
+SELECT CURRENT_USER(), USER(), DATABASE(), SERVER_VERSION() = CLIENT_VERSION();
+SELECT CURRENT_USER(), COUNT(*) FROM m;
+SELECT tbname, USER() FROM m PARTITION BY tbname ORDER BY tbname LIMIT 1;
+SELECT USER(1);
+SELECT CURRENT_USER('root');
