@@ -570,6 +570,9 @@ struct Scope {
     session_db: Option<String>,
     /// The session's user (what `CURRENT_USER()` returns), if known.
     session_user: Option<String>,
+    /// `[_qstart, _qend]`: the time range the WHERE clause gives the primary timestamp of
+    /// the table this level reads, once its WHERE clause has been planned.
+    query_range: Option<(i64, i64)>,
 }
 
 #[derive(Clone)]
@@ -608,6 +611,15 @@ impl Scope {
     }
 
     fn resolve(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError> {
+        if matches!(name, "_qstart" | "_qend") {
+            let Some((lo, hi)) = self.query_range else {
+                return Err(SqlError::Plan(format!(
+                    "'{name}' is the time range the WHERE clause gives a query over a table; it is not known here at {pos}"
+                )));
+            };
+            let t = if name == "_qstart" { lo } else { hi };
+            return Ok(PExpr::Lit(Value::Timestamp(t), DataType::Timestamp));
+        }
         if matches!(name, "_wstart" | "_wend" | "_wduration") {
             let Some(w) = self.window.clone() else {
                 return Err(SqlError::Plan(format!(
@@ -1513,6 +1525,10 @@ impl AggCtx<'_> {
 impl Ctx for AggCtx<'_> {
     fn leaf(&mut self, e: &Expr) -> Result<Option<PExpr>, SqlError> {
         if let Expr::Column { name, pos } = e {
+            if matches!(name.as_str(), "_qstart" | "_qend") {
+                // a constant of the query, not a value carried from a selected row
+                return self.scope.resolve(name, *pos).map(Some);
+            }
             if matches!(name.as_str(), "_wstart" | "_wend" | "_wduration") {
                 if let Some(w) = self.scope.window.clone() {
                     let (ws, iv) = w.key();
@@ -2258,6 +2274,7 @@ impl Planner<'_> {
                         window: None,
                         session_db: self.default_db.map(str::to_string),
                         session_user: self.cat.session_user(),
+                        query_range: None,
                     }
                 } else {
                     let precision = self.cat.precision(&db).ok_or_else(|| {
@@ -2296,6 +2313,7 @@ impl Planner<'_> {
                         window: None,
                         session_db: self.default_db.map(str::to_string),
                         session_user: self.cat.session_user(),
+                        query_range: None,
                     }
                 }
             }
@@ -2345,6 +2363,7 @@ impl Planner<'_> {
                     window: None,
                     session_db: self.default_db.map(str::to_string),
                     session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
             FromItem::Union { members, all, pos } => {
@@ -2358,6 +2377,7 @@ impl Planner<'_> {
                     window: None,
                     session_db: self.default_db.map(str::to_string),
                     session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
             FromItem::Subquery { query, alias, .. } => {
@@ -2371,6 +2391,7 @@ impl Planner<'_> {
                     window: None,
                     session_db: self.default_db.map(str::to_string),
                     session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
         };
@@ -2681,6 +2702,7 @@ impl Planner<'_> {
                             window: None,
                             session_db: scope.session_db.clone(),
                             session_user: scope.session_user.clone(),
+                            query_range: None,
                         };
                         let p = compile(&c, &mut ScalarCtx { scope: &mut ts })?;
                         tag_layout = ts.layout();
@@ -2696,6 +2718,11 @@ impl Planner<'_> {
             tag_filter = and_all(tag_preds);
         }
         let filter = and_all(row_preds);
+        if matches!(scope.kind, ScopeKind::Stable { .. }) {
+            // TDengine's _qstart/_qend: the closed range of the primary timestamp the WHERE
+            // clause allows, [i64::MIN, i64::MAX] where it sets no bound
+            scope.query_range = Some((ts_min, ts_max));
+        }
 
         // ---- aggregation or projection
         // row functions and multi-row selectors per tumbling INTERVAL window (`top(v, 2) ..

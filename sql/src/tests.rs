@@ -964,6 +964,61 @@ fn current_user_is_the_session_user_and_needs_one() {
 }
 
 #[test]
+fn qstart_qend_are_the_where_time_range() {
+    let ts = |t: i64| Value::Timestamp(t);
+    // a closed range: `<` ends one unit before, `>` starts one after
+    let b = run(&format!(
+        "SELECT _qstart, _qend, COUNT(*) FROM readings WHERE ts > {} AND ts < {} AND velocity > 0",
+        T0,
+        T0 + 50_000
+    ));
+    assert_eq!(names(&b), ["_qstart", "_qend", "count(*)"]);
+    let r = &rows(&b)[0];
+    assert_eq!((&r[0], &r[1]), (&ts(T0 + 1), &ts(T0 + 49_999)));
+    // the narrowest of several bounds; BETWEEN is closed
+    let b = run(&format!(
+        "SELECT _qend - _qstart, MAX(velocity) FROM readings WHERE ts BETWEEN {T0} AND {} AND ts <= {}",
+        T0 + 90_000,
+        T0 + 30_000
+    ));
+    assert_eq!(rows(&b)[0][0], Value::Float(30_000.0));
+    // the same on every INTERVAL window and partition, next to _wstart
+    let b = run(&format!(
+        "SELECT _wstart, _qstart, _qend, COUNT(*) FROM readings WHERE ts >= {T0} AND ts < {} \
+         PARTITION BY fleet INTERVAL(20s)",
+        T0 + 60_000
+    ));
+    assert!(b.num_rows() >= 3);
+    for r in rows(&b) {
+        assert_eq!((&r[1], &r[2]), (&ts(T0), &ts(T0 + 59_999)), "{r:?}");
+    }
+    // no bound: the whole timestamp range
+    let b = run("SELECT _qstart, _qend, COUNT(*) FROM r_truck_1");
+    assert_eq!(rows(&b)[0][..2], [ts(i64::MIN), ts(i64::MAX)]);
+    // a bound on another column, or one side only
+    let b = run(&format!(
+        "SELECT _qstart, _qend FROM readings WHERE velocity > 1 AND ts <= {} LIMIT 1",
+        T0 + 5
+    ));
+    assert_eq!(rows(&b)[0], [ts(i64::MIN), ts(T0 + 5)]);
+    // known only once the WHERE clause of a table's level is planned
+    for (sql, at) in [
+        ("SELECT COUNT(*) FROM readings WHERE ts > _qstart", "1:42"),
+        (
+            "SELECT _qstart FROM (SELECT ts, velocity FROM readings)",
+            "1:8",
+        ),
+        ("SELECT _qend", "1:8"),
+    ] {
+        let e = err(sql).to_string();
+        assert!(
+            e.contains("'_q") && e.ends_with(&format!("is not known here at {at}")),
+            "{sql}: {e}"
+        );
+    }
+}
+
+#[test]
 fn select_without_from_rejects_what_needs_a_table() {
     for (sql, want) in [
         ("SELECT *", "SELECT * needs a FROM clause at 1:8"),

@@ -30,3 +30,16 @@ SELECT CURRENT_USER(), COUNT(*) FROM m;
 SELECT tbname, USER() FROM m PARTITION BY tbname ORDER BY tbname LIMIT 1;
 SELECT USER(1);
 SELECT CURRENT_USER('root');
+-- _qstart/_qend: the closed time range the WHERE clause gives the primary timestamp (a
+-- strict bound moves by one unit of the precision), the same on every row.
+SELECT _qstart, _qend, COUNT(*) FROM m WHERE ts >= '2024-01-01 00:00:00.000' AND ts < '2024-01-01 00:01:00.000';
+SELECT _wstart, _qstart, _qend, COUNT(*), AVG(v) FROM m WHERE ts >= '2024-01-01 00:00:00.000' AND ts < '2024-01-01 00:01:00.000' INTERVAL(20s);
+SELECT _wstart, _qstart, _qend, COUNT(*) FROM d2 WHERE ts BETWEEN '2024-01-01 00:00:00.000' AND '2024-01-01 00:00:59.999' INTERVAL(20s) FILL(NULL);
+SELECT tbname, _wstart, _qend, MAX(v) FROM m WHERE ts > '2024-01-01 00:00:10.000' AND ts <= '2024-01-01 00:01:30.000' AND v > 1 PARTITION BY tbname INTERVAL(1m) ORDER BY tbname, _wstart;
+SELECT _qstart, _qend, COUNT(*) FROM d1 WHERE ts > '2024-01-01 00:00:10.000';
+SELECT _qend - _qstart, CAST(_qstart AS BIGINT), COUNT(*) FROM d1 WHERE ts > '2024-01-01 00:00:10.000' AND ts < '2024-01-01 00:01:00.000';
+SELECT loc, _qstart, COUNT(*) FROM m WHERE ts <= '2024-01-01 00:00:30.000' GROUP BY loc ORDER BY loc;
+SELECT _qstart, _qend, COUNT(*) FROM m;
+SELECT _qstart;
+SELECT _qend FROM (SELECT ts, v FROM m);
+SELECT COUNT(*) FROM m WHERE ts > _qstart;
