@@ -418,6 +418,7 @@ const AGG_FUNCS: &[&str] = &[
     "mode",
     "irate",
     "hyperloglog",
+    "group_concat",
 ];
 
 /// Row functions: one value per input row, computed in time order per partition.
@@ -1394,6 +1395,9 @@ impl AggCtx<'_> {
             }
             _ => {}
         }
+        if name == "group_concat" {
+            return self.group_concat(args, star, pos);
+        }
         let func = match name {
             "count" if star || args.is_empty() => AggFunc::CountStar,
             "count" => AggFunc::Count,
@@ -1518,6 +1522,65 @@ impl AggCtx<'_> {
             carry_of: None,
             out_type,
             params,
+        }))
+    }
+}
+
+impl AggCtx<'_> {
+    /// `GROUP_CONCAT(x [, y ...], sep)`: each row's value is `CONCAT(x, y, ...)` (NULL when
+    /// one of them is), NULL values are skipped, and the rest are joined by the constant
+    /// string `sep` in time order. It needs all of a group's rows, so it runs on the
+    /// coordinator over the gathered rows, which makes the order independent of how the
+    /// rows are spread over vnodes.
+    fn group_concat(&mut self, args: &[Expr], star: bool, pos: Pos) -> Result<PExpr, SqlError> {
+        let (Some((sep, values)), false) = (args.split_last(), star) else {
+            return Err(SqlError::Plan(format!(
+                "function 'group_concat' takes the values and a separator, got {} arguments at {pos}",
+                args.len()
+            )));
+        };
+        if values.is_empty() {
+            return Err(SqlError::Plan(format!(
+                "function 'group_concat' takes the values and a separator, got 1 argument at {pos}"
+            )));
+        }
+        let Value::Str(sep) = const_arg(sep, self.scope.precision, "group_concat", pos)? else {
+            return Err(SqlError::TypeMismatch(format!(
+                "the separator of 'group_concat' must be a string, '{sep}' is not one at {pos}"
+            )));
+        };
+        let mut parts = Vec::with_capacity(values.len());
+        for v in values {
+            let p = compile(v, &mut ScalarCtx { scope: self.scope })?;
+            if p.data_type().physical() != PhysicalType::Str {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function 'group_concat' needs string values, '{v}' is {} at {pos}",
+                    p.data_type()
+                )));
+            }
+            parts.push(p);
+        }
+        let arg = if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            let len = parts
+                .iter()
+                .map(|p| match p.data_type() {
+                    DataType::VarChar(l) | DataType::NChar(l) => l,
+                    _ => 1,
+                })
+                .fold(0u32, u32::saturating_add);
+            PExpr::Call(CallFunc::Concat, parts, DataType::VarChar(len.max(1)))
+        };
+        let ts = self.scope.ts_expr();
+        Ok(self.add(AggSpec {
+            func: AggFunc::GroupConcat,
+            arg: Some(arg),
+            ts,
+            carry: vec![],
+            carry_of: None,
+            out_type: DataType::VarChar(crate::agg::GROUP_CONCAT_BYTES_MAX as u32),
+            params: vec![Value::Str(sep)],
         }))
     }
 }

@@ -166,6 +166,7 @@ const FUNCTIONS: &[&str] = &[
     "FIRST",
     "FLOOR",
     "GREATEST",
+    "GROUP_CONCAT",
     "HISTOGRAM",
     "HYPERLOGLOG",
     "IF",

@@ -43,3 +43,15 @@ SELECT _qstart, _qend, COUNT(*) FROM m;
 SELECT _qstart;
 SELECT _qend FROM (SELECT ts, v FROM m);
 SELECT COUNT(*) FROM m WHERE ts > _qstart;
+-- GROUP_CONCAT(values..., separator): each row's values concatenated, NULL rows skipped,
+-- joined in time order (equal timestamps by value) whatever vnode holds the rows.
+SELECT GROUP_CONCAT(s, ',') FROM m;
+SELECT loc, GROUP_CONCAT(tbname, ':', s, ' '), COUNT(s) FROM m GROUP BY loc ORDER BY loc;
+SELECT tbname, GROUP_CONCAT(s, '') FROM m PARTITION BY tbname ORDER BY tbname;
+SELECT _wstart, GROUP_CONCAT(s, '-'), COUNT(*) FROM m INTERVAL(30s);
+SELECT loc, _wstart, GROUP_CONCAT(UPPER(s), '+') FROM m WHERE ts < '2024-01-01 00:01:00.000' PARTITION BY loc INTERVAL(30s) ORDER BY loc, _wstart;
+SELECT GROUP_CONCAT(s, ',') FROM m WHERE s IS NULL;
+SELECT GROUP_CONCAT(s, ',') FROM (SELECT ts, s FROM m WHERE loc = 'a');
+SELECT GROUP_CONCAT(s) FROM m;
+SELECT GROUP_CONCAT(v, ',') FROM m;
+SELECT GROUP_CONCAT(s, loc) FROM m;
