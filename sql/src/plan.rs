@@ -305,6 +305,9 @@ pub enum RowFn {
     StateCount(BinOp, f64),
     /// Time since the first of the consecutive rows satisfying the condition, in `unit`.
     StateDuration(BinOp, f64, i64),
+    /// TDengine's LAG(x): x, or where x is NULL the partition's last non-NULL value before
+    /// it (NULL when there is none); one output row per input row.
+    Lag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -435,6 +438,7 @@ const ROW_FUNCS: &[&str] = &[
     "unique",
     "tail",
     "histogram",
+    "lag",
 ];
 
 /// Placeholder input index of the window id column a coordinator [`Node::Window`] appends;
@@ -1973,7 +1977,7 @@ impl RowCtx<'_> {
     fn row_func(&mut self, name: &str, args: &[Expr], pos: Pos) -> Result<PExpr, SqlError> {
         let precision = self.scope.precision;
         let arity = match name {
-            "diff" | "csum" | "unique" => (1, 1),
+            "diff" | "csum" | "unique" | "lag" => (1, 1),
             "tail" => (2, 3),
             "derivative" => (3, 3),
             "mavg" | "top" | "bottom" | "sample" => (2, 2),
@@ -1995,9 +1999,12 @@ impl RowCtx<'_> {
         let at = a.data_type();
         // UNIQUE and TAIL pick rows without computing on values: any type will do
         let any_type = matches!(name, "unique" | "tail");
-        if !(any_type || at.is_numeric() || at == DataType::Bool) {
+        // LAG carries values forward: numbers and strings, as TDengine documents
+        let lag_type = name == "lag" && (at.is_numeric() || at.physical() == PhysicalType::Str);
+        if !(any_type || lag_type || at.is_numeric() || at == DataType::Bool) {
             return Err(SqlError::TypeMismatch(format!(
-                "{name}() needs a numeric argument, '{}' is {at} at {pos}",
+                "{name}() needs a numeric{} argument, '{}' is {at} at {pos}",
+                if name == "lag" { " or string" } else { "" },
                 args[0]
             )));
         }
@@ -2044,6 +2051,7 @@ impl RowCtx<'_> {
                     DataType::BigInt
                 },
             ),
+            "lag" => (RowFn::Lag, at),
             "csum" => (
                 RowFn::Csum,
                 if float_in {

@@ -1096,6 +1096,42 @@ fn group_concat_joins_values_in_time_order_across_vnodes() {
 }
 
 #[test]
+fn lag_carries_the_last_non_null_value_forward() {
+    // truck 0 has NULL velocity at rows 0 and 7
+    let b = run("SELECT ts, velocity, LAG(velocity), LAG(velocity) * 2 FROM r_truck_0");
+    let r = rows(&b);
+    assert_eq!(r.len(), ROWS as usize, "one row out per row in");
+    assert_eq!(b.fields[2].data_type, DataType::Double);
+    assert_eq!(
+        (&r[0][1], &r[0][2], &r[0][3]),
+        (&Value::Null, &Value::Null, &Value::Null)
+    );
+    assert_eq!(r[6][2], r[6][1]);
+    assert!(r[7][1].is_null());
+    assert_eq!(r[7][2], r[6][1], "the value before the NULL");
+    let Value::Float(x) = r[7][2] else { panic!() };
+    assert_eq!(r[7][3], Value::Float(x * 2.0));
+    // per partition: a partition starts without a value; strings too
+    let b = run(
+        "SELECT tbname, LAG(velocity), LAG(name) FROM readings PARTITION BY tbname ORDER BY tbname",
+    );
+    assert_eq!(b.num_rows(), TRUCKS * ROWS as usize);
+    let r = rows(&b);
+    assert!(
+        r[0][1].is_null(),
+        "truck 0's first row has no earlier value"
+    );
+    assert_eq!(r[0][2], Value::Str("truck_0".into()));
+    // truck 5 has no name: NULL on every row, not truck 4's
+    assert!(r[5 * ROWS as usize..].iter().all(|x| x[2].is_null()));
+    let e = err("SELECT LAG(velocity, 1) FROM readings").to_string();
+    assert!(
+        e.starts_with("lag() takes 1 argument(s)") && e.ends_with("at 1:8"),
+        "{e}"
+    );
+}
+
+#[test]
 fn select_without_from_rejects_what_needs_a_table() {
     for (sql, want) in [
         ("SELECT *", "SELECT * needs a FROM clause at 1:8"),

@@ -173,6 +173,7 @@ const FUNCTIONS: &[&str] = &[
     "IFNULL",
     "INTERP",
     "IRATE",
+    "LAG",
     "LAST",
     "LAST_ROW",
     "LEAST",
@@ -513,7 +514,7 @@ mod tests {
     fn columns_and_functions_elsewhere() {
         assert_eq!(words("select velo"), vec!["velocity"]);
         assert_eq!(words("select avg(vel"), vec!["velocity"]);
-        assert_eq!(words("select la"), vec!["last(", "last_row("]);
+        assert_eq!(words("select la"), vec!["lag(", "last(", "last_row("]);
         assert_eq!(words("select readings.fl"), vec!["fleet"]);
         assert_eq!(
             words("select * from readings order by ts as"),

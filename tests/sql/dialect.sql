@@ -55,3 +55,11 @@ SELECT GROUP_CONCAT(s, ',') FROM (SELECT ts, s FROM m WHERE loc = 'a');
 SELECT GROUP_CONCAT(s) FROM m;
 SELECT GROUP_CONCAT(v, ',') FROM m;
 SELECT GROUP_CONCAT(s, loc) FROM m;
+-- LAG(x), as TDengine documents it: x, or on a NULL the partition's last non-NULL value
+-- before it (NULL when there is none); numbers and strings; one row out per row in.
+SELECT ts, v, LAG(v), s, LAG(s) FROM d1;
+SELECT _rowts, LAG(v) * 2, LAG(v) + LAG(v) FROM d1 WHERE ts >= '2024-01-01 00:00:10.000';
+SELECT tbname, ts, LAG(s) FROM m PARTITION BY tbname ORDER BY tbname, ts;
+SELECT LAG(v, 1) FROM d1;
+SELECT LAG(v), COUNT(*) FROM d1;
+SELECT LAG(ts) FROM d1;
