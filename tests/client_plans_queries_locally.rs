@@ -24,6 +24,7 @@ const LOCAL: &[&str] = &[
     "SELECT 1 + 2, 'x'",
     "SELECT COUNT(*) FROM m WHERE v > 1e9",
     "SELECT COUNT(*) FROM m WHERE site = 'nowhere'",
+    "SELECT CURRENT_USER(), USER(), DATABASE(), COUNT(*) FROM m",
 ];
 
 /// Sent to the server: a scan that streams, information_schema, two statements, and an
@@ -179,5 +180,22 @@ fn client_plans_gathered_selects_and_agrees_with_the_server() {
         let a = u_local.execute(sql, "lp").await.unwrap();
         let b = u_server.execute(sql, "lp").await.unwrap();
         same(sql, &a, &b);
+
+        // CURRENT_USER() is the session's user whichever side plans the query.
+        let sql = "SELECT CURRENT_USER(), USER(), COUNT(*) FROM m";
+        let before = selects_ok(&server).await;
+        let a = u_local.execute(sql, "lp").await.unwrap();
+        assert_eq!(selects_ok(&server).await, before, "planned by the client");
+        let b = u_server.execute(sql, "lp").await.unwrap();
+        same(sql, &a, &b);
+        let row = a.batch.as_ref().unwrap().row(0);
+        assert_eq!(row[0], tidal_common::Value::Str("reader".into()));
+        assert_eq!(row[1], tidal_common::Value::Str("reader".into()));
+        let sql = "SELECT CURRENT_USER()";
+        let a = u_local.execute(sql, "").await.unwrap();
+        let b = u_server.execute(sql, "").await.unwrap();
+        same(sql, &a, &b);
+        let row = a.batch.as_ref().unwrap().row(0);
+        assert_eq!(row[0], tidal_common::Value::Str("reader".into()));
     });
 }

@@ -154,6 +154,8 @@ pub struct Snapshot {
     system: HashMap<(String, String), Batch>,
     /// The system tables' rows held against the statement's memory budget.
     held: Vec<Reservation>,
+    /// The user the statement runs as (`CURRENT_USER()`), set by whoever knows it.
+    user: Option<String>,
 }
 
 impl Snapshot {
@@ -213,6 +215,12 @@ impl Snapshot {
         self.system.insert((db, name), rows);
         self.held.push(held);
     }
+
+    /// The user the statement runs as: what `CURRENT_USER()` returns (unset, it does not
+    /// plan, and a client sends the statement to the server instead).
+    pub fn set_user(&mut self, user: String) {
+        self.user = Some(user);
+    }
 }
 
 impl tidal_sql::Catalog for Snapshot {
@@ -233,6 +241,9 @@ impl tidal_sql::Catalog for Snapshot {
         self.system
             .get(&(db.to_string(), name.to_string()))
             .cloned()
+    }
+    fn session_user(&self) -> Option<String> {
+        self.user.clone()
     }
 }
 
@@ -796,7 +807,12 @@ impl Client {
         let (guard, fragments, mut killed) = self.register_local(sql, timeout)?;
         let run = || async {
             let budget = MemoryBudget::new(limits.memory_max_bytes, "query_memory_max_bytes");
-            let snapshot = Snapshot::load(self, db, &q).await?;
+            let mut snapshot = Snapshot::load(self, db, &q).await?;
+            // the name this client logged in with, as the server knows its session; a
+            // client without one sends CURRENT_USER() to the server (it does not plan here)
+            if let Some(user) = self.user() {
+                snapshot.set_user(user);
+            }
             let plan = tidal_sql::plan_query(&q, (!db.is_empty()).then_some(db), &snapshot)
                 .map_err(|_| Fallback::Plan)?;
             if tidal_sql::pipeline(&plan, &budget)

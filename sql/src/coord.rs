@@ -374,6 +374,11 @@ pub fn row_funcs(
             .ok_or_else(|| SqlError::Execution(format!("row function input {col} missing")))?;
         let float = matches!(c.data, ColumnData::Float(_));
         let ty = match f {
+            RowFn::Lag => b
+                .fields
+                .get(*col)
+                .map(|f| f.data_type)
+                .unwrap_or(DataType::Double),
             RowFn::Diff | RowFn::Csum if !float => DataType::BigInt,
             RowFn::StateCount(..) | RowFn::StateDuration(..) => DataType::BigInt,
             _ => DataType::Double,
@@ -414,6 +419,16 @@ pub fn row_funcs(
                             }
                         }
                         prev = Some((t(i), v));
+                    }
+                }
+                RowFn::Lag => {
+                    let mut last = Value::Null;
+                    for i in s..e {
+                        let v = c.get(i);
+                        if !v.is_null() {
+                            last = v;
+                        }
+                        o[i] = Some(last.clone());
                     }
                 }
                 RowFn::Csum => {

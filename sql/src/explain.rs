@@ -313,5 +313,6 @@ fn row_fn_name(f: &RowFn) -> &'static str {
         RowFn::Mavg(_) => "mavg",
         RowFn::StateCount(..) => "statecount",
         RowFn::StateDuration(..) => "stateduration",
+        RowFn::Lag => "lag",
     }
 }

@@ -596,7 +596,7 @@ fn text(v: &Value) -> String {
     }
 }
 
-/// One row of a [`CallFunc`]; NULL in, NULL out (CONCAT_WS skips NULL values; the NULL
+/// One row of a [`CallFunc`]; NULL in, NULL out (CONCAT_WS and CHAR skip NULL values; the NULL
 /// handling functions decide for themselves).
 fn call(f: CallFunc, a: &[Value]) -> Value {
     match f {
@@ -636,6 +636,15 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
                 .unwrap_or(Value::Null);
         }
         CallFunc::Pi => return Value::Float(std::f64::consts::PI),
+        // NULL code points are skipped, as TDengine does
+        CallFunc::Char => {
+            return Value::Str(
+                a.iter()
+                    .filter_map(|v| v.as_i64())
+                    .filter_map(|c| u32::try_from(c).ok().and_then(char::from_u32))
+                    .collect(),
+            )
+        }
         _ => {}
     }
     if f == CallFunc::ConcatWs {
@@ -732,12 +741,6 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
             }
         }
         CallFunc::Ascii => Value::Int(s0().bytes().next().map_or(0, i64::from)),
-        CallFunc::Char => Value::Str(
-            a.iter()
-                .filter_map(|v| v.as_i64())
-                .filter_map(|c| u32::try_from(c).ok().and_then(char::from_u32))
-                .collect(),
-        ),
         CallFunc::Ln => num(0)
             .filter(|x| *x > 0.0)
             .map(|x| Value::Float(x.ln()))
@@ -841,6 +844,7 @@ fn call(f: CallFunc, a: &[Value]) -> Value {
         // answered before the NULL check
         CallFunc::ConcatWs
         | CallFunc::Pi
+        | CallFunc::Char
         | CallFunc::Coalesce
         | CallFunc::Nvl2
         | CallFunc::NullIf

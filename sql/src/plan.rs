@@ -35,6 +35,11 @@ pub trait Catalog {
         let _ = (db, name);
         None
     }
+    /// The user the statement runs as (what `CURRENT_USER()` returns), when the planner's
+    /// caller knows it; without it `CURRENT_USER()` is a planning error.
+    fn session_user(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The database whose tables describe the cluster (TDengine's `information_schema`).
@@ -300,6 +305,9 @@ pub enum RowFn {
     StateCount(BinOp, f64),
     /// Time since the first of the consecutive rows satisfying the condition, in `unit`.
     StateDuration(BinOp, f64, i64),
+    /// TDengine's LAG(x): x, or where x is NULL the partition's last non-NULL value before
+    /// it (NULL when there is none); one output row per input row.
+    Lag,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -413,6 +421,7 @@ const AGG_FUNCS: &[&str] = &[
     "mode",
     "irate",
     "hyperloglog",
+    "group_concat",
 ];
 
 /// Row functions: one value per input row, computed in time order per partition.
@@ -429,6 +438,7 @@ const ROW_FUNCS: &[&str] = &[
     "unique",
     "tail",
     "histogram",
+    "lag",
 ];
 
 /// Placeholder input index of the window id column a coordinator [`Node::Window`] appends;
@@ -563,6 +573,11 @@ struct Scope {
     window: Option<WinScope>,
     /// The session's database (what `DATABASE()` returns).
     session_db: Option<String>,
+    /// The session's user (what `CURRENT_USER()` returns), if known.
+    session_user: Option<String>,
+    /// `[_qstart, _qend]`: the time range the WHERE clause gives the primary timestamp of
+    /// the table this level reads, once its WHERE clause has been planned.
+    query_range: Option<(i64, i64)>,
 }
 
 #[derive(Clone)]
@@ -601,6 +616,15 @@ impl Scope {
     }
 
     fn resolve(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError> {
+        if matches!(name, "_qstart" | "_qend") {
+            let Some((lo, hi)) = self.query_range else {
+                return Err(SqlError::Plan(format!(
+                    "'{name}' is the time range the WHERE clause gives a query over a table; it is not known here at {pos}"
+                )));
+            };
+            let t = if name == "_qstart" { lo } else { hi };
+            return Ok(PExpr::Lit(Value::Timestamp(t), DataType::Timestamp));
+        }
         if matches!(name, "_wstart" | "_wend" | "_wduration") {
             let Some(w) = self.window.clone() else {
                 return Err(SqlError::Plan(format!(
@@ -746,6 +770,7 @@ trait Ctx {
     fn column(&mut self, name: &str, pos: Pos) -> Result<PExpr, SqlError>;
     fn precision(&self) -> Precision;
     fn session_db(&self) -> Option<&str>;
+    fn session_user(&self) -> Option<&str>;
 }
 
 struct ScalarCtx<'a> {
@@ -781,6 +806,9 @@ impl Ctx for ScalarCtx<'_> {
     }
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
+    }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
     }
 }
 
@@ -1027,6 +1055,17 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     Value::Str(VERSION.to_string()),
                     DataType::VarChar(VERSION.len() as u32),
                 ),
+                Some(SystemFunc::User) => match ctx.session_user() {
+                    Some(u) => PExpr::Lit(
+                        Value::Str(u.to_string()),
+                        DataType::VarChar(u.len().max(1) as u32),
+                    ),
+                    None => {
+                        return Err(SqlError::Plan(format!(
+                            "function '{name}' needs the session's user, which this planner was not given at {pos}"
+                        )))
+                    }
+                },
                 Some(SystemFunc::ServerStatus) => PExpr::Lit(Value::Int(1), DataType::Int),
                 Some(SystemFunc::Timezone) => PExpr::Lit(
                     Value::Str(TIMEZONE.to_string()),
@@ -1057,6 +1096,13 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             let mut a = Vec::new();
             for x in args {
                 a.push(compile(x, ctx)?);
+            }
+            // A NULL literal is NULL of whatever type its place takes (NULL in, NULL out, as
+            // in TDengine), so `LENGTH(NULL)` passes the type checks below as a string.
+            for (k, x) in a.iter_mut().enumerate() {
+                if matches!(x, PExpr::Lit(Value::Null, _)) && takes_string(f, k) {
+                    *x = PExpr::Lit(Value::Null, DataType::VarChar(1));
+                }
             }
             let calendar = matches!(
                 f,
@@ -1246,6 +1292,12 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
                     common_type(&a.iter().map(PExpr::data_type).collect::<Vec<_>>())
                 }
             };
+            // CONCAT_WS skips NULL values, but a NULL literal argument makes it NULL, as
+            // TDengine does (its NULL-typed argument nulls the whole result).
+            if f == CallFunc::ConcatWs && a.iter().any(|x| matches!(x, PExpr::Lit(Value::Null, _)))
+            {
+                return Ok(PExpr::Lit(Value::Null, t));
+            }
             PExpr::Call(f, a, t)
         }
         Expr::Function {
@@ -1346,6 +1398,9 @@ impl AggCtx<'_> {
                 ));
             }
             _ => {}
+        }
+        if name == "group_concat" {
+            return self.group_concat(args, star, pos);
         }
         let func = match name {
             "count" if star || args.is_empty() => AggFunc::CountStar,
@@ -1475,9 +1530,72 @@ impl AggCtx<'_> {
     }
 }
 
+impl AggCtx<'_> {
+    /// `GROUP_CONCAT(x [, y ...], sep)`: each row's value is `CONCAT(x, y, ...)` (NULL when
+    /// one of them is), NULL values are skipped, and the rest are joined by the constant
+    /// string `sep` in time order. It needs all of a group's rows, so it runs on the
+    /// coordinator over the gathered rows, which makes the order independent of how the
+    /// rows are spread over vnodes.
+    fn group_concat(&mut self, args: &[Expr], star: bool, pos: Pos) -> Result<PExpr, SqlError> {
+        let (Some((sep, values)), false) = (args.split_last(), star) else {
+            return Err(SqlError::Plan(format!(
+                "function 'group_concat' takes the values and a separator, got {} arguments at {pos}",
+                args.len()
+            )));
+        };
+        if values.is_empty() {
+            return Err(SqlError::Plan(format!(
+                "function 'group_concat' takes the values and a separator, got 1 argument at {pos}"
+            )));
+        }
+        let Value::Str(sep) = const_arg(sep, self.scope.precision, "group_concat", pos)? else {
+            return Err(SqlError::TypeMismatch(format!(
+                "the separator of 'group_concat' must be a string, '{sep}' is not one at {pos}"
+            )));
+        };
+        let mut parts = Vec::with_capacity(values.len());
+        for v in values {
+            let p = compile(v, &mut ScalarCtx { scope: self.scope })?;
+            if p.data_type().physical() != PhysicalType::Str {
+                return Err(SqlError::TypeMismatch(format!(
+                    "function 'group_concat' needs string values, '{v}' is {} at {pos}",
+                    p.data_type()
+                )));
+            }
+            parts.push(p);
+        }
+        let arg = if parts.len() == 1 {
+            parts.remove(0)
+        } else {
+            let len = parts
+                .iter()
+                .map(|p| match p.data_type() {
+                    DataType::VarChar(l) | DataType::NChar(l) => l,
+                    _ => 1,
+                })
+                .fold(0u32, u32::saturating_add);
+            PExpr::Call(CallFunc::Concat, parts, DataType::VarChar(len.max(1)))
+        };
+        let ts = self.scope.ts_expr();
+        Ok(self.add(AggSpec {
+            func: AggFunc::GroupConcat,
+            arg: Some(arg),
+            ts,
+            carry: vec![],
+            carry_of: None,
+            out_type: DataType::VarChar(crate::agg::GROUP_CONCAT_BYTES_MAX as u32),
+            params: vec![Value::Str(sep)],
+        }))
+    }
+}
+
 impl Ctx for AggCtx<'_> {
     fn leaf(&mut self, e: &Expr) -> Result<Option<PExpr>, SqlError> {
         if let Expr::Column { name, pos } = e {
+            if matches!(name.as_str(), "_qstart" | "_qend") {
+                // a constant of the query, not a value carried from a selected row
+                return self.scope.resolve(name, *pos).map(Some);
+            }
             if matches!(name.as_str(), "_wstart" | "_wend" | "_wduration") {
                 if let Some(w) = self.scope.window.clone() {
                     let (ws, iv) = w.key();
@@ -1590,6 +1708,9 @@ impl Ctx for AggCtx<'_> {
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
     }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
+    }
 }
 
 /// Functions of the session and the server, constant within a statement.
@@ -1602,6 +1723,11 @@ enum SystemFunc {
     /// The client's version as this server knows it: the protocol does not carry the
     /// client's own, and a client of this build speaks this version's protocol.
     ClientVersion,
+    /// CURRENT_USER() / USER(): the user the statement runs as. TDengine appends
+    /// `@<fqdn of the host that parsed it>`; Tidal plans on a frontend or in the client
+    /// library, so the host would depend on where the plan ran: the name alone is the same
+    /// answer on both paths.
+    User,
     /// 1 whenever the statement runs (TDengine's "the server is up").
     ServerStatus,
     Timezone,
@@ -1614,6 +1740,7 @@ fn system_func(name: &str) -> Option<SystemFunc> {
         "server_version" => SystemFunc::ServerVersion,
         "client_version" => SystemFunc::ClientVersion,
         "server_status" => SystemFunc::ServerStatus,
+        "current_user" | "user" => SystemFunc::User,
         "timezone" => SystemFunc::Timezone,
         _ => return None,
     })
@@ -1686,6 +1813,27 @@ fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {
         "if" => (CallFunc::If, 3, 3),
         _ => return None,
     })
+}
+
+/// Whether argument `k` of `f` is a string (where a NULL literal stands for a NULL string).
+fn takes_string(f: CallFunc, k: usize) -> bool {
+    match f {
+        CallFunc::Concat | CallFunc::ConcatWs | CallFunc::Position | CallFunc::Replace => true,
+        CallFunc::Lower
+        | CallFunc::Upper
+        | CallFunc::Length
+        | CallFunc::CharLength
+        | CallFunc::Substr
+        | CallFunc::Trim
+        | CallFunc::Ltrim
+        | CallFunc::Rtrim
+        | CallFunc::ToUnixTimestamp
+        | CallFunc::Repeat
+        | CallFunc::Ascii => k == 0,
+        CallFunc::ToTimestamp => k <= 1,
+        CallFunc::ToChar => k == 1,
+        _ => false,
+    }
 }
 
 /// The result type of values of these types (CASE arms, GREATEST): strings win, then
@@ -1829,7 +1977,7 @@ impl RowCtx<'_> {
     fn row_func(&mut self, name: &str, args: &[Expr], pos: Pos) -> Result<PExpr, SqlError> {
         let precision = self.scope.precision;
         let arity = match name {
-            "diff" | "csum" | "unique" => (1, 1),
+            "diff" | "csum" | "unique" | "lag" => (1, 1),
             "tail" => (2, 3),
             "derivative" => (3, 3),
             "mavg" | "top" | "bottom" | "sample" => (2, 2),
@@ -1851,9 +1999,12 @@ impl RowCtx<'_> {
         let at = a.data_type();
         // UNIQUE and TAIL pick rows without computing on values: any type will do
         let any_type = matches!(name, "unique" | "tail");
-        if !(any_type || at.is_numeric() || at == DataType::Bool) {
+        // LAG carries values forward: numbers and strings, as TDengine documents
+        let lag_type = name == "lag" && (at.is_numeric() || at.physical() == PhysicalType::Str);
+        if !(any_type || lag_type || at.is_numeric() || at == DataType::Bool) {
             return Err(SqlError::TypeMismatch(format!(
-                "{name}() needs a numeric argument, '{}' is {at} at {pos}",
+                "{name}() needs a numeric{} argument, '{}' is {at} at {pos}",
+                if name == "lag" { " or string" } else { "" },
                 args[0]
             )));
         }
@@ -1900,6 +2051,7 @@ impl RowCtx<'_> {
                     DataType::BigInt
                 },
             ),
+            "lag" => (RowFn::Lag, at),
             "csum" => (
                 RowFn::Csum,
                 if float_in {
@@ -2051,6 +2203,9 @@ impl Ctx for RowCtx<'_> {
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
     }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
+    }
 }
 
 /// INTERP context: `interp(x)` becomes a pre-projected column the Interp node fills at each
@@ -2114,6 +2269,9 @@ impl Ctx for InterpCtx<'_> {
     }
     fn session_db(&self) -> Option<&str> {
         self.scope.session_db.as_deref()
+    }
+    fn session_user(&self) -> Option<&str> {
+        self.scope.session_user.as_deref()
     }
 }
 
@@ -2186,6 +2344,8 @@ impl Planner<'_> {
                         from_name: name.name.clone(),
                         window: None,
                         session_db: self.default_db.map(str::to_string),
+                        session_user: self.cat.session_user(),
+                        query_range: None,
                     }
                 } else {
                     let precision = self.cat.precision(&db).ok_or_else(|| {
@@ -2223,6 +2383,8 @@ impl Planner<'_> {
                         from_name: name.name.clone(),
                         window: None,
                         session_db: self.default_db.map(str::to_string),
+                        session_user: self.cat.session_user(),
+                        query_range: None,
                     }
                 }
             }
@@ -2271,6 +2433,8 @@ impl Planner<'_> {
                     from_name: "a SELECT without FROM".to_string(),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
             FromItem::Union { members, all, pos } => {
@@ -2283,6 +2447,8 @@ impl Planner<'_> {
                     from_name: "a UNION".to_string(),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
             FromItem::Subquery { query, alias, .. } => {
@@ -2295,6 +2461,8 @@ impl Planner<'_> {
                     from_name: alias.clone().unwrap_or_else(|| "subquery".to_string()),
                     window: None,
                     session_db: self.default_db.map(str::to_string),
+                    session_user: self.cat.session_user(),
+                    query_range: None,
                 }
             }
         };
@@ -2604,6 +2772,8 @@ impl Planner<'_> {
                             from_name: scope.from_name.clone(),
                             window: None,
                             session_db: scope.session_db.clone(),
+                            session_user: scope.session_user.clone(),
+                            query_range: None,
                         };
                         let p = compile(&c, &mut ScalarCtx { scope: &mut ts })?;
                         tag_layout = ts.layout();
@@ -2619,6 +2789,11 @@ impl Planner<'_> {
             tag_filter = and_all(tag_preds);
         }
         let filter = and_all(row_preds);
+        if matches!(scope.kind, ScopeKind::Stable { .. }) {
+            // TDengine's _qstart/_qend: the closed range of the primary timestamp the WHERE
+            // clause allows, [i64::MIN, i64::MAX] where it sets no bound
+            scope.query_range = Some((ts_min, ts_max));
+        }
 
         // ---- aggregation or projection
         // row functions and multi-row selectors per tumbling INTERVAL window (`top(v, 2) ..

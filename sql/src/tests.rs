@@ -864,6 +864,274 @@ fn select_without_from_is_one_row_of_constants() {
 }
 
 #[test]
+fn null_literal_arguments_give_null_of_the_result_type() {
+    let b = run(
+        "SELECT LENGTH(NULL), CONCAT('a', NULL), UPPER(NULL), ABS(NULL), POSITION(NULL IN 'x'), \
+         POSITION('x' IN NULL), SUBSTR(NULL, 2), REPLACE('ab', NULL, 'c'), TO_CHAR(NULL, 'yyyy'), \
+         TO_CHAR(now(), NULL), TO_TIMESTAMP(NULL, 'yyyy'), SQRT(NULL), CHAR(84, NULL, 105)",
+    );
+    let want_types = [
+        DataType::BigInt,
+        DataType::VarChar(2),
+        DataType::VarChar(1),
+        DataType::Double,
+        DataType::BigInt,
+        DataType::BigInt,
+        DataType::VarChar(1),
+        DataType::VarChar(4),
+        DataType::VarChar(64),
+        DataType::VarChar(64),
+        DataType::Timestamp,
+        DataType::Double,
+    ];
+    for (f, t) in b.fields.iter().zip(want_types) {
+        assert_eq!(f.data_type, t, "{}", f.name);
+    }
+    let row = &rows(&b)[0];
+    assert!(row[..12].iter().all(Value::is_null), "{row:?}");
+    // CHAR skips NULL code points, as TDengine does
+    assert_eq!(row[12], Value::Str("Ti".into()));
+    // CONCAT_WS skips NULL values but not a NULL literal
+    let b =
+        run("SELECT CONCAT_WS('-', 'a', NULL), CONCAT_WS('-', name, 'b') FROM r_truck_5 LIMIT 1");
+    assert_eq!(rows(&b)[0], vec![Value::Null, Value::Str("b".into())]);
+    // on columns and tags too, per row
+    let b = run("SELECT LOWER(NULL), CONCAT(name, NULL), LENGTH(name) FROM r_truck_1 LIMIT 2");
+    assert!(rows(&b).iter().all(|r| r[0].is_null() && r[1].is_null()));
+    assert!(rows(&b).iter().all(|r| r[2] == Value::Int(7)));
+    // a number where a string belongs is still refused
+    assert!(err("SELECT LOWER(1)")
+        .to_string()
+        .contains("needs a string argument"));
+}
+
+/// [`Cat`] with the session user known, as the frontend and the client library plan.
+struct UserCat(&'static str);
+
+impl Catalog for UserCat {
+    fn stable(&self, db: &str, name: &str) -> Option<StableSchema> {
+        Cat.stable(db, name)
+    }
+    fn subtable(&self, db: &str, name: &str) -> Option<(TableMeta, StableSchema)> {
+        Cat.subtable(db, name)
+    }
+    fn precision(&self, db: &str) -> Option<Precision> {
+        Cat.precision(db)
+    }
+    fn session_user(&self) -> Option<String> {
+        Some(self.0.to_string())
+    }
+}
+
+#[test]
+fn current_user_is_the_session_user_and_needs_one() {
+    let b = finish(
+        &plan_query(
+            &query("SELECT CURRENT_USER(), USER(), DATABASE()"),
+            Some("iot"),
+            &UserCat("alice"),
+        )
+        .expect("plan"),
+        vec![],
+    )
+    .expect("finish");
+    assert_eq!(names(&b), ["current_user()", "user()", "database()"]);
+    assert_eq!(
+        rows(&b),
+        vec![vec![
+            Value::Str("alice".into()),
+            Value::Str("alice".into()),
+            Value::Str("iot".into())
+        ]]
+    );
+    // next to an aggregate over a table: a constant of the plan, like DATABASE()
+    let q = query("SELECT CURRENT_USER(), COUNT(*) FROM readings");
+    let plan = plan_query(&q, Some("iot"), &UserCat("bob")).expect("plan");
+    let text = format!("{:?}", plan.root);
+    assert!(text.contains("Str(\"bob\")"), "{text}");
+    // a planner that was not told the user refuses, with the place
+    let e = plan_query(&query("SELECT 1, USER()"), Some("iot"), &Cat).expect_err("no user");
+    assert_eq!(
+        e.to_string(),
+        "function 'user' needs the session's user, which this planner was not given at 1:11"
+    );
+    let e =
+        plan_query(&query("SELECT CURRENT_USER(1)"), Some("iot"), &UserCat("a")).expect_err("args");
+    assert!(
+        e.to_string().contains("takes no arguments, got 1 at 1:8"),
+        "{e}"
+    );
+}
+
+#[test]
+fn qstart_qend_are_the_where_time_range() {
+    let ts = |t: i64| Value::Timestamp(t);
+    // a closed range: `<` ends one unit before, `>` starts one after
+    let b = run(&format!(
+        "SELECT _qstart, _qend, COUNT(*) FROM readings WHERE ts > {} AND ts < {} AND velocity > 0",
+        T0,
+        T0 + 50_000
+    ));
+    assert_eq!(names(&b), ["_qstart", "_qend", "count(*)"]);
+    let r = &rows(&b)[0];
+    assert_eq!((&r[0], &r[1]), (&ts(T0 + 1), &ts(T0 + 49_999)));
+    // the narrowest of several bounds; BETWEEN is closed
+    let b = run(&format!(
+        "SELECT _qend - _qstart, MAX(velocity) FROM readings WHERE ts BETWEEN {T0} AND {} AND ts <= {}",
+        T0 + 90_000,
+        T0 + 30_000
+    ));
+    assert_eq!(rows(&b)[0][0], Value::Float(30_000.0));
+    // the same on every INTERVAL window and partition, next to _wstart
+    let b = run(&format!(
+        "SELECT _wstart, _qstart, _qend, COUNT(*) FROM readings WHERE ts >= {T0} AND ts < {} \
+         PARTITION BY fleet INTERVAL(20s)",
+        T0 + 60_000
+    ));
+    assert!(b.num_rows() >= 3);
+    for r in rows(&b) {
+        assert_eq!((&r[1], &r[2]), (&ts(T0), &ts(T0 + 59_999)), "{r:?}");
+    }
+    // no bound: the whole timestamp range
+    let b = run("SELECT _qstart, _qend, COUNT(*) FROM r_truck_1");
+    assert_eq!(rows(&b)[0][..2], [ts(i64::MIN), ts(i64::MAX)]);
+    // a bound on another column, or one side only
+    let b = run(&format!(
+        "SELECT _qstart, _qend FROM readings WHERE velocity > 1 AND ts <= {} LIMIT 1",
+        T0 + 5
+    ));
+    assert_eq!(rows(&b)[0], [ts(i64::MIN), ts(T0 + 5)]);
+    // known only once the WHERE clause of a table's level is planned
+    for (sql, at) in [
+        ("SELECT COUNT(*) FROM readings WHERE ts > _qstart", "1:42"),
+        (
+            "SELECT _qstart FROM (SELECT ts, velocity FROM readings)",
+            "1:8",
+        ),
+        ("SELECT _qend", "1:8"),
+    ] {
+        let e = err(sql).to_string();
+        assert!(
+            e.contains("'_q") && e.ends_with(&format!("is not known here at {at}")),
+            "{sql}: {e}"
+        );
+    }
+}
+
+#[test]
+fn group_concat_joins_values_in_time_order_across_vnodes() {
+    // `run` checks the same answer on 1, 2 and 3 vnodes: the order does not depend on where
+    // the rows are
+    let first_rows = format!("ts < {}", T0 + 10_000);
+    let b = run(&format!(
+        "SELECT GROUP_CONCAT(tbname, ',') FROM readings WHERE {first_rows}"
+    ));
+    assert_eq!(names(&b), ["group_concat(tbname,',')"]);
+    assert_eq!(
+        rows(&b),
+        [[Value::Str(
+            "r_truck_0,r_truck_1,r_truck_2,r_truck_3,r_truck_4,r_truck_5".into()
+        )]]
+    );
+    // several values per row are concatenated first; a row with a NULL one is skipped
+    // (truck_5 has no name), a group of none is NULL
+    let b = run(&format!(
+        "SELECT fleet, GROUP_CONCAT(name, '@', driver, ' / '), COUNT(*) FROM readings \
+         WHERE {first_rows} GROUP BY fleet ORDER BY fleet"
+    ));
+    assert_eq!(
+        rows(&b),
+        [
+            vec![
+                Value::Str("East".into()),
+                Value::Str("truck_2@Derek".into()),
+                Value::Int(2)
+            ],
+            vec![
+                Value::Str("North".into()),
+                Value::Str("truck_1@Andy / truck_4@Derek".into()),
+                Value::Int(2)
+            ],
+            vec![
+                Value::Str("South".into()),
+                Value::Str("truck_0@Derek / truck_3@Andy".into()),
+                Value::Int(2)
+            ],
+        ]
+    );
+    let b = run("SELECT GROUP_CONCAT(name, ',') FROM r_truck_5");
+    assert_eq!(rows(&b), [[Value::Null]]);
+    // per partition and window, in time order within each
+    let b = run(&format!(
+        "SELECT tbname, _wstart, GROUP_CONCAT(driver, '') FROM readings \
+         WHERE ts < {} PARTITION BY tbname INTERVAL(20s) ORDER BY tbname, _wstart",
+        T0 + 40_000
+    ));
+    assert_eq!(b.num_rows(), 12);
+    let r = rows(&b);
+    assert_eq!(r[0][2], Value::Str("DerekDerek".into()));
+    assert_eq!(r[3][2], Value::Str("AndyAndy".into()));
+    // errors name the problem and the place
+    for (sql, want) in [
+        (
+            "SELECT GROUP_CONCAT(tbname) FROM readings",
+            "function 'group_concat' takes the values and a separator, got 1 argument at 1:8",
+        ),
+        (
+            "SELECT GROUP_CONCAT(velocity, ',') FROM readings",
+            "function 'group_concat' needs string values, 'velocity' is DOUBLE at 1:8",
+        ),
+        (
+            "SELECT GROUP_CONCAT(tbname, fleet) FROM readings",
+            "group_concat: argument 'fleet' must be a constant at 1:8",
+        ),
+        (
+            "SELECT GROUP_CONCAT(tbname, 1) FROM readings",
+            "the separator of 'group_concat' must be a string, '1' is not one at 1:8",
+        ),
+    ] {
+        let e = err(sql).to_string();
+        assert!(e.ends_with(want), "{sql}: {e}");
+    }
+}
+
+#[test]
+fn lag_carries_the_last_non_null_value_forward() {
+    // truck 0 has NULL velocity at rows 0 and 7
+    let b = run("SELECT ts, velocity, LAG(velocity), LAG(velocity) * 2 FROM r_truck_0");
+    let r = rows(&b);
+    assert_eq!(r.len(), ROWS as usize, "one row out per row in");
+    assert_eq!(b.fields[2].data_type, DataType::Double);
+    assert_eq!(
+        (&r[0][1], &r[0][2], &r[0][3]),
+        (&Value::Null, &Value::Null, &Value::Null)
+    );
+    assert_eq!(r[6][2], r[6][1]);
+    assert!(r[7][1].is_null());
+    assert_eq!(r[7][2], r[6][1], "the value before the NULL");
+    let Value::Float(x) = r[7][2] else { panic!() };
+    assert_eq!(r[7][3], Value::Float(x * 2.0));
+    // per partition: a partition starts without a value; strings too
+    let b = run(
+        "SELECT tbname, LAG(velocity), LAG(name) FROM readings PARTITION BY tbname ORDER BY tbname",
+    );
+    assert_eq!(b.num_rows(), TRUCKS * ROWS as usize);
+    let r = rows(&b);
+    assert!(
+        r[0][1].is_null(),
+        "truck 0's first row has no earlier value"
+    );
+    assert_eq!(r[0][2], Value::Str("truck_0".into()));
+    // truck 5 has no name: NULL on every row, not truck 4's
+    assert!(r[5 * ROWS as usize..].iter().all(|x| x[2].is_null()));
+    let e = err("SELECT LAG(velocity, 1) FROM readings").to_string();
+    assert!(
+        e.starts_with("lag() takes 1 argument(s)") && e.ends_with("at 1:8"),
+        "{e}"
+    );
+}
+
+#[test]
 fn select_without_from_rejects_what_needs_a_table() {
     for (sql, want) in [
         ("SELECT *", "SELECT * needs a FROM clause at 1:8"),

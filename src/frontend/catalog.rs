@@ -9,6 +9,10 @@ use tidal_common::StatusCode;
 /// The snapshot `q` (run with session database `db`) plans with.
 pub async fn snapshot(svc: &SqlService, db: &str, q: &tidal_sql::Query) -> ExecResult<Snapshot> {
     let mut s = Snapshot::load(&svc.client, db, q).await?;
+    // CURRENT_USER(): the statement's registered user (every statement runs registered)
+    if let Some(r) = super::queries::current() {
+        s.set_user(r.user.clone());
+    }
     for r in tidal_sql::referenced_tables(q) {
         let tdb = match &r.db {
             Some(d) => d.clone(),

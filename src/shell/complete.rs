@@ -155,6 +155,7 @@ const FUNCTIONS: &[&str] = &[
     "COS",
     "COUNT",
     "CSUM",
+    "CURRENT_USER",
     "DATABASE",
     "DAYOFWEEK",
     "DEGREES",
@@ -165,12 +166,14 @@ const FUNCTIONS: &[&str] = &[
     "FIRST",
     "FLOOR",
     "GREATEST",
+    "GROUP_CONCAT",
     "HISTOGRAM",
     "HYPERLOGLOG",
     "IF",
     "IFNULL",
     "INTERP",
     "IRATE",
+    "LAG",
     "LAST",
     "LAST_ROW",
     "LEAST",
@@ -226,6 +229,7 @@ const FUNCTIONS: &[&str] = &[
     "TWA",
     "UNIQUE",
     "UPPER",
+    "USER",
     "VAR_POP",
     "WEEK",
     "WEEKDAY",
@@ -510,7 +514,7 @@ mod tests {
     fn columns_and_functions_elsewhere() {
         assert_eq!(words("select velo"), vec!["velocity"]);
         assert_eq!(words("select avg(vel"), vec!["velocity"]);
-        assert_eq!(words("select la"), vec!["last(", "last_row("]);
+        assert_eq!(words("select la"), vec!["lag(", "last(", "last_row("]);
         assert_eq!(words("select readings.fl"), vec!["fleet"]);
         assert_eq!(
             words("select * from readings order by ts as"),
