@@ -393,13 +393,32 @@ pub struct AuthService<S> {
 
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
+/// The gRPC service an [`AuthService`] wraps.
+pub trait GrpcService<B>:
+    tower::Service<
+        http::Request<B>,
+        Response = http::Response<tonic::body::Body>,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> GrpcService<B> for S where
+    S: tower::Service<
+            http::Request<B>,
+            Response = http::Response<tonic::body::Body>,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
 where
-    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: GrpcService<B>,
     B: Send + 'static,
 {
     type Response = S::Response;
@@ -431,11 +450,7 @@ impl<S> AuthService<S> {
         mut req: http::Request<B>,
     ) -> BoxFuture<Result<S::Response, S::Error>>
     where
-        S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
-            + Clone
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
+        S: GrpcService<B>,
         B: Send + 'static,
     {
         // The service that was polled ready is the one to call; leave a clone behind.
