@@ -393,32 +393,13 @@ pub struct AuthService<S> {
 
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
-/// The gRPC service an [`AuthService`] wraps.
-pub trait GrpcService<B>:
-    tower::Service<
-        http::Request<B>,
-        Response = http::Response<tonic::body::Body>,
-        Future: Send + 'static,
-    > + Clone
-    + Send
-    + 'static
-{
-}
-
-impl<S, B> GrpcService<B> for S where
-    S: tower::Service<
-            http::Request<B>,
-            Response = http::Response<tonic::body::Body>,
-            Future: Send + 'static,
-        > + Clone
-        + Send
-        + 'static
-{
-}
-
 impl<S, B> tower::Service<http::Request<B>> for AuthService<S>
 where
-    S: GrpcService<B>,
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
     B: Send + 'static,
 {
     type Response = S::Response;
@@ -429,63 +410,53 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let fut = self.call_checked(req);
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        // The service that was polled ready is the one to call; leave a clone behind.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let verifier = &self.verifier;
+        let answer = move || -> Self::Future {
+            if let Some(refusal) = super::net::over_limit(req.extensions()) {
+                return Box::pin(async move { Ok(refusal.into_http()) });
+            }
+            // Before the login too: a client of another version must not misread a token.
+            if let Some(refusal) = req
+                .headers()
+                .get(tidal_proto::WIRE_VERSION_KEY)
+                .and_then(|v| tidal_proto::wire_version_refusal(v.as_bytes()))
+            {
+                tracing::debug!(path = req.uri().path(), "refused: {}", refusal.message());
+                return Box::pin(async move { Ok(refusal.into_http()) });
+            }
+            if req.uri().path() == LOGIN_PATH {
+                return Box::pin(inner.call(req));
+            }
+            let checked = bearer(req.headers()).and_then(|t| {
+                let p = verifier.verify(t)?;
+                Ok((p, Arc::<str>::from(t)))
+            });
+            match checked {
+                Ok((p, token)) => {
+                    req.extensions_mut().insert(p);
+                    let fut = inner.call(req);
+                    Box::pin(run_as(token, fut))
+                }
+                Err(status) => {
+                    tracing::debug!(path = req.uri().path(), "refused: {}", status.message());
+                    Box::pin(async move { Ok(status.into_http()) })
+                }
+            }
+        }();
         // Every answer names the wire version this server speaks (the client checks it at
         // login).
         Box::pin(async move {
-            let mut r = fut.await?;
+            let mut r = answer.await?;
             r.headers_mut().insert(
                 tidal_proto::WIRE_VERSION_KEY,
                 http::HeaderValue::from(tidal_proto::WIRE_VERSION),
             );
             Ok(r)
         })
-    }
-}
-
-impl<S> AuthService<S> {
-    fn call_checked<B>(
-        &mut self,
-        mut req: http::Request<B>,
-    ) -> BoxFuture<Result<S::Response, S::Error>>
-    where
-        S: GrpcService<B>,
-        B: Send + 'static,
-    {
-        // The service that was polled ready is the one to call; leave a clone behind.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        if let Some(refusal) = super::net::over_limit(req.extensions()) {
-            return Box::pin(async move { Ok(refusal.into_http()) });
-        }
-        // Before the login too: a client of another version must not misread a token.
-        if let Some(refusal) = req
-            .headers()
-            .get(tidal_proto::WIRE_VERSION_KEY)
-            .and_then(|v| tidal_proto::wire_version_refusal(v.as_bytes()))
-        {
-            tracing::debug!(path = req.uri().path(), "refused: {}", refusal.message());
-            return Box::pin(async move { Ok(refusal.into_http()) });
-        }
-        if req.uri().path() == LOGIN_PATH {
-            return Box::pin(inner.call(req));
-        }
-        let checked = bearer(req.headers()).and_then(|t| {
-            let p = self.verifier.verify(t)?;
-            Ok((p, Arc::<str>::from(t)))
-        });
-        match checked {
-            Ok((p, token)) => {
-                req.extensions_mut().insert(p);
-                let fut = inner.call(req);
-                Box::pin(run_as(token, fut))
-            }
-            Err(status) => {
-                tracing::debug!(path = req.uri().path(), "refused: {}", status.message());
-                Box::pin(async move { Ok(status.into_http()) })
-            }
-        }
     }
 }
 
