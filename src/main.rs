@@ -17,6 +17,7 @@ mod frontend;
 mod http;
 mod load;
 mod local;
+mod mem;
 mod server;
 mod shell;
 
@@ -130,6 +131,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    mem::start_purge_thread();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
