@@ -159,12 +159,23 @@ struct UserTable {
     users: HashMap<String, Arc<UserAuth>>,
 }
 
+/// Most tokens a [`Verifier`] remembers as verified; when full it starts over.
+pub const VERIFIED_TOKENS_MAX: usize = 4096;
+
 /// What a server checks tokens against.
 #[derive(Default)]
 pub struct Verifier {
     secret: RwLock<Option<Arc<[u8]>>>,
     table: RwLock<Option<UserTable>>,
+    /// Tokens whose signature checked out, with the secret they were checked against: a
+    /// client sends the same token on every call, and the base64, HMAC and JSON of checking
+    /// it again were an eighth of a data node's CPU on a point query. Only the signature and
+    /// claims are remembered; expiry and the user table are checked on every call.
+    verified: RwLock<VerifiedTokens>,
 }
+
+/// Token → (the secret it was verified against, its claims).
+type VerifiedTokens = HashMap<Box<str>, (Arc<[u8]>, Claims), foldhash::fast::RandomState>;
 
 fn unauthenticated(msg: impl std::fmt::Display) -> Status {
     status_error(
@@ -182,9 +193,13 @@ impl Verifier {
     /// the old one is dropped.
     pub fn set_secret(&self, secret: &[u8]) {
         let mut cur = self.secret.write();
-        if cur.as_deref().is_some_and(|c| c != secret) {
-            *self.table.write() = None;
+        match cur.as_deref() {
+            // The same secret (every heartbeat repeats it): tokens verified stay verified.
+            Some(c) if c == secret => return,
+            Some(_) => *self.table.write() = None,
+            None => {}
         }
+        self.verified.write().clear();
         *cur = Some(Arc::from(secret));
     }
 
@@ -239,7 +254,7 @@ impl Verifier {
     /// The principal a token speaks for, or why it does not verify.
     pub fn verify(&self, token: &str) -> Result<Principal, Status> {
         let secret = self.secret().ok_or_else(not_joined)?;
-        let claims = token::verify(&secret, token, token::now_ms()).map_err(|e| match e {
+        let claims = self.checked_claims(&secret, token).map_err(|e| match e {
             TokenError::Expired(_) => status_error(
                 StatusCode::TokenExpired,
                 format!("Unauthenticated: session {e}"),
@@ -276,6 +291,33 @@ impl Verifier {
                 Ok(Principal::User(u.clone()))
             }
         }
+    }
+}
+
+impl Verifier {
+    /// [`token::verify`] of `token` against `secret`, the signature checked once per secret.
+    fn checked_claims(&self, secret: &Arc<[u8]>, token: &str) -> Result<Claims, TokenError> {
+        let now = token::now_ms();
+        let known = self
+            .verified
+            .read()
+            .get(token)
+            .filter(|(s, _)| Arc::ptr_eq(s, secret))
+            .map(|(_, c)| c.clone());
+        if let Some(claims) = known {
+            // As `token::verify` decides it.
+            if claims.expires_ms + token::CLOCK_SKEW_MS < now {
+                return Err(TokenError::Expired(now - claims.expires_ms));
+            }
+            return Ok(claims);
+        }
+        let claims = token::verify(secret, token, now)?;
+        let mut verified = self.verified.write();
+        if verified.len() >= VERIFIED_TOKENS_MAX {
+            verified.clear();
+        }
+        verified.insert(token.into(), (secret.clone(), claims.clone()));
+        Ok(claims)
     }
 }
 
@@ -540,6 +582,40 @@ mod tests {
             tidal_proto::code_of(&fresh.verify("x.y").unwrap_err()),
             StatusCode::Unavailable
         );
+    }
+
+    #[test]
+    fn a_remembered_token_still_expires_and_dies_with_its_secret() {
+        let u = user("bob", 1, &[("db", Privilege::READ)]);
+        let v = verifier(vec![u.clone()]);
+        let (t, _) = v.issue(&u).unwrap();
+        assert!(v.verify(&t).is_ok());
+        assert!(v.verify(&t).is_ok(), "the second check answers from memory");
+        assert_eq!(v.verified.read().len(), 1);
+        // The same secret again (as every heartbeat sends it) keeps what was verified.
+        v.set_secret(b"0123456789abcdef");
+        assert_eq!(v.verified.read().len(), 1);
+        // A remembered token past its expiry (and the allowed skew) is refused as before.
+        let secret = v.secret().unwrap();
+        let mut expired = v.verified.read().get(t.as_str()).unwrap().1.clone();
+        expired.expires_ms = token::now_ms() - token::CLOCK_SKEW_MS - 1_000;
+        v.verified
+            .write()
+            .insert(t.as_str().into(), (secret, expired));
+        let e = v.verify(&t).unwrap_err();
+        assert_eq!(tidal_proto::code_of(&e), StatusCode::TokenExpired);
+        // Another cluster's secret: nothing verified under the old one counts.
+        v.set_secret(b"another secret!!");
+        assert!(v.verified.read().is_empty());
+        v.set_table(AuthTable {
+            epoch: 9,
+            users: vec![u],
+        });
+        let e = v.verify(&t).unwrap_err();
+        assert_eq!(tidal_proto::code_of(&e), StatusCode::Unauthenticated);
+        // Bad tokens are never remembered.
+        assert!(v.verify("x.y").is_err());
+        assert!(v.verified.read().is_empty());
     }
 
     #[test]
