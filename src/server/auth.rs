@@ -292,9 +292,7 @@ impl Verifier {
             }
         }
     }
-}
 
-impl Verifier {
     /// [`token::verify`] of `token` against `secret`, the signature checked once per secret.
     fn checked_claims(&self, secret: &Arc<[u8]>, token: &str) -> Result<Claims, TokenError> {
         let now = token::now_ms();
@@ -305,10 +303,7 @@ impl Verifier {
             .filter(|(s, _)| Arc::ptr_eq(s, secret))
             .map(|(_, c)| c.clone());
         if let Some(claims) = known {
-            // As `token::verify` decides it.
-            if claims.expires_ms + token::CLOCK_SKEW_MS < now {
-                return Err(TokenError::Expired(now - claims.expires_ms));
-            }
+            token::unexpired(&claims, now)?;
             return Ok(claims);
         }
         let claims = token::verify(secret, token, now)?;
