@@ -22,6 +22,7 @@
 //! ```
 
 pub mod auth;
+mod cork;
 mod error;
 mod one_frame;
 pub mod query;
@@ -264,7 +265,7 @@ impl Client {
             .initial_stream_window_size(STREAM_WINDOW_BYTES)
             .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
             .timeout(Duration::from_secs(300));
-        let channel = endpoint.connect_lazy();
+        let channel = endpoint.connect_with_connector_lazy(cork::CorkedConnector);
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }
