@@ -824,7 +824,7 @@ fn check_entries_match_the_data(v: &Vnode, step: usize, what: &str) -> usize {
 }
 
 #[test]
-fn a_flush_fills_a_missing_entry_only_when_its_rows_are_the_newest() {
+fn a_flush_fills_a_missing_entry_only_when_it_holds_the_newest_row() {
     let d = tempfile::tempdir().unwrap();
     let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
     let full = |x: i64| (Some(x as f64), Some(format!("s{x}")), Some(x));
@@ -851,6 +851,14 @@ fn a_flush_fills_a_missing_entry_only_when_its_rows_are_the_newest() {
     write(&v, "t0", &[(15, full(2))]);
     v.flush().unwrap();
     assert!(entries(&v).is_empty());
+    // A late row beside a newer one: the newest row is known, LAST is left to the data.
+    write(&v, "t0", &[(12, full(6)), (25, (Some(7.0), None, Some(7)))]);
+    v.flush().unwrap();
+    let e = entries(&v);
+    assert_eq!(e.len(), 1);
+    assert!(!e[0].1.values_loaded);
+    assert_eq!(e[0].1.row.as_ref().map(|r| r.0), Some(25));
+    check_entries_match_the_data(&v, 1, "late rows");
     // Newer, with a NULL: the row is known, LAST is left to the data.
     write(&v, "t0", &[(30, (Some(3.0), None, Some(3)))]);
     v.flush().unwrap();

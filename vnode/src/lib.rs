@@ -227,9 +227,10 @@ impl State {
 
     /// Folds subtables `uids` of a memtable that is about to be published as files into the
     /// cache (one chunk per hold of the state lock, all before the swap), so that every entry
-    /// still covers every row in the files once the swap lands. A subtable without an entry gets one when the memtable's rows are all it has or
-    /// are all newer than `files_max` (a bound of every ts in the files before this flush);
-    /// its LAST values count as loaded only when they are complete or it has no other rows.
+    /// still covers every row in the files once the swap lands. A subtable without an entry
+    /// gets one when the memtable's newest row is newer than `files_max` (a bound of every ts
+    /// in the files before this flush): its LAST_ROW, and its LAST values when all of its rows
+    /// are newer and the values are complete (or it has no other rows).
     fn fold_flushed(&mut self, mem: &Memtable, uids: &[TableUid], files_max: Option<i64>) {
         if !self.cache.model.any() {
             return;
@@ -241,18 +242,24 @@ impl State {
             if !self.cache.fills() {
                 continue;
             }
-            let Some((first, _)) = mem.ts_bounds(uid) else {
+            let Some((first, last)) = mem.ts_bounds(uid) else {
                 continue;
             };
-            if files_max.is_some_and(|m| m >= first) {
+            // The memtable's last row is the subtable's once every row in the files is older
+            // than it; its LAST values only once every row of it is (a live feed's flush
+            // often carries a few late rows, which must not keep its subtables uncached).
+            let all_newer = files_max.is_none_or(|m| m < first);
+            let last_newer = files_max.is_none_or(|m| m < last);
+            if !(all_newer || (last_newer && self.cache.model.last_row)) {
                 continue;
             }
             let mut e = Entry {
                 row: None,
                 values: Vec::new(),
-                values_loaded: self.cache.model.last_value,
+                values_loaded: all_newer && self.cache.model.last_value,
             };
-            mem.fold_into(uid, &mut e, false);
+            let row_only = !e.values_loaded;
+            mem.fold_into(uid, &mut e, row_only);
             if e.values_loaded {
                 let width = schema_of(self, uid).map_or(0, |s| s.columns.len());
                 e.values.resize(e.values.len().max(width), None);

@@ -14,9 +14,10 @@
 //!   that memtable in as the frozen one, and folding rows twice changes nothing; an entry a
 //!   read makes meanwhile was read from the memtables as well as the files, so it covers the
 //!   flushed rows without a fold. A subtable without an entry gets one there, while the cache
-//!   has room (never evicting for it), when the flushed rows are all newer than every row
-//!   already in the files. Its LAST values count as known only when the flushed rows give
-//!   every column one or the files held no rows at all;
+//!   has room (never evicting for it), when its newest flushed row is newer than every row
+//!   already in the files (late rows beside it do not matter for LAST_ROW). Its LAST values
+//!   count as known only when every flushed row is that new and they give every column one,
+//!   or the files held no rows at all;
 //! - a miss whose memtable row is newer than every row in the files answers from it and
 //!   caches it as a row-only entry; any other miss loads from the data (a LAST_ROW miss only
 //!   the row at the subtable's greatest ts), and is cached only if the file set did not change
