@@ -299,8 +299,10 @@ impl DnodeService {
             .await
             .map_err(internal)?
             .map_err(vnode_err)?;
-        self.inner.vnodes.write().insert(id, Arc::new(vnode));
+        let vnode = Arc::new(vnode);
+        self.inner.vnodes.write().insert(id, vnode.clone());
         tracing::info!("vnode {id} open");
+        warm_in_background(id, &vnode);
         Ok(())
     }
 
@@ -711,6 +713,50 @@ impl DnodeService {
             (o, q) => o.min(q),
         };
         tidal_sql::MemoryBudget::new(limit, "query_memory_max_bytes")
+    }
+}
+
+/// Subtables a warm-up loads per hold of its vnode.
+const WARM_TABLES_PER_STEP: usize = 256;
+
+/// One warm-up at a time per process: they read every subtable's newest block, and a node
+/// that opens many vnodes at once should not read them all at once.
+static WARMING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+/// Loads the LAST_ROW cache of a vnode just opened ([`Vnode::warm_last_rows`]) on a thread of
+/// its own, so that the first dashboard queries after a restart hit the cache. Holds the
+/// vnode only a step at a time: a vnode dropped meanwhile goes away, and the warm-up with it.
+fn warm_in_background(id: VgroupId, vnode: &Arc<Vnode>) {
+    let weak = Arc::downgrade(vnode);
+    let spawned = std::thread::Builder::new()
+        .name("cache-warm".into())
+        .spawn(move || {
+            let _one = WARMING.lock();
+            let started = std::time::Instant::now();
+            let Some(uids) = weak.upgrade().map(|v| v.table_uids()) else {
+                return;
+            };
+            let mut made = 0;
+            for step in uids.chunks(WARM_TABLES_PER_STEP) {
+                let Some(v) = weak.upgrade() else { return };
+                match v.warm_last_rows(step) {
+                    Ok(Some(n)) => made += n,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("vnode {id}: last-row cache warm-up stopped: {e}");
+                        break;
+                    }
+                }
+            }
+            if made > 0 {
+                tracing::info!(
+                    "vnode {id}: last-row cache warmed with {made} subtables in {:.0?}",
+                    started.elapsed()
+                );
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("vnode {id}: no last-row cache warm-up: {e}");
     }
 }
 

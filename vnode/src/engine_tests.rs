@@ -889,6 +889,64 @@ fn a_flush_fills_a_missing_entry_only_when_it_holds_the_newest_row() {
     check_entries_match_the_data(&v, 2, "budget");
 }
 
+#[test]
+fn a_warm_up_after_reopening_loads_last_rows_as_misses_would_and_never_evicts() {
+    let d = tempfile::tempdir().unwrap();
+    let full = |x: i64| (Some(x as f64), Some(format!("s{x}")), Some(x));
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    for t in 0..4i64 {
+        write(
+            &v,
+            &format!("t{t}"),
+            &[(10 + t, full(t)), (20 + t, full(t + 1))],
+        );
+    }
+    v.flush().unwrap();
+    // Rows only in the WAL (the memtable after the reopen), one of them with NULLs.
+    write(&v, "t1", &[(40, (None, Some("x".into()), None))]);
+    write(&v, "t4", &[(50, full(9))]);
+    drop(v);
+
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    let entries = |v: &Vnode| v.state.read().cache.len();
+    assert_eq!(
+        entries(&v),
+        0,
+        "a reopened vnode starts with an empty cache"
+    );
+    let uids = v.table_uids();
+    assert_eq!(uids.len(), 5);
+    assert_eq!(v.warm_last_rows(&uids).unwrap(), Some(5));
+    assert_eq!(check_entries_match_the_data(&v, 0, "warmed"), 5);
+    {
+        let st = v.state.read();
+        assert_eq!(
+            (st.cache.hits, st.cache.misses),
+            (0, 0),
+            "a warm-up is not a read"
+        );
+    }
+    let t1 = v.table("t1").unwrap().uid;
+    let row = v.last_row(t1, &[0, 1, 2]).unwrap().unwrap();
+    assert_eq!(row[0].get(0), Value::Timestamp(40));
+    assert_eq!(row[1].get(0), Value::Null);
+    assert_eq!(v.state.read().cache.misses, 0);
+    // Nothing left to do.
+    assert_eq!(v.warm_last_rows(&uids).unwrap(), Some(0));
+    drop(v);
+
+    // Room for two entries: the warm-up stops at the third, and what reads cached stays.
+    let v = Vnode::open(d.path(), cfg_cache("both")).unwrap();
+    let t3 = v.table("t3").unwrap().uid;
+    v.last_row(t3, &[0]).unwrap();
+    let one = v.state.read().cache.bytes();
+    v.state.write().cache.bytes_max = 2 * one;
+    assert_eq!(v.warm_last_rows(&uids).unwrap(), None);
+    assert_eq!(entries(&v), 2);
+    assert!(v.state.read().cache.contains(t3));
+    check_entries_match_the_data(&v, 1, "bounded");
+}
+
 /// A few rows after everything written before step `step` (as a live feed writes), often
 /// with NULLs, so that a flush can fill an entry over older rows that hold other values.
 fn appended(rng: &mut StdRng, step: usize) -> Vec<(i64, Row)> {

@@ -269,7 +269,7 @@ impl State {
                     e.values.clear();
                 }
             }
-            self.cache.insert_if_room(uid, e);
+            let _ = self.cache.insert_if_room(uid, e);
         }
     }
 
@@ -2498,6 +2498,56 @@ impl VnodeCore {
             }
         }
         Ok(e)
+    }
+
+    /// Every subtable's uid, ascending (what [`VnodeCore::warm_last_rows`] walks).
+    pub fn table_uids(&self) -> Vec<TableUid> {
+        let mut uids: Vec<TableUid> = self
+            .state
+            .read()
+            .meta
+            .tables
+            .values()
+            .map(|t| t.uid)
+            .collect();
+        uids.sort_unstable();
+        uids
+    }
+
+    /// Loads the LAST_ROW cache entry of each of `uids` that has none, as a miss would, so
+    /// that the first queries after an open (which starts the cache empty) hit it. Never
+    /// evicts: an entry that does not fit ends the warm-up, and entries that reads made meanwhile
+    /// stay. Counts neither hits nor misses. Returns the entries made, or `None` once the
+    /// cache takes no more (full, or CACHEMODEL without `last_row`): the caller stops there.
+    pub fn warm_last_rows(&self, uids: &[TableUid]) -> Result<Option<usize>> {
+        let mut made = 0;
+        for &uid in uids {
+            let files = {
+                let st = self.state.read();
+                if !st.cache.model.last_row || !st.cache.fills() {
+                    return Ok(None);
+                }
+                if st.cache.contains(uid) || !st.meta.has_uid(uid) {
+                    continue;
+                }
+                st.files.clone()
+            };
+            let e = match self.load_entry(uid, false) {
+                Ok(e) => e,
+                // Dropped since the list was taken.
+                Err(_) if !self.state.read().meta.has_uid(uid) => continue,
+                Err(e) => return Err(e),
+            };
+            let mut st = self.state.write();
+            // As a miss caches an entry: only one that covers the files as they are now.
+            if Arc::ptr_eq(&st.files, &files) && st.meta.has_uid(uid) && !st.cache.contains(uid) {
+                if !st.cache.insert_if_room(uid, e) {
+                    return Ok(None);
+                }
+                made += 1;
+            }
+        }
+        Ok(Some(made))
     }
 
     /// LAST_ROW: subtable `uid`'s last row (NULLs included) projected to `columns`, as 1-row

@@ -23,7 +23,9 @@
 //!   the row at the subtable's greatest ts), and is cached only if the file set did not change
 //!   meanwhile;
 //! - DELETE and DROP remove entries; an expired window removes the entries that refer to its
-//!   rows; a reopened vnode starts empty.
+//!   rows; a reopened vnode starts empty, and a data node then warms it up in the background
+//!   (`Vnode::warm_last_rows`: each subtable's LAST_ROW loaded as a miss would, while it fits
+//!   without evicting).
 
 use lru::LruCache;
 use tidal_common::{Column, TableUid, Value};
@@ -269,12 +271,19 @@ impl LastRowCache {
         self.model.any() && self.bytes < self.bytes_max
     }
 
-    /// Inserts an entry a flush made, if it fits without evicting anything (the caller has
-    /// checked that it equals what the data would give).
-    pub fn insert_if_room(&mut self, uid: TableUid, e: Entry) {
+    /// Inserts an entry a flush or a warm-up made, if it fits without evicting anything (the
+    /// caller has checked that it equals what the data would give); whether it did.
+    pub fn insert_if_room(&mut self, uid: TableUid, e: Entry) -> bool {
         if self.model.any() && self.bytes + e.bytes() <= self.bytes_max {
             self.insert(uid, e);
+            return true;
         }
+        false
+    }
+
+    /// Whether `uid` has an entry (neither counted nor moved in the LRU order).
+    pub fn contains(&self, uid: TableUid) -> bool {
+        self.lru.contains(&uid)
     }
 
     /// Applies `f` (a fold of rows) to a present entry, keeping the byte count; false when
