@@ -41,7 +41,8 @@ fn point_lookups_run_inline_and_answer_as_the_pool_does() {
     let one =
         "SELECT last_row(ts), last_row(v), last_row(n) FROM m WHERE name IN ('n7') GROUP BY name";
     let want = |ts: i64, v: &str, n: i64| vec![format!("{},{v},{n}", fmt_ts(ts))];
-    // The first lookup builds the STABLE's snapshot and the tag's index, on the pool.
+    // The first lookup builds the STABLE's snapshot (and with it the first tag's index) on
+    // the pool.
     assert_eq!(rows(&c.ok("pl", one)), want(T0 + 4000, "7.5", 4));
     let (inline0, pooled0) = (fragments(&c, "request"), fragments(&c, "pool"));
     for _ in 0..3 {

@@ -246,8 +246,27 @@ pub struct StableTables {
     pub tags: Vec<Column>,
     /// Position of each subtable by uid.
     positions: UidPositions,
-    /// Per tag, built on the first equality lookup: value hash -> positions holding it.
-    eq_index: Vec<OnceLock<HashMap<u64, Bucket, foldhash::fast::FixedState>>>,
+    /// Per tag, built on the first equality lookup (the first tag's with the snapshot).
+    eq_index: Vec<OnceLock<EqIndex>>,
+}
+
+/// A tag's equality index: value hash -> the positions holding it.
+type EqIndex = HashMap<u64, Bucket, foldhash::fast::FixedState>;
+
+fn eq_index_of(col: &Column) -> EqIndex {
+    let mut idx: EqIndex = HashMap::default();
+    for i in 0..col.len() {
+        let v = col.get(i);
+        let b = idx.entry(value_hash(&v)).or_insert_with(|| Bucket {
+            positions: Vec::new(),
+            uniform: true,
+        });
+        if let (true, Some(first)) = (b.uniform, b.positions.first()) {
+            b.uniform = index_eq(&col.get(*first as usize), &v);
+        }
+        b.positions.push(i as u32);
+    }
+    idx
 }
 
 impl StableTables {
@@ -269,7 +288,13 @@ impl StableTables {
             uids.push(m.uid);
         }
         let positions = UidPositions::new(&uids);
-        let eq_index = tags.iter().map(|_| OnceLock::new()).collect();
+        let eq_index: Vec<OnceLock<EqIndex>> = tags.iter().map(|_| OnceLock::new()).collect();
+        // The first tag is indexed with the snapshot, as TDengine indexes it from the start:
+        // it names the device in most schemas, so the first lookup of one device finds the
+        // index built (and may run as a point lookup) instead of building it then.
+        if let (Some(cell), Some(col)) = (eq_index.first(), tags.first()) {
+            let _ = cell.set(eq_index_of(col));
+        }
         StableTables {
             stable: schema.name.clone(),
             version,
@@ -295,21 +320,7 @@ impl StableTables {
     /// holds one value, the one asked for.
     pub fn candidates_eq_exact(&self, k: usize, values: &[Value]) -> Option<(Vec<usize>, bool)> {
         let col = self.tags.get(k)?;
-        let index = self.eq_index.get(k)?.get_or_init(|| {
-            let mut idx: HashMap<u64, Bucket, foldhash::fast::FixedState> = HashMap::default();
-            for i in 0..col.len() {
-                let v = col.get(i);
-                let b = idx.entry(value_hash(&v)).or_insert_with(|| Bucket {
-                    positions: Vec::new(),
-                    uniform: true,
-                });
-                if let (true, Some(first)) = (b.uniform, b.positions.first()) {
-                    b.uniform = index_eq(&col.get(*first as usize), &v);
-                }
-                b.positions.push(i as u32);
-            }
-            idx
-        });
+        let index = self.eq_index.get(k)?.get_or_init(|| eq_index_of(col));
         let mut out: Vec<usize> = Vec::new();
         let mut exact = true;
         for v in values {
@@ -498,8 +509,10 @@ mod stable_tables_tests {
         assert_eq!(st.tags[2].get(2), Value::Int(1));
         assert!(st.tags[0].is_null(1));
         let s = |x: &str| Value::Str(x.into());
-        // Counting never builds an index; once built, it counts what candidates_eq gives.
-        assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), None);
+        // The first tag is indexed with the snapshot; counting never builds another tag's
+        // index; once built, it counts what candidates_eq gives.
+        assert!(st.is_indexed(0));
+        assert!(!st.is_indexed(1) && !st.is_indexed(2));
         assert_eq!(st.candidates_eq(0, &[s("a")]), Some(vec![0, 2]));
         assert_eq!(st.candidates_eq_count_if_indexed(0, &[s("a")]), Some(2));
         assert_eq!(
@@ -517,6 +530,7 @@ mod stable_tables_tests {
         assert_eq!(st.candidates_eq(0, &[s("zz")]), Some(vec![]));
         // -0.0 and 0.0 are one value
         assert_eq!(st.candidates_eq(1, &[Value::Float(0.0)]), Some(vec![0, 1]));
+        assert!(st.is_indexed(1), "built by its first lookup");
         assert_eq!(st.candidates_eq(1, &[Value::Float(3.0)]), Some(vec![2]));
         assert_eq!(st.candidates_eq(2, &[Value::Int(1)]), Some(vec![0, 2]));
         assert_eq!(st.candidates_eq(3, &[Value::Int(1)]), None);
