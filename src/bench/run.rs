@@ -49,7 +49,8 @@ pub struct RunArgs {
         default_value = "tidal-lp,tidal-load,influxdb,clickhouse,postgres,victoria"
     )]
     peers: String,
-    /// Warm runs per query type (each with its own random parameters), after the cold run.
+    /// Warm runs per query type (each with its own random parameters), after the cold run;
+    /// ten times as many for the four last-point types (sub-millisecond on the faster engines).
     #[arg(long, default_value_t = 20)]
     queries: u64,
     /// The report; charts and results.json go to a `bench` folder beside it. Default
@@ -154,8 +155,30 @@ fn figures(q: QueryType, ms: &[f64], error: Option<String>, rows: Option<usize>)
     }
 }
 
+/// Warm runs of each last-point type per `--queries`: they take well under a millisecond on
+/// the faster engines, where a few runs' percentiles are mostly noise (the machine is shared),
+/// and many runs cost a second or two. Every engine runs the same draws.
+pub const LAST_POINT_RUNS_FACTOR: u64 = 10;
+
+/// The last-point types (latest row per truck): last-loc, single-last-loc, low-fuel, high-load.
+pub fn is_last_point(q: QueryType) -> bool {
+    matches!(
+        q,
+        QueryType::LastLoc | QueryType::SingleLastLoc | QueryType::LowFuel | QueryType::HighLoad
+    )
+}
+
+/// Warm runs of type `q` for `--queries warm`.
+pub fn warm_runs(q: QueryType, warm: u64) -> u64 {
+    if is_last_point(q) {
+        warm.saturating_mul(LAST_POINT_RUNS_FACTOR)
+    } else {
+        warm
+    }
+}
+
 fn texts(engine: Engine, q: QueryType, params: &QueryParams, warm: u64) -> Option<Vec<String>> {
-    (0..=warm)
+    (0..=warm_runs(q, warm))
         .map(|k| engine.text(&tidal_tsbs::generate_query(q, params, k)))
         .collect()
 }
