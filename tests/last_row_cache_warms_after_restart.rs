@@ -4,26 +4,14 @@
 
 mod common;
 
-use common::{http_request, rows, Cluster, READINGS};
+use common::{metric_sum, rows, Cluster, READINGS};
 use std::time::{Duration, Instant};
 
 const TABLES: usize = 12;
 
 /// Sum over the data nodes of a per-vgroup metric of database `lw`.
 fn metric(c: &Cluster, name: &str) -> u64 {
-    let http = c.http.as_deref().expect("http");
-    let (status, body) = http_request(http, "GET", "/metrics", &[], b"");
-    assert_eq!(status, 200, "{body}");
-    let prefix = format!("{name}{{db=\"lw\"");
-    body.lines()
-        .filter(|l| l.starts_with(&prefix))
-        .map(|l| {
-            l.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("bad sample {l}"))
-        })
-        .sum()
+    metric_sum(c, &format!("{name}{{db=\"lw\""), "")
 }
 
 #[test]

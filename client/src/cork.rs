@@ -57,6 +57,9 @@ impl<T> Corked<T> {
         if self.start == self.kept.len() {
             self.kept.clear();
             self.start = 0;
+            // A burst ends when its bytes are out, however they left (a large write takes
+            // them along): the next one yields again.
+            self.yielded = false;
         }
     }
 }

@@ -11,10 +11,10 @@
 use super::auth::{principal, Principal};
 use super::dnode_auth::DnodeAuth;
 use parking_lot::RwLock;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tidal_common::{
     Column, DataType, DnodeId, StableSchema, StatusCode, TableMeta, TableUid, Value, VgroupId,
@@ -719,44 +719,72 @@ impl DnodeService {
 /// Subtables a warm-up loads per hold of its vnode.
 const WARM_TABLES_PER_STEP: usize = 256;
 
-/// One warm-up at a time per process: they read every subtable's newest block, and a node
-/// that opens many vnodes at once should not read them all at once.
-static WARMING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+/// Vnodes waiting for their warm-up, and whether a thread is draining them. One warm-up at
+/// a time per process: each reads every subtable's newest block, and a node that opens many
+/// vnodes at once should neither read them all at once nor start a thread per vnode.
+static WARM_QUEUE: parking_lot::Mutex<WarmQueue> = parking_lot::Mutex::new(WarmQueue {
+    vnodes: VecDeque::new(),
+    draining: false,
+});
 
-/// Loads the LAST_ROW cache of a vnode just opened ([`Vnode::warm_last_rows`]) on a thread of
-/// its own, so that the first dashboard queries after a restart hit the cache. Holds the
-/// vnode only a step at a time: a vnode dropped meanwhile goes away, and the warm-up with it.
+struct WarmQueue {
+    vnodes: VecDeque<(VgroupId, Weak<Vnode>)>,
+    draining: bool,
+}
+
+/// Queues the warm-up of a vnode just opened ([`Vnode::warm_last_rows`]), run on a thread of
+/// its own so that the first dashboard queries after a restart hit the LAST_ROW cache. The
+/// queue holds the vnode weakly and the warm-up a step at a time: a vnode dropped meanwhile
+/// goes away, and its warm-up with it.
 fn warm_in_background(id: VgroupId, vnode: &Arc<Vnode>) {
-    let weak = Arc::downgrade(vnode);
+    let mut q = WARM_QUEUE.lock();
+    q.vnodes.push_back((id, Arc::downgrade(vnode)));
+    if q.draining {
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("cache-warm".into())
-        .spawn(move || {
-            let _one = WARMING.lock();
-            let started = std::time::Instant::now();
-            let Some(uids) = weak.upgrade().map(|v| v.table_uids()) else {
-                return;
+        .spawn(|| loop {
+            let next = {
+                let mut q = WARM_QUEUE.lock();
+                let next = q.vnodes.pop_front();
+                q.draining = next.is_some();
+                next
             };
-            let mut made = 0;
-            for step in uids.chunks(WARM_TABLES_PER_STEP) {
-                let Some(v) = weak.upgrade() else { return };
-                match v.warm_last_rows(step) {
-                    Ok(Some(n)) => made += n,
-                    Ok(None) => break,
-                    Err(e) => {
-                        tracing::warn!("vnode {id}: last-row cache warm-up stopped: {e}");
-                        break;
-                    }
-                }
-            }
-            if made > 0 {
-                tracing::info!(
-                    "vnode {id}: last-row cache warmed with {made} subtables in {:.0?}",
-                    started.elapsed()
-                );
-            }
+            let Some((id, weak)) = next else { return };
+            warm(id, &weak);
         });
-    if let Err(e) = spawned {
-        tracing::warn!("vnode {id}: no last-row cache warm-up: {e}");
+    match spawned {
+        Ok(_) => q.draining = true,
+        Err(e) => {
+            q.vnodes.clear();
+            tracing::warn!("no last-row cache warm-up: {e}");
+        }
+    }
+}
+
+fn warm(id: VgroupId, weak: &Weak<Vnode>) {
+    let started = std::time::Instant::now();
+    let Some(uids) = weak.upgrade().map(|v| v.table_uids()) else {
+        return;
+    };
+    let mut made = 0;
+    for step in uids.chunks(WARM_TABLES_PER_STEP) {
+        let Some(v) = weak.upgrade() else { return };
+        match v.warm_last_rows(step) {
+            Ok(Some(n)) => made += n,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!("vnode {id}: last-row cache warm-up stopped: {e}");
+                break;
+            }
+        }
+    }
+    if made > 0 {
+        tracing::info!(
+            "vnode {id}: last-row cache warmed with {made} subtables in {:.0?}",
+            started.elapsed()
+        );
     }
 }
 

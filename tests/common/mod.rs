@@ -530,12 +530,21 @@ pub fn assert_memory_limit_error(e: &tidal_client::ClientError, max_bytes: u64, 
 /// Sum of `tidal_dnode_fragments_total{..,thread="<thread>"}` over the data nodes (GET
 /// /metrics of a cluster started with HTTP): which thread ran the fragment calls.
 pub fn dnode_fragments(c: &Cluster, thread: &str) -> u64 {
+    metric_sum(
+        c,
+        "tidal_dnode_fragments_total{",
+        &format!("thread=\"{thread}\"}}"),
+    )
+}
+
+/// Sum of the samples in GET /metrics (of a cluster started with HTTP) whose line starts
+/// with `prefix` and contains `contains`, all integers.
+pub fn metric_sum(c: &Cluster, prefix: &str, contains: &str) -> u64 {
     let http = c.http.as_deref().expect("http");
     let (status, body) = http_request(http, "GET", "/metrics", &[], b"");
     assert_eq!(status, 200, "{body}");
-    let tag = format!("thread=\"{thread}\"}}");
     body.lines()
-        .filter(|l| l.starts_with("tidal_dnode_fragments_total{") && l.contains(&tag))
+        .filter(|l| l.starts_with(prefix) && l.contains(contains))
         .map(|l| {
             l.rsplit(' ')
                 .next()
