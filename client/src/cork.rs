@@ -19,6 +19,7 @@ use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -161,37 +162,40 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
     }
 }
 
-/// Connects to an `http://host:port` URI over TCP (no delay) and corks the stream; tonic
-/// puts TLS on top when the endpoint has it.
-#[derive(Clone, Debug, Default)]
-pub struct CorkedConnector;
+/// hyper-util's TCP connector (the one tonic uses: resolution, no delay), with the stream it
+/// connects corked; tonic puts TLS on top when the endpoint has it.
+#[derive(Clone, Debug)]
+pub struct CorkedConnector {
+    http: HttpConnector,
+}
+
+impl CorkedConnector {
+    pub fn new() -> CorkedConnector {
+        let mut http = HttpConnector::new();
+        // The scheme is tonic's business (it adds TLS for https).
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        CorkedConnector { http }
+    }
+}
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 impl Service<http::Uri> for CorkedConnector {
     type Response = TokioIo<Corked<TcpStream>>;
-    type Error = io::Error;
-    type Future = BoxFuture<io::Result<Self::Response>>;
+    type Error = BoxError;
+    type Future = BoxFuture<Result<Self::Response, BoxError>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.http.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, uri: http::Uri) -> Self::Future {
+        let connecting = self.http.call(uri);
         Box::pin(async move {
-            let bad = || {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("address '{uri}' has no host and port"),
-                )
-            };
-            let host = uri.host().ok_or_else(bad)?;
-            let port = uri.port_u16().ok_or_else(bad)?;
-            // An IPv6 literal comes bracketed in a URI; the resolver wants it bare.
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let tcp = TcpStream::connect((host, port)).await?;
-            tcp.set_nodelay(true)?;
-            Ok(TokioIo::new(Corked::new(tcp)))
+            let io = connecting.await?;
+            Ok(TokioIo::new(Corked::new(io.into_inner())))
         })
     }
 }

@@ -265,7 +265,7 @@ impl Client {
             .initial_stream_window_size(STREAM_WINDOW_BYTES)
             .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
             .timeout(Duration::from_secs(300));
-        let channel = endpoint.connect_with_connector_lazy(cork::CorkedConnector);
+        let channel = endpoint.connect_with_connector_lazy(cork::CorkedConnector::new());
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }

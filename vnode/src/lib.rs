@@ -225,6 +225,14 @@ impl State {
         self.mem.fold_into(uid, e, row_only);
     }
 
+    /// Whether an entry of `uid` loaded while the file set was `files` may be cached: the
+    /// files have not changed since (a flush's rows may otherwise have left the memtables
+    /// after the load read them and before an entry was there to fold them into) and the
+    /// subtable still exists.
+    fn covers(&self, files: &Arc<FileSet>, uid: TableUid) -> bool {
+        Arc::ptr_eq(&self.files, files) && self.meta.has_uid(uid)
+    }
+
     /// Folds subtables `uids` of a memtable that is about to be published as files into the
     /// cache (one chunk per hold of the state lock, all before the swap), so that every entry
     /// still covers every row in the files once the swap lands. A subtable without an entry
@@ -2493,7 +2501,7 @@ impl VnodeCore {
             // Only cache an entry that covers the files: if the file set changed while
             // loading, a flush's rows may have left the memtables after this load read them
             // and before the entry was there to fold them into.
-            if Arc::ptr_eq(&st.files, &files) && st.meta.has_uid(uid) {
+            if st.covers(&files, uid) {
                 st.cache.insert(uid, e.clone());
             }
         }
@@ -2540,7 +2548,7 @@ impl VnodeCore {
             };
             let mut st = self.state.write();
             // As a miss caches an entry: only one that covers the files as they are now.
-            if Arc::ptr_eq(&st.files, &files) && st.meta.has_uid(uid) && !st.cache.contains(uid) {
+            if st.covers(&files, uid) && !st.cache.contains(uid) {
                 if !st.cache.insert_if_room(uid, e) {
                     return Ok(None);
                 }
