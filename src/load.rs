@@ -966,8 +966,22 @@ impl Target {
         Ok(())
     }
 
-    fn into_block(self) -> Result<RowBlock, String> {
+    /// The block, its rows grouped subtable by subtable (each subtable's rows in file order).
+    ///
+    /// Why: a TSBS file is in time order, so a chunk's rows cycle through the devices and
+    /// nearly every run is one row. Sent so, the block carries a run per row, and the vnode
+    /// decodes them and regroups the rows itself, on the server's CPU, before it appends them
+    /// to its memtable. Grouped here (a counting sort, a gather per column), the block has a
+    /// run per subtable, as TSBS's own loaders send a batch per table.
+    fn into_block(mut self) -> Result<RowBlock, String> {
         let tables = self.ends.len();
+        if self.runs.len() > tables {
+            let (order, runs) = grouped_order(&self.runs, tables);
+            for c in &mut self.columns {
+                *c = c.take(&order);
+            }
+            self.runs = runs;
+        }
         RowBlock::from_parts(RowBlockParts {
             stable: self.schema.name.clone(),
             names: self.names,
@@ -977,6 +991,42 @@ impl Target {
             columns: self.columns,
         })
     }
+}
+
+/// For `runs` over `tables` subtables: the row order that puts each subtable's rows together
+/// (subtables in index order, each one's rows in their order) and the runs of that order.
+fn grouped_order(runs: &[(u32, u32)], tables: usize) -> (Vec<usize>, Vec<(u32, u32)>) {
+    let mut counts = vec![0usize; tables];
+    for &(t, n) in runs {
+        if let Some(c) = counts.get_mut(t as usize) {
+            *c += n as usize;
+        }
+    }
+    let mut next = Vec::with_capacity(tables);
+    let mut grouped = Vec::new();
+    let mut at = 0usize;
+    for (t, &c) in counts.iter().enumerate() {
+        next.push(at);
+        at += c;
+        if c > 0 {
+            grouped.push((t as u32, c as u32));
+        }
+    }
+    let mut order = vec![0usize; at];
+    let mut row = 0usize;
+    for &(t, n) in runs {
+        let Some(slot) = next.get_mut(t as usize) else {
+            continue;
+        };
+        for r in row..row + n as usize {
+            if let Some(o) = order.get_mut(*slot) {
+                *o = r;
+            }
+            *slot += 1;
+        }
+        row += n as usize;
+    }
+    (order, grouped)
 }
 
 /// A value of a row tuple: a bare token (number, `null`, `true`) or a quoted string.
@@ -1190,17 +1240,18 @@ mod tests {
         t.push_row(b, "(3,7,-128,'',1)").unwrap();
         t.push_row(a, "(4,8,127,null,null)").unwrap();
         let block = t.into_block().unwrap();
-        assert_eq!(block.runs(), &[(0, 2), (1, 1), (0, 1)]);
+        // Grouped by subtable: a's three rows (in their order), then b's.
+        assert_eq!(block.runs(), &[(0, 3), (1, 1)]);
         let c = block.columns();
         let col = |i: usize| (0..4).map(|r| c[i].get(r)).collect::<Vec<_>>();
-        assert_eq!(col(0), [1, 2, 3, 4].map(Value::Timestamp).to_vec());
+        assert_eq!(col(0), [1, 2, 4, 3].map(Value::Timestamp).to_vec());
         assert_eq!(
             col(1),
             vec![
                 Value::Float(0.5),
                 Value::Null,
-                Value::Float(7.0),
-                Value::Float(8.0)
+                Value::Float(8.0),
+                Value::Float(7.0)
             ]
         );
         assert_eq!(
@@ -1208,8 +1259,8 @@ mod tests {
             vec![
                 Value::Int(3),
                 Value::Null,
-                Value::Int(-128),
-                Value::Int(127)
+                Value::Int(127),
+                Value::Int(-128)
             ]
         );
         assert_eq!(
@@ -1217,8 +1268,8 @@ mod tests {
             vec![
                 Value::Str("x,y".into()),
                 Value::Str("It's".into()),
-                Value::Str("".into()),
-                Value::Null
+                Value::Null,
+                Value::Str("".into())
             ]
         );
         assert_eq!(
@@ -1226,8 +1277,8 @@ mod tests {
             vec![
                 Value::Bool(true),
                 Value::Bool(false),
-                Value::Bool(true),
-                Value::Null
+                Value::Null,
+                Value::Bool(true)
             ]
         );
     }

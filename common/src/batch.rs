@@ -240,7 +240,12 @@ impl Column {
     /// Keeps the rows whose index is listed in `idx` (in that order).
     pub fn take(&self, idx: &[usize]) -> Column {
         fn pick<T: Clone>(v: &[T], idx: &[usize]) -> Vec<T> {
-            idx.iter().filter_map(|i| v.get(*i).cloned()).collect()
+            // Checked first, so that the gather itself is sized exactly and has no branch.
+            if idx.iter().all(|&i| i < v.len()) {
+                idx.iter().map(|&i| v[i].clone()).collect()
+            } else {
+                idx.iter().filter_map(|i| v.get(*i).cloned()).collect()
+            }
         }
         let data = match &self.data {
             ColumnData::Bool(d) => ColumnData::Bool(pick(d, idx)),
