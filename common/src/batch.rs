@@ -396,6 +396,32 @@ impl Column {
         out
     }
 
+    /// Makes room for `additional` more rows without reallocating (and for their NULL flags
+    /// when the column has any).
+    pub fn reserve(&mut self, additional: usize) {
+        match &mut self.data {
+            ColumnData::Bool(v) => v.reserve(additional),
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => v.reserve(additional),
+            ColumnData::UInt(v) => v.reserve(additional),
+            ColumnData::Float(v) => v.reserve(additional),
+            ColumnData::Str(v) => v.reserve(additional),
+        }
+        if !self.nulls.is_empty() {
+            self.nulls.reserve(additional);
+        }
+    }
+
+    /// Rows the column holds room for.
+    pub fn capacity(&self) -> usize {
+        match &self.data {
+            ColumnData::Bool(v) => v.capacity(),
+            ColumnData::Int(v) | ColumnData::Timestamp(v) => v.capacity(),
+            ColumnData::UInt(v) => v.capacity(),
+            ColumnData::Float(v) => v.capacity(),
+            ColumnData::Str(v) => v.capacity(),
+        }
+    }
+
     /// Appends all rows of `other` (same physical type; otherwise its rows become NULL).
     pub fn extend(&mut self, other: &Column) {
         let same = std::mem::discriminant(&self.data) == std::mem::discriminant(&other.data);
@@ -444,7 +470,8 @@ impl Column {
             self.extend(&other);
             return;
         }
-        if self.is_empty() {
+        // An empty column becomes `other` unless it was given room for more than `other`.
+        if self.is_empty() && self.capacity() <= other.len() {
             *self = other;
             return;
         }

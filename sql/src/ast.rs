@@ -425,6 +425,18 @@ impl BinOp {
         }
     }
 
+    /// The comparison with its operands swapped (`a < b` is `b > a`); other operators are
+    /// returned as they are.
+    pub fn flipped(self) -> BinOp {
+        match self {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::LtEq => BinOp::GtEq,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::GtEq => BinOp::LtEq,
+            other => other,
+        }
+    }
+
     pub fn is_comparison(self) -> bool {
         matches!(
             self,

@@ -588,7 +588,7 @@ fn latest_matching(
             }
             check_cancelled(cancelled)?;
             let uids: Vec<TableUid> = pending.iter().map(|m| m.uid).collect();
-            let (counts, rows) = src
+            let (counts, mut rows) = src
                 .scan_many(&uids, lo, hi, scan_cols, prune)
                 .map_err(err)?;
             let n: usize = counts.iter().sum();
@@ -598,11 +598,10 @@ fn latest_matching(
             let pass = match &f.filter {
                 None => vec![true; n],
                 Some(pred) => {
-                    let mut by_idx: HashMap<usize, Column> = scan_cols
-                        .iter()
-                        .copied()
-                        .zip(rows.iter().cloned())
-                        .collect();
+                    // The scanned columns move into the filter's input and back out of it
+                    // (the rows taken below come from them): no copy of every row.
+                    let mut by_idx: HashMap<usize, Column> =
+                        scan_cols.iter().copied().zip(rows.drain(..)).collect();
                     let cols = if filter_reads_tags {
                         // The subtable of each row, for its tags and tbname.
                         let mut row_metas: Vec<&TableMeta> = Vec::with_capacity(n);
@@ -614,7 +613,18 @@ fn latest_matching(
                         // Only the selected rows get their tags (below).
                         untagged_layout(&f.layout, schema, &mut by_idx)?
                     };
-                    pass_mask(pred, &cols, n)?
+                    let pass = pass_mask(pred, &cols, n)?;
+                    for (c, col) in f.layout.iter().zip(cols) {
+                        if let InputCol::Col(i) = c {
+                            by_idx.insert(*i, col);
+                        }
+                    }
+                    for i in scan_cols {
+                        rows.push(by_idx.remove(i).ok_or_else(|| {
+                            SqlError::Execution(format!("column {i} was not scanned"))
+                        })?);
+                    }
+                    pass
                 }
             };
             // Rows are in ts order within each subtable: its last passing row is the answer.

@@ -316,10 +316,12 @@ fn null_at(c: &Column, i: usize) -> bool {
 }
 
 fn merge_nulls(a: &Column, b: &Column, n: usize) -> Vec<bool> {
-    if a.nulls.is_empty() && b.nulls.is_empty() {
-        return Vec::new();
+    match (a.nulls.is_empty(), b.nulls.is_empty()) {
+        (true, true) => Vec::new(),
+        (false, true) if a.nulls.len() == n => a.nulls.clone(),
+        (true, false) if b.nulls.len() == n => b.nulls.clone(),
+        _ => (0..n).map(|i| null_at(a, i) || null_at(b, i)).collect(),
     }
-    (0..n).map(|i| null_at(a, i) || null_at(b, i)).collect()
 }
 
 /// Numeric view of a column as f64 (borrowed for DOUBLE columns).
@@ -366,20 +368,27 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
             .ok_or_else(|| SqlError::Execution(format!("input column {i} missing"))),
         PExpr::Lit(v, t) => Ok(broadcast(v, *t, n)),
         PExpr::Bin(op, a, b, t) => {
-            let ca = eval(a, cols, n)?;
-            match op {
-                BinOp::And | BinOp::Or => {
-                    let cb = eval(b, cols, n)?;
-                    Ok(logic(*op, &ca, &cb, n))
-                }
-                _ => {
-                    let cb = eval(b, cols, n)?;
-                    if op.is_comparison() {
-                        Ok(compare(*op, &ca, &cb, n))
-                    } else {
-                        Ok(arith(*op, &ca, &cb, n, *t))
+            if op.is_comparison() {
+                // A column against a constant (nearly every filter): compared with the
+                // constant itself, not with a column of n copies of it.
+                let against_lit = match (&**a, &**b) {
+                    (x, PExpr::Lit(v, vt)) => Some((*op, x, v, *vt)),
+                    (PExpr::Lit(v, vt), x) => Some((op.flipped(), x, v, *vt)),
+                    _ => None,
+                };
+                if let Some((op, x, v, vt)) = against_lit {
+                    let cx = eval_cow(x, cols, n)?;
+                    if let Some(c) = compare_to_scalar(op, &cx, v, vt, n) {
+                        return Ok(c);
                     }
                 }
+            }
+            let ca = eval_cow(a, cols, n)?;
+            let cb = eval_cow(b, cols, n)?;
+            match op {
+                BinOp::And | BinOp::Or => Ok(logic(*op, &ca, &cb, n)),
+                _ if op.is_comparison() => Ok(compare(*op, &ca, &cb, n)),
+                _ => Ok(arith(*op, &ca, &cb, n, *t)),
             }
         }
         PExpr::Not(a) => {
@@ -949,6 +958,63 @@ fn cmp_result<T: PartialOrd>(op: BinOp, a: T, b: T) -> bool {
     }
 }
 
+/// `x[i] op y[i]` for every i, the operator chosen once rather than per row.
+fn cmp_all<T: PartialOrd>(op: BinOp, x: &[T], y: &[T]) -> Vec<bool> {
+    let z = x.iter().zip(y);
+    match op {
+        BinOp::Eq => z.map(|(p, q)| p == q).collect(),
+        BinOp::NotEq => z.map(|(p, q)| p != q).collect(),
+        BinOp::Lt => z.map(|(p, q)| p < q).collect(),
+        BinOp::LtEq => z.map(|(p, q)| p <= q).collect(),
+        BinOp::Gt => z.map(|(p, q)| p > q).collect(),
+        _ => z.map(|(p, q)| p >= q).collect(),
+    }
+}
+
+/// `x[i] op y` for every i, the operator chosen once rather than per row.
+fn cmp_each<T: PartialOrd>(op: BinOp, x: &[T], y: &T) -> Vec<bool> {
+    let it = x.iter();
+    match op {
+        BinOp::Eq => it.map(|p| p == y).collect(),
+        BinOp::NotEq => it.map(|p| p != y).collect(),
+        BinOp::Lt => it.map(|p| p < y).collect(),
+        BinOp::LtEq => it.map(|p| p <= y).collect(),
+        BinOp::Gt => it.map(|p| p > y).collect(),
+        _ => it.map(|p| p >= y).collect(),
+    }
+}
+
+/// [`compare`] of `a` with a column of `n` copies of the constant `v` (of type `t`), without
+/// building that column: the same conversions, so the same answers. `None` for the cases it
+/// does not cover (a NULL or non-numeric constant, a string or boolean column), which
+/// [`compare`] then handles.
+fn compare_to_scalar(op: BinOp, a: &Column, v: &Value, t: DataType, n: usize) -> Option<Column> {
+    if a.len() != n || matches!(a.data, ColumnData::Str(_) | ColumnData::Bool(_)) {
+        return None;
+    }
+    // The constant as `compare` would see it: one row of its broadcast column.
+    let one = Column::broadcast(v, t, 1);
+    if !one.nulls.is_empty() {
+        return None;
+    }
+    let out = match (&a.data, &one.data) {
+        (
+            ColumnData::Int(x) | ColumnData::Timestamp(x),
+            ColumnData::Int(y) | ColumnData::Timestamp(y),
+        ) => cmp_each(op, x, y.first()?),
+        (_, ColumnData::Float(y)) => cmp_each(op, &f64s(a)?, y.first()?),
+        (_, ColumnData::Int(y) | ColumnData::Timestamp(y)) => {
+            cmp_each(op, &f64s(a)?, &(*y.first()? as f64))
+        }
+        (_, ColumnData::UInt(y)) => cmp_each(op, &f64s(a)?, &(*y.first()? as f64)),
+        _ => return None,
+    };
+    Some(Column {
+        data: ColumnData::Bool(out),
+        nulls: a.nulls.clone(),
+    })
+}
+
 fn compare(op: BinOp, a: &Column, b: &Column, n: usize) -> Column {
     let nulls = merge_nulls(a, b, n);
     let out: Vec<bool> = match (&a.data, &b.data) {
@@ -958,17 +1024,9 @@ fn compare(op: BinOp, a: &Column, b: &Column, n: usize) -> Column {
             .map(|(p, q)| cmp_result(op, p, q))
             .collect(),
         _ => match (i64s(a), i64s(b)) {
-            (Some(x), Some(y)) => x
-                .iter()
-                .zip(y.iter())
-                .map(|(p, q)| cmp_result(op, p, q))
-                .collect(),
+            (Some(x), Some(y)) => cmp_all(op, x, y),
             _ => match (f64s(a), f64s(b)) {
-                (Some(x), Some(y)) => x
-                    .iter()
-                    .zip(y.iter())
-                    .map(|(p, q)| cmp_result(op, p, q))
-                    .collect(),
+                (Some(x), Some(y)) => cmp_all(op, &x, &y),
                 _ => (0..n)
                     .map(|i| {
                         let o = a.get(i).total_cmp(&b.get(i));

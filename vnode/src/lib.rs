@@ -340,6 +340,105 @@ impl State {
     }
 }
 
+/// Rows per subtable, on average, that a window's files must hold for these subtables before
+/// a newest-first search splits the window (see [`newest_first_ranges`]): below it a window
+/// is a block or two per subtable, read whole at little cost, and every extra range is one
+/// more pass over the subtables (a fleet-wide search asks about a hundred thousand).
+const SEARCH_SPLIT_ROWS_PER_TABLE: u64 = 1024;
+
+/// Ranges a newest-first search splits a dense window into, at most.
+const SEARCH_SPLIT_RANGES_MAX: u32 = 6;
+
+/// The (oldest, newest) ts of the rows of `uids` in window `w`'s files, when they hold at
+/// least [`SEARCH_SPLIT_ROWS_PER_TABLE`] rows per subtable; `None` otherwise (or for a
+/// damaged window, which is read whole and fails as such).
+fn dense_extent(w: &tsdb::Window, uids: &[TableUid]) -> Option<(i64, i64)> {
+    if w.damaged.is_some() || uids.is_empty() {
+        return None;
+    }
+    let (mut lo, mut hi, mut rows) = (i64::MAX, i64::MIN, 0u64);
+    let mut note = |b: &block::BlockLoc| {
+        lo = lo.min(b.ts_min);
+        hi = hi.max(b.ts_max);
+        rows += u64::from(b.rows);
+    };
+    for uid in uids {
+        if let Some(d) = &w.data {
+            d.blocks(*uid).iter().for_each(|e| note(&e.loc));
+        }
+        for stt in &w.stts {
+            stt.blocks(*uid).iter().for_each(&mut note);
+        }
+    }
+    (rows >= SEARCH_SPLIT_ROWS_PER_TABLE.saturating_mul(uids.len() as u64) && lo < hi)
+        .then_some((lo, hi))
+}
+
+/// Splits window `lo..=hi`, whose file rows span `extent`, into ranges for a newest-first
+/// search, appended to `out` newest first: the newest 1/32 of the extent (and whatever is
+/// newer: memtable rows), then ranges twice as long each time, the last one down to `lo`.
+/// They cover the window without gap or overlap, so a search that stops at the first range
+/// holding a match still finds the latest one.
+///
+/// Why: a LAST_ROW whose filter the newest rows fail (TSBS's low-fuel: fuel at 10% or less)
+/// mostly finds its row in the last hours of a dense window of days, yet searched the window
+/// whole, copying and filtering every row of it; with ranges it stops after a few of them.
+/// Blocks that straddle two ranges are decoded once (the decoded-column cache) and only the
+/// rows in range are copied.
+fn newest_first_ranges(lo: i64, hi: i64, extent: (i64, i64), out: &mut Vec<(i64, i64)>) {
+    let step0 = (extent.1.saturating_sub(extent.0) / 32).max(1);
+    let mut top = hi;
+    let mut cut = extent.1.saturating_sub(step0);
+    let mut step = step0;
+    for k in 1..=SEARCH_SPLIT_RANGES_MAX {
+        let bottom = if k == SEARCH_SPLIT_RANGES_MAX || cut < lo || cut >= top {
+            lo
+        } else {
+            cut.saturating_add(1)
+        };
+        out.push((bottom, top));
+        if bottom <= lo {
+            return;
+        }
+        top = bottom - 1;
+        step = step.saturating_mul(2);
+        cut = cut.saturating_sub(step);
+    }
+}
+
+#[cfg(test)]
+mod search_range_tests {
+    use super::newest_first_ranges;
+
+    /// The ranges cover the window exactly, newest first, each at most as long as the next
+    /// older one (but the last), and at most SEARCH_SPLIT_RANGES_MAX of them; extents at the
+    /// window's edges and tiny ones too.
+    #[test]
+    fn ranges_cover_the_window_newest_first_and_grow() {
+        let cases = [
+            (0, 86_399_999, (0, 86_390_000)),
+            (0, 863_999_999, (3_600_000, 86_390_000)),
+            (-100, 100, (-100, 100)),
+            (0, 10, (4, 5)),
+            (i64::MIN, i64::MAX, (i64::MIN, i64::MAX)),
+            (i64::MIN, i64::MAX, (-5, 5)),
+        ];
+        for (lo, hi, extent) in cases {
+            let mut out = Vec::new();
+            newest_first_ranges(lo, hi, extent, &mut out);
+            assert!(!out.is_empty() && out.len() <= super::SEARCH_SPLIT_RANGES_MAX as usize);
+            assert_eq!(out[0].1, hi, "{out:?}");
+            assert_eq!(out[out.len() - 1].0, lo, "{out:?}");
+            for w in out.windows(2) {
+                assert_eq!(w[1].1.checked_add(1), Some(w[0].0), "{out:?}");
+            }
+            for r in &out {
+                assert!(r.0 <= r.1, "{out:?}");
+            }
+        }
+    }
+}
+
 /// The newest memtable row of `uid`: its ts, and the columns and index holding it (the
 /// active memtable's wins an equal ts over the frozen one's).
 fn mem_last_row<'m>(
@@ -1686,6 +1785,8 @@ impl VnodeCore {
     ) -> Result<(Vec<usize>, Vec<Column>), VnodeError> {
         let mut counts = Vec::with_capacity(uids.len());
         let mut out: Vec<Column> = Vec::new();
+        // Each subtable's merged columns (ts first), concatenated at the end.
+        let mut pieces: Vec<Vec<Column>> = Vec::new();
         // With a filter: when every subtable is one STABLE's, its statistics per data set
         // can rule out a whole window at once.
         let group = match (may_match, uids.first()) {
@@ -1794,10 +1895,26 @@ impl VnodeCore {
                     continue;
                 }
                 let merged = merge_with_memtables(runs, frozen, mem, &wanted);
-                counts.push(merged.first().map(Column::len).unwrap_or(0));
-                for (o, c) in out.iter_mut().zip(merged.iter().skip(1)) {
-                    o.extend(c);
+                let rows = merged.first().map(Column::len).unwrap_or(0);
+                counts.push(rows);
+                if rows > 0 {
+                    pieces.push(merged);
                 }
+            }
+        }
+        // Concatenated once every subtable is read, into columns sized for all of them.
+        let total: usize = counts.iter().sum();
+        if let [only] = &mut pieces[..] {
+            if only.len() == out.len() + 1 {
+                return Ok((counts, only.drain(1..).collect()));
+            }
+        }
+        for o in &mut out {
+            o.reserve(total);
+        }
+        for merged in pieces {
+            for (o, c) in out.iter_mut().zip(merged.into_iter().skip(1)) {
+                o.extend_owned(c);
             }
         }
         Ok((counts, out))
@@ -2378,9 +2495,15 @@ impl VnodeCore {
         }
         fids.sort_unstable_by(|a, b| b.cmp(a));
         fids.dedup();
-        fids.into_iter()
-            .map(|f| tsdb::window_bounds(f, self.window_units))
-            .collect()
+        let mut out = Vec::with_capacity(fids.len());
+        for f in fids {
+            let (lo, hi) = tsdb::window_bounds(f, self.window_units);
+            match st.files.windows.get(&f).and_then(|w| dense_extent(w, uids)) {
+                Some(extent) => newest_first_ranges(lo, hi, extent, &mut out),
+                None => out.push((lo, hi)),
+            }
+        }
+        out
     }
 
     /// Computes subtable `uid`'s cache entry from its data (memtables and files); `values` too

@@ -1107,3 +1107,49 @@ fn set_tags_outside_the_hash_range_is_a_wrong_vgroup() {
         .unwrap_err();
     assert_eq!(e.status_code(), StatusCode::WrongVgroup, "{e}");
 }
+
+/// A window dense with a subtable's rows is searched newest first in ranges that cover it
+/// without gap or overlap, the newest ones short; scanning range by range gives every row once.
+/// A sparse subtable's window stays whole.
+#[test]
+fn a_dense_window_is_searched_newest_first_in_ranges_that_cover_it() {
+    let d = tempfile::tempdir().unwrap();
+    let v = open(d.path());
+    let dense: Vec<R> = (0..3000)
+        .map(|i| (i * 1000, Some(i as f64), None, None))
+        .collect();
+    v.write(&batch(vec![
+        tw("dense", tags("a"), &dense),
+        tw("sparse", tags("b"), &[(5, Some(1.0), None, None)]),
+    ]))
+    .unwrap();
+    v.flush().unwrap();
+    // A memtable row newer than the files belongs to the newest range.
+    v.write(&batch(vec![tw(
+        "dense",
+        None,
+        &[(3_000_000, Some(-1.0), None, None)],
+    )]))
+    .unwrap();
+    let uid = v.table("dense").unwrap().uid;
+    let ranges = v.ranges_desc(uid).unwrap();
+    assert!(ranges.len() > 2, "{ranges:?}");
+    for w in ranges.windows(2) {
+        assert_eq!(w[1].1 + 1, w[0].0, "contiguous, newest first: {ranges:?}");
+    }
+    let (newest, oldest) = (ranges[0], ranges[ranges.len() - 1]);
+    assert!(
+        newest.0 > 2_000_000,
+        "the newest range is short: {ranges:?}"
+    );
+    let whole = v.ranges_desc(v.table("sparse").unwrap().uid).unwrap();
+    assert_eq!(whole.len(), 1, "{whole:?}");
+    assert_eq!((oldest.0, newest.1), whole[0], "the same window, split");
+    let mut ts = Vec::new();
+    for (lo, hi) in ranges.iter().rev() {
+        let cols = v.scan(uid, *lo, *hi, &[0, 1]).unwrap();
+        ts.extend((0..cols[0].len()).map(|i| cols[0].get(i)));
+    }
+    let want: Vec<Value> = (0..=3000).map(|i| Value::Timestamp(i * 1000)).collect();
+    assert_eq!(ts, want);
+}
