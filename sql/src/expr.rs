@@ -381,6 +381,7 @@ pub fn eval(e: &PExpr, cols: &[Column], n: usize) -> Result<Column, SqlError> {
                     if let Some(c) = compare_to_scalar(op, &cx, v, vt, n) {
                         return Ok(c);
                     }
+                    return Ok(compare(op, &cx, &broadcast(v, vt, n), n));
                 }
             }
             let ca = eval_cow(a, cols, n)?;
@@ -1303,5 +1304,76 @@ mod window_start_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod scalar_compare_tests {
+    use super::*;
+
+    /// A comparison with a constant answers as the comparison with a column of copies of it:
+    /// every operator, column type (with NULLs and NaN) and numeric constant type; the cases
+    /// it leaves to `compare` are left there.
+    #[test]
+    fn comparing_with_a_constant_answers_as_with_its_broadcast_column() {
+        let with_nulls = |data: ColumnData| {
+            let n = data.len();
+            Column {
+                data,
+                nulls: (0..n).map(|i| i % 3 == 2).collect(),
+            }
+        };
+        let columns = [
+            Column::new(ColumnData::Float(vec![0.05, 0.1, 0.2, f64::NAN, -1.0, 3.0])),
+            with_nulls(ColumnData::Float(vec![0.05, 0.1, 0.2, 0.1, -1.0, 3.0])),
+            Column::new(ColumnData::Int(vec![-3, 0, 1, 2, 3, i64::MAX])),
+            with_nulls(ColumnData::Timestamp(vec![5, 6, 7, 8, 9, 10])),
+            Column::new(ColumnData::UInt(vec![0, 1, 2, 3, u64::MAX, 7])),
+            Column::new(ColumnData::Bool(vec![true, false, true, false, true, true])),
+        ];
+        let constants = [
+            (Value::Float(0.1), DataType::Double),
+            (Value::Int(2), DataType::BigInt),
+            (Value::Int(2), DataType::Double),
+            (Value::Timestamp(7), DataType::Timestamp),
+            (Value::UInt(3), DataType::UBigInt),
+            (Value::Bool(true), DataType::Bool),
+            (Value::Null, DataType::Double),
+        ];
+        let ops = [
+            BinOp::Eq,
+            BinOp::NotEq,
+            BinOp::Lt,
+            BinOp::LtEq,
+            BinOp::Gt,
+            BinOp::GtEq,
+        ];
+        let mut covered = 0;
+        for a in &columns {
+            let n = a.len();
+            for (v, t) in &constants {
+                for op in ops {
+                    let want = compare(op, a, &broadcast(v, *t, n), n);
+                    if let Some(got) = compare_to_scalar(op, a, v, *t, n) {
+                        assert_eq!(got, want, "{a:?} {op:?} {v:?} as {t:?}");
+                        covered += 1;
+                    }
+                    // The constant on the left: the flipped comparison.
+                    let lit = PExpr::Lit(v.clone(), *t);
+                    let e = PExpr::Bin(
+                        op,
+                        Box::new(lit),
+                        Box::new(PExpr::Input(0, DataType::Double)),
+                        DataType::Bool,
+                    );
+                    let left = eval(&e, std::slice::from_ref(a), n).unwrap();
+                    let want = compare(op, &broadcast(v, *t, n), a, n);
+                    assert_eq!(left, want, "{v:?} {op:?} {a:?}");
+                }
+            }
+        }
+        // Five numeric columns by five numeric constants by six operators: the fast path; the
+        // boolean column and the boolean and NULL constants: `compare`.
+        assert_eq!(covered, 150);
     }
 }

@@ -410,9 +410,9 @@ fn newest_first_ranges(lo: i64, hi: i64, extent: (i64, i64), out: &mut Vec<(i64,
 mod search_range_tests {
     use super::newest_first_ranges;
 
-    /// The ranges cover the window exactly, newest first, each at most as long as the next
-    /// older one (but the last), and at most SEARCH_SPLIT_RANGES_MAX of them; extents at the
-    /// window's edges and tiny ones too.
+    /// The ranges cover the window exactly, newest first, at most SEARCH_SPLIT_RANGES_MAX of
+    /// them, the newest one short when the extent fills the window; extents at the window's
+    /// edges and tiny ones too.
     #[test]
     fn ranges_cover_the_window_newest_first_and_grow() {
         let cases = [
@@ -436,6 +436,14 @@ mod search_range_tests {
                 assert!(r.0 <= r.1, "{out:?}");
             }
         }
+        let mut day = Vec::new();
+        newest_first_ranges(0, 86_399_999, (0, 86_390_000), &mut day);
+        assert_eq!(
+            day.len(),
+            super::SEARCH_SPLIT_RANGES_MAX as usize,
+            "{day:?}"
+        );
+        assert!(day[0].0 > 86_390_000 - 86_400_000 / 16, "{day:?}");
     }
 }
 
