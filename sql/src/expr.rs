@@ -1340,19 +1340,11 @@ mod scalar_compare_tests {
             (Value::Bool(true), DataType::Bool),
             (Value::Null, DataType::Double),
         ];
-        let ops = [
-            BinOp::Eq,
-            BinOp::NotEq,
-            BinOp::Lt,
-            BinOp::LtEq,
-            BinOp::Gt,
-            BinOp::GtEq,
-        ];
         let mut covered = 0;
         for a in &columns {
             let n = a.len();
             for (v, t) in &constants {
-                for op in ops {
+                for op in BinOp::COMPARISONS {
                     let want = compare(op, a, &broadcast(v, *t, n), n);
                     if let Some(got) = compare_to_scalar(op, a, v, *t, n) {
                         assert_eq!(got, want, "{a:?} {op:?} {v:?} as {t:?}");
