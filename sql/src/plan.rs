@@ -21,6 +21,7 @@ use crate::error::{Pos, SqlError};
 use crate::expr::{eval, CallFunc, PExpr, ScalarFunc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tidal_common::types::PhysicalType;
 use tidal_common::{DataType, Field, Precision, StableSchema, TableMeta, Value};
 
@@ -557,7 +558,8 @@ fn lit_type(v: &Value) -> DataType {
 
 enum ScopeKind {
     Stable {
-        schema: StableSchema,
+        /// Shared: every column reference and WHERE conjunct consults it.
+        schema: Arc<StableSchema>,
         subtable: bool,
         layout: Vec<InputCol>,
     },
@@ -649,18 +651,19 @@ impl Scope {
         }
         match &self.kind {
             ScopeKind::Stable { schema, .. } => {
-                let schema = schema.clone();
-                if name.eq_ignore_ascii_case("tbname") {
-                    return Ok(self.input(InputCol::Tbname, TBNAME_TYPE));
-                }
-                if name.eq_ignore_ascii_case("_rowts") || name.eq_ignore_ascii_case("_c0") {
-                    return Ok(self.input(InputCol::Col(0), DataType::Timestamp));
-                }
-                if let Some(i) = schema.column_index(name) {
-                    return Ok(self.input(InputCol::Col(i), schema.columns[i].data_type));
-                }
-                if let Some(i) = schema.tag_index(name) {
-                    return Ok(self.input(InputCol::Tag(i), schema.tags[i].data_type));
+                let found = if name.eq_ignore_ascii_case("tbname") {
+                    Some((InputCol::Tbname, TBNAME_TYPE))
+                } else if name.eq_ignore_ascii_case("_rowts") || name.eq_ignore_ascii_case("_c0") {
+                    Some((InputCol::Col(0), DataType::Timestamp))
+                } else if let Some(i) = schema.column_index(name) {
+                    Some((InputCol::Col(i), schema.columns[i].data_type))
+                } else {
+                    schema
+                        .tag_index(name)
+                        .map(|i| (InputCol::Tag(i), schema.tags[i].data_type))
+                };
+                if let Some((col, t)) = found {
+                    return Ok(self.input(col, t));
                 }
             }
             ScopeKind::Derived { fields } => {
@@ -2375,7 +2378,7 @@ impl Planner<'_> {
                     };
                     Scope {
                         kind: ScopeKind::Stable {
-                            schema,
+                            schema: Arc::new(schema),
                             subtable,
                             layout: Vec::new(),
                         },
