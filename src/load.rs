@@ -976,7 +976,8 @@ impl Target {
     fn into_block(mut self) -> Result<RowBlock, String> {
         let tables = self.ends.len();
         if self.runs.len() > tables {
-            let (order, runs) = grouped_order(&self.runs, tables);
+            let (order, runs) = tidal_common::group_runs(&self.runs, tables, |t| t);
+            let order: Vec<usize> = order.into_iter().map(|r| r as usize).collect();
             for c in &mut self.columns {
                 *c = c.take(&order);
             }
@@ -991,42 +992,6 @@ impl Target {
             columns: self.columns,
         })
     }
-}
-
-/// For `runs` over `tables` subtables: the row order that puts each subtable's rows together
-/// (subtables in index order, each one's rows in their order) and the runs of that order.
-fn grouped_order(runs: &[(u32, u32)], tables: usize) -> (Vec<usize>, Vec<(u32, u32)>) {
-    let mut counts = vec![0usize; tables];
-    for &(t, n) in runs {
-        if let Some(c) = counts.get_mut(t as usize) {
-            *c += n as usize;
-        }
-    }
-    let mut next = Vec::with_capacity(tables);
-    let mut grouped = Vec::new();
-    let mut at = 0usize;
-    for (t, &c) in counts.iter().enumerate() {
-        next.push(at);
-        at += c;
-        if c > 0 {
-            grouped.push((t as u32, c as u32));
-        }
-    }
-    let mut order = vec![0usize; at];
-    let mut row = 0usize;
-    for &(t, n) in runs {
-        let Some(slot) = next.get_mut(t as usize) else {
-            continue;
-        };
-        for r in row..row + n as usize {
-            if let Some(o) = order.get_mut(*slot) {
-                *o = r;
-            }
-            *slot += 1;
-        }
-        row += n as usize;
-    }
-    (order, grouped)
 }
 
 /// A value of a row tuple: a bare token (number, `null`, `true`) or a quoted string.

@@ -7,6 +7,54 @@ use crate::schema::StableSchema;
 use crate::types::{DataType, Value};
 use serde::{Deserialize, Serialize};
 
+/// The rows of a block's `runs` (table index, row count), regrouped so that each group's rows
+/// lie together: the order to gather the rows in (groups in index order, each group's rows
+/// in block order, so a later row of a ts still wins) and the runs (group, rows) over that
+/// order. `group_of` names a run's group; a run whose group is not below `groups` is left
+/// out of both.
+///
+/// Why one counting sort for writer and server: a time-ordered source (a TSBS file, any log)
+/// cycles through its devices, so nearly every run of its blocks is one row. The loader
+/// groups a block by subtable before sending it; the memtable groups what other writers
+/// send by subtable uid before appending it.
+pub fn group_runs(
+    runs: &[(u32, u32)],
+    groups: usize,
+    group_of: impl Fn(u32) -> u32,
+) -> (Vec<u32>, Vec<(u32, u32)>) {
+    let mut count = vec![0usize; groups];
+    for &(t, n) in runs {
+        if let Some(c) = count.get_mut(group_of(t) as usize) {
+            *c += n as usize;
+        }
+    }
+    let mut next = Vec::with_capacity(groups);
+    let mut grouped = Vec::new();
+    let mut at = 0usize;
+    for (g, &c) in count.iter().enumerate() {
+        next.push(at);
+        at += c;
+        if c > 0 {
+            grouped.push((g as u32, c as u32));
+        }
+    }
+    let mut order = vec![0u32; at];
+    let mut row = 0u32;
+    for &(t, n) in runs {
+        if let Some(slot) = next.get_mut(group_of(t) as usize) {
+            // Always in range: the counts came from these runs.
+            if let Some(dst) = order.get_mut(*slot..*slot + n as usize) {
+                for (o, r) in dst.iter_mut().zip(row..) {
+                    *o = r;
+                }
+            }
+            *slot += n as usize;
+        }
+        row = row.wrapping_add(n);
+    }
+    (order, grouped)
+}
+
 /// Rows for one subtable. `columns` follows the STABLE's column template exactly
 /// (`columns[0]` is the TIMESTAMP key and has no NULLs); values are already coerced to the
 /// column types. Rows need not be ordered; a repeated ts means the later row wins.
@@ -384,6 +432,24 @@ impl RowBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn group_runs_puts_each_groups_rows_together_in_block_order() {
+        // Rows 0..7: table 2 (rows 0-1), 0 (2), 2 (3), 1 (4-5), 0 (6).
+        let runs = [(2, 2), (0, 1), (2, 1), (1, 2), (0, 1)];
+        let (order, grouped) = group_runs(&runs, 3, |t| t);
+        assert_eq!(order, vec![2, 6, 4, 5, 0, 1, 3]);
+        assert_eq!(grouped, vec![(0, 2), (1, 2), (2, 3)]);
+        // Tables 0 and 2 name one group (the same subtable); group 1 stays empty.
+        let (order, grouped) = group_runs(&runs, 3, |t| if t == 2 { 0 } else { t });
+        assert_eq!(order, vec![0, 1, 2, 3, 6, 4, 5]);
+        assert_eq!(grouped, vec![(0, 5), (1, 2)]);
+        // A run whose group is out of range is left out; the rows after it keep their numbers.
+        let (order, grouped) = group_runs(&runs, 2, |t| t);
+        assert_eq!(order, vec![2, 6, 4, 5]);
+        assert_eq!(grouped, vec![(0, 2), (1, 2)]);
+        assert_eq!(group_runs(&[], 0, |t| t), (vec![], vec![]));
+    }
 
     fn cols(ts: &[i64], v: &[Option<f64>]) -> Vec<Column> {
         let mut c = Column::empty(DataType::Double, v.len());

@@ -291,8 +291,9 @@ fn grouped(
     // The table index each run's rows are grouped under: the first index of its subtable.
     let mut canon = vec![u32::MAX; tables];
     let mut first: HashMap<TableUid, u32, UidHash> = HashMap::default();
-    let mut count = vec![0usize; tables];
+    let mut used = vec![false; tables];
     let mut distinct = 0usize;
+    let mut total = 0usize;
     for (t, n) in runs {
         let ti = *t as usize;
         if canon[ti] == u32::MAX {
@@ -301,36 +302,17 @@ fn grouped(
                 None => *t,
             };
         }
-        let g = canon[ti] as usize;
-        if count[g] == 0 {
+        if !std::mem::replace(&mut used[canon[ti] as usize], true) {
             distinct += 1;
         }
-        count[g] += *n as usize;
+        total += *n as usize;
     }
-    if distinct == runs.len() || count.iter().sum::<usize>() != rows {
+    if distinct == runs.len() || total != rows {
         return None;
     }
-    let mut at = Vec::with_capacity(tables);
-    let mut regrouped = Vec::with_capacity(distinct);
-    let mut next = 0usize;
-    for (g, c) in count.iter().enumerate() {
-        at.push(next);
-        if *c > 0 {
-            regrouped.push((g as u32, *c as u32));
-        }
-        next += c;
-    }
-    let mut order = vec![0u32; rows];
-    let mut row = 0u32;
-    for (t, n) in runs {
-        let slot = &mut at[canon[*t as usize] as usize];
-        for k in 0..*n {
-            order[*slot] = row + k;
-            *slot += 1;
-        }
-        row += n;
-    }
-    Some((order, regrouped))
+    Some(tidal_common::group_runs(runs, tables, |t| {
+        canon.get(t as usize).copied().unwrap_or(u32::MAX)
+    }))
 }
 
 fn push_nulls(c: &mut Column, n: usize) {
