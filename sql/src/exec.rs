@@ -23,7 +23,7 @@ pub const STREAM_BATCH_BYTES: u64 = 1 << 20;
 
 /// Implemented by the vnode server over its local storage.
 pub trait ScanSource {
-    fn schema(&self, stable: &str) -> Option<StableSchema>;
+    fn schema(&self, stable: &str) -> Option<Arc<StableSchema>>;
     /// This vnode's subtables of the stable.
     fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>>;
     fn table(&self, name: &str) -> Option<Arc<TableMeta>>;
@@ -1220,7 +1220,7 @@ fn tag_filtered(
     let Some(tf) = &f.tag_filter else {
         return Ok(metas);
     };
-    let mut schemas: HashMap<String, Option<StableSchema>> = HashMap::new();
+    let mut schemas: HashMap<String, Option<Arc<StableSchema>>> = HashMap::new();
     let mut keep = Vec::with_capacity(metas.len());
     let mut start = 0;
     while start < metas.len() {
@@ -1623,7 +1623,7 @@ fn run_fragment(
         }
     }
     scan_cols.sort_unstable();
-    let mut schemas: HashMap<String, StableSchema> = HashMap::new();
+    let mut schemas: HashMap<String, Arc<StableSchema>> = HashMap::new();
     let mut agg = match &f.op {
         FragmentOp::PartialAgg { keys, aggs } => Some(BufferedAgg::new(
             Aggregator::new(keys.iter().map(|k| k.data_type()).collect(), aggs.clone()),

@@ -105,8 +105,8 @@ struct Vnode {
 }
 
 impl ScanSource for Vnode {
-    fn schema(&self, stable: &str) -> Option<StableSchema> {
-        (stable == "readings").then(schema)
+    fn schema(&self, stable: &str) -> Option<Arc<StableSchema>> {
+        (stable == "readings").then(|| Arc::new(schema()))
     }
     fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {
         self.tables

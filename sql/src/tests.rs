@@ -90,8 +90,8 @@ struct Vnode {
 }
 
 impl ScanSource for Vnode {
-    fn schema(&self, stable: &str) -> Option<StableSchema> {
-        (stable == "readings").then(readings_schema)
+    fn schema(&self, stable: &str) -> Option<std::sync::Arc<StableSchema>> {
+        (stable == "readings").then(|| std::sync::Arc::new(readings_schema()))
     }
     fn tables(&self, stable: &str) -> Vec<std::sync::Arc<TableMeta>> {
         self.tables
@@ -2250,8 +2250,9 @@ mod tsbs {
     }
 
     impl ScanSource for Node {
-        fn schema(&self, stable: &str) -> Option<StableSchema> {
-            matches!(stable, "readings" | "diagnostics").then(|| schema(stable))
+        fn schema(&self, stable: &str) -> Option<std::sync::Arc<StableSchema>> {
+            matches!(stable, "readings" | "diagnostics")
+                .then(|| std::sync::Arc::new(schema(stable)))
         }
         fn tables(&self, stable: &str) -> Vec<std::sync::Arc<TableMeta>> {
             self.tables

@@ -48,8 +48,8 @@ struct Source {
 }
 
 impl ScanSource for Source {
-    fn schema(&self, stable: &str) -> Option<StableSchema> {
-        (stable == "readings").then(schema)
+    fn schema(&self, stable: &str) -> Option<Arc<StableSchema>> {
+        (stable == "readings").then(|| Arc::new(schema()))
     }
     fn tables(&self, _stable: &str) -> Vec<Arc<TableMeta>> {
         self.tables.clone()

@@ -425,7 +425,7 @@ impl<'a> VnodeSource<'a> {
 }
 
 impl tidal_sql::ScanSource for VnodeSource<'_> {
-    fn schema(&self, stable: &str) -> Option<StableSchema> {
+    fn schema(&self, stable: &str) -> Option<Arc<StableSchema>> {
         self.vnode.stable_schema(stable)
     }
     fn tables(&self, stable: &str) -> Vec<Arc<TableMeta>> {

@@ -968,6 +968,7 @@ fn schema_of(st: &State, uid: TableUid) -> Result<&StableSchema> {
     st.meta
         .stables
         .get(&t.stable)
+        .map(|s| &**s)
         .ok_or_else(|| VnodeError::StableNotFound {
             stable: t.stable.clone(),
             table: t.name.clone(),
@@ -1206,13 +1207,12 @@ impl VnodeCore {
         let schema_of = |stable: &str, table: &str| -> Result<&StableSchema> {
             match updates.get(stable) {
                 Some(s) => Ok(*s),
-                None => meta
-                    .stables
-                    .get(stable)
-                    .ok_or_else(|| VnodeError::StableNotFound {
+                None => meta.stables.get(stable).map(|s| &**s).ok_or_else(|| {
+                    VnodeError::StableNotFound {
                         stable: stable.to_string(),
                         table: table.to_string(),
-                    }),
+                    }
+                }),
             }
         };
         let owns = |table: &str| self.check_hash(table);
@@ -1620,7 +1620,7 @@ impl VnodeCore {
         self.state.read().meta.table(name).cloned()
     }
 
-    pub fn stable_schema(&self, stable: &str) -> Option<StableSchema> {
+    pub fn stable_schema(&self, stable: &str) -> Option<Arc<StableSchema>> {
         self.state.read().meta.stables.get(stable).cloned()
     }
 

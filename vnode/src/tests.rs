@@ -228,7 +228,7 @@ fn reopen_without_flush_recovers_everything_from_the_wal() {
     );
     assert_eq!(v.tables(Some("meters")).len(), 3);
     assert!(v.tables(Some("other")).is_empty());
-    assert_eq!(v.stable_schema("meters"), Some(schema(1)));
+    assert_eq!(v.stable_schema("meters").as_deref(), Some(&schema(1)));
     assert_eq!(v.table("t3").unwrap().tags[1], Value::Int(3));
     assert_eq!(v.stats().tables, 3);
 }

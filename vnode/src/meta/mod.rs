@@ -17,7 +17,8 @@ use tidal_common::{StableSchema, TableMeta, TableUid, UidHash, Value};
 
 #[derive(Default, Clone)]
 pub struct Meta {
-    pub stables: BTreeMap<String, StableSchema>,
+    /// Shared (`Arc`): every query fragment reads its STABLE's schema.
+    pub stables: BTreeMap<String, Arc<StableSchema>>,
     /// Ordered, for listings (SHOW, scans of a STABLE list subtables by name).
     pub tables: BTreeMap<String, Arc<TableMeta>>,
     /// The same tables hashed by name: the write path resolves every subtable of a batch by
@@ -93,7 +94,7 @@ impl Meta {
         match self.stables.get(&s.name) {
             Some(old) if old.version >= s.version => {}
             _ => {
-                self.stables.insert(s.name.clone(), s.clone());
+                self.stables.insert(s.name.clone(), Arc::new(s.clone()));
                 self.bump(&s.name);
             }
         }
@@ -313,7 +314,7 @@ impl Meta {
         let n = r.count(1)?;
         for _ in 0..n {
             let s = r.schema()?;
-            m.stables.insert(s.name.clone(), s);
+            m.stables.insert(s.name.clone(), Arc::new(s));
         }
         let n = r.count(1)?;
         for _ in 0..n {
