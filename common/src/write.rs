@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 /// lie together: the order to gather the rows in (groups in index order, each group's rows
 /// in block order, so a later row of a ts still wins) and the runs (group, rows) over that
 /// order. `group_of` names a run's group; a run whose group is not below `groups` is left
-/// out of both.
+/// out of both. The runs must hold fewer than 2^32 rows in all (a block's rows are numbered
+/// in `u32`; both callers' blocks are far smaller).
 ///
 /// Why one counting sort for writer and server: a time-ordered source (a TSBS file, any log)
 /// cycles through its devices, so nearly every run of its blocks is one row. The loader
