@@ -289,10 +289,9 @@ fn grouped(
         return None;
     }
     // The table index each run's rows are grouped under: the first index of its subtable.
+    // (A table index named twice, found above, means some subtable has two runs to merge.)
     let mut canon = vec![u32::MAX; tables];
     let mut first: HashMap<TableUid, u32, UidHash> = HashMap::default();
-    let mut used = vec![false; tables];
-    let mut distinct = 0usize;
     let mut total = 0usize;
     for (t, n) in runs {
         let ti = *t as usize;
@@ -302,12 +301,9 @@ fn grouped(
                 None => *t,
             };
         }
-        if !std::mem::replace(&mut used[canon[ti] as usize], true) {
-            distinct += 1;
-        }
         total += *n as usize;
     }
-    if distinct == runs.len() || total != rows {
+    if total != rows {
         return None;
     }
     Some(tidal_common::group_runs(runs, tables, |t| {
