@@ -208,6 +208,10 @@ pub struct ConnectOptions {
     /// sends every statement to the server, where SHOW QUERIES lists it and KILL QUERY
     /// reaches it.
     pub plan_queries_locally: bool,
+    /// Whether query fragments go to the data nodes as frames on plain TCP connections
+    /// (default `true`; see [`crate::frames`]) rather than over gRPC. Without TLS only: with
+    /// TLS every call is gRPC.
+    pub fragment_frames: bool,
 }
 
 impl Default for ConnectOptions {
@@ -217,6 +221,7 @@ impl Default for ConnectOptions {
             tls_ca_pem: None,
             tls_domain: None,
             plan_queries_locally: true,
+            fragment_frames: true,
         }
     }
 }
@@ -245,6 +250,12 @@ impl ConnectOptions {
     /// See [`ConnectOptions::plan_queries_locally`].
     pub fn plan_queries_locally(mut self, yes: bool) -> ConnectOptions {
         self.plan_queries_locally = yes;
+        self
+    }
+
+    /// See [`ConnectOptions::fragment_frames`].
+    pub fn fragment_frames(mut self, yes: bool) -> ConnectOptions {
+        self.fragment_frames = yes;
         self
     }
 }

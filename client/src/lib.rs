@@ -24,6 +24,7 @@
 pub mod auth;
 mod cork;
 mod error;
+pub mod frames;
 mod one_frame;
 pub mod query;
 mod route;
@@ -127,6 +128,9 @@ struct Inner {
     tables: Mutex<HashMap<SchemaKey, (TableMeta, std::time::Instant)>>,
     /// See [`ConnectOptions::plan_queries_locally`].
     plan_queries_locally: bool,
+    /// Idle fragment-frame connections; `None` when fragments go over gRPC (TLS, or
+    /// [`ConnectOptions::fragment_frames`] off).
+    frames: Option<frames::Pool>,
     /// The connected server's `query_timeout_ms` and `query_memory_max_bytes`, asked once,
     /// for the queries this client plans itself (see [`query`]).
     /// `Some(None)`: the server has no catalog, and this client plans nothing itself.
@@ -212,6 +216,8 @@ impl Client {
                 not_stables: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
                 plan_queries_locally: options.plan_queries_locally,
+                frames: (options.fragment_frames && options.tls_ca_pem.is_none())
+                    .then(frames::Pool::default),
                 query_limits: Mutex::new(None),
                 client_id: random_client_id(),
                 local_queries: Mutex::new(Default::default()),

@@ -29,12 +29,13 @@
 //!   privileges and hash range as for any caller.
 //! - Queries only read: a retry after a failure cannot change anything.
 
-use crate::{Client, ClientError, StatementResult};
+use crate::{frames, Client, ClientError, StatementResult};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tidal_common::{Batch, Precision, StableSchema, StatusCode, TableMeta, Value, VgroupId};
 use tidal_proto::convert::{batch_from_wire, schema_from_wire, table_meta_from_wire};
-use tidal_proto::v1;
+use tidal_proto::v1::{self, dnode_client::DnodeClient};
 use tidal_sql::{FragmentTarget, MemoryBudget, QueryPlan, Reservation, Statement};
 use tonic::Request;
 
@@ -435,6 +436,39 @@ impl Client {
         }
     }
 
+    /// Starts a fragment call to the data node at `addr`: over frames when this client
+    /// uses them and the data node speaks them, else over gRPC. `timeout` is the data node's
+    /// own deadline, in case the caller vanishes mid-query.
+    async fn fragment_parts(
+        &self,
+        addr: &str,
+        req: v1::FragmentsRequest,
+        token: Option<Arc<str>>,
+        timeout: Option<Duration>,
+    ) -> Result<Parts<'_>, ClientError> {
+        let mut req = req;
+        if let Some(pool) = self.inner.frames.as_ref().filter(|p| !p.grpc_only(addr)) {
+            let exec = frames::Exec {
+                timeout,
+                token: token.as_deref().unwrap_or_default().to_string(),
+                request: req,
+            };
+            match pool.start(addr, &exec).await {
+                Ok(call) => return Ok(Parts::Frames(call)),
+                Err(frames::Start::Failed(e)) => return Err(e),
+                Err(frames::Start::NotSpoken) => req = exec.request,
+            }
+        }
+        let mut d = DnodeClient::new(self.intercepted_with(self.channel(addr)?, token))
+            .max_decoding_message_size(crate::MESSAGE_BYTES_MAX)
+            .max_encoding_message_size(crate::MESSAGE_BYTES_MAX);
+        let mut req = Request::new(req);
+        if let Some(t) = timeout {
+            req.set_timeout(t);
+        }
+        Ok(Parts::Grpc(d.exec_fragments(req).await?.into_inner()))
+    }
+
     /// Sends every fragment of `plan` to its vgroups in parallel and gathers each vgroup's
     /// whole result, in the plan's fragment order and each fragment's vgroups in route order.
     ///
@@ -467,8 +501,7 @@ impl Client {
             let bytes = spec.fragment.to_bytes();
             let fields = spec.fragment.output_fields();
             for (addr, vgs) in by_node {
-                let mut d = self.dnode(&addr)?;
-                let mut req = Request::new(v1::FragmentsRequest {
+                let req = v1::FragmentsRequest {
                     vnodes: vgs
                         .iter()
                         .map(|(_, id)| v1::VnodeRef {
@@ -478,11 +511,11 @@ impl Client {
                         .collect(),
                     fragment: bytes.clone(),
                     memory_max_bytes: fan.budget.limit_bytes(),
-                });
-                if let Some(t) = fan.timeout {
-                    // The data node's own deadline, in case the caller vanishes mid-query.
-                    req.set_timeout(t);
-                }
+                };
+                // Taken here, in the caller's scope (a forwarding client sends the caller's).
+                let token = self.token_for_call();
+                let client = self.clone();
+                let timeout = fan.timeout;
                 // One in-flight fragment per vgroup, until its last part arrives.
                 let mut parts: Vec<Part> = vgs
                     .iter()
@@ -497,8 +530,8 @@ impl Client {
                 calls.push(async move {
                     let start = std::time::Instant::now();
                     let mut held = budget.reserve(0, WHAT)?;
-                    let mut s = d.exec_fragments(req).await?.into_inner();
-                    while let Some(p) = s.message().await? {
+                    let mut s = client.fragment_parts(&addr, req, token, timeout).await?;
+                    while let Some(p) = s.next().await? {
                         let n = parts.len();
                         let Some(slot) = parts.get_mut(p.index as usize) else {
                             return Err(ClientError::new(
@@ -903,6 +936,22 @@ impl Coded for Fallback {
             // planning again cannot help, and nothing should be retried
             Fallback::Plan | Fallback::Streams => StatusCode::Ok,
             Fallback::Failed(e) => e.code,
+        }
+    }
+}
+
+/// The parts of one fragment call, over either transport.
+enum Parts<'a> {
+    Grpc(tonic::Streaming<v1::FragmentsPart>),
+    Frames(frames::Call<'a>),
+}
+
+impl Parts<'_> {
+    /// The next part; `None` once the call has ended well.
+    async fn next(&mut self) -> Result<Option<v1::FragmentsPart>, ClientError> {
+        match self {
+            Parts::Grpc(s) => Ok(s.message().await?),
+            Parts::Frames(c) => c.next().await,
         }
     }
 }

@@ -130,6 +130,17 @@ impl Client {
         InterceptedService::new(OneFrame::new(channel), self.interceptor())
     }
 
+    /// Like [`Client::intercepted`] with a token taken earlier (see
+    /// [`Client::token_for_call`]).
+    pub(crate) fn intercepted_with(
+        &self,
+        channel: Channel,
+        token: Option<Arc<str>>,
+    ) -> AuthChannel {
+        let value = token.and_then(|t| format!("Bearer {t}").parse().ok());
+        InterceptedService::new(OneFrame::new(channel), AuthInterceptor { value })
+    }
+
     /// Makes sure this client holds a token that is not about to expire, logging in if it
     /// authenticates with a password. A no-op for the other credentials.
     pub async fn authenticate(&self) -> Result<(), ClientError> {

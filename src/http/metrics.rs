@@ -304,12 +304,39 @@ pub fn render(scrape: &Scrape) -> String {
             }
         }
     }
+    family(
+        &mut out,
+        "tidal_dnode_fragment_calls_total",
+        "counter",
+        "ExecFragments calls the data node received, by transport: `frames` (fragment frames on plain TCP) or `grpc`.",
+    );
+    for d in &scrape.dnodes {
+        if let Ok(r) = &d.result {
+            for (transport, n) in [
+                ("frames", r.fragment_calls_frames),
+                ("grpc", r.fragment_calls_grpc),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "tidal_dnode_fragment_calls_total{{dnode=\"{}\",endpoint=\"{}\",transport=\"{transport}\"}} {n}",
+                    d.id,
+                    label(&d.addr),
+                );
+            }
+        }
+    }
     for (name, kind, help, get) in [
+        (
+            "tidal_dnode_frame_connections",
+            "gauge",
+            "Fragment-frame connections open on the data node.",
+            (|r| r.frame_connections) as fn(&v1::DnodeStatsResponse) -> u64,
+        ),
         (
             "tidal_dnode_column_cache_bytes",
             "gauge",
             "Bytes held by the data node's decoded-column cache.",
-            (|r| r.column_cache_bytes) as fn(&v1::DnodeStatsResponse) -> u64,
+            |r| r.column_cache_bytes,
         ),
         (
             "tidal_dnode_column_cache_max_bytes",
@@ -515,6 +542,9 @@ mod tests {
                         statements: vec![statements("insert", 7, 0, 0)],
                         fragments_inline: 5,
                         fragments_pooled: 9,
+                        fragment_calls_grpc: 2,
+                        fragment_calls_frames: 7,
+                        frame_connections: 1,
                         column_cache_bytes: 4096,
                         column_cache_max_bytes: 65536,
                         column_cache_hits: 12,
@@ -537,6 +567,13 @@ mod tests {
             r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="request"} 5"#,
         );
         has(r#"tidal_dnode_fragments_total{dnode="1",endpoint="127.0.0.1:7001",thread="pool"} 9"#);
+        has(
+            r#"tidal_dnode_fragment_calls_total{dnode="1",endpoint="127.0.0.1:7001",transport="frames"} 7"#,
+        );
+        has(
+            r#"tidal_dnode_fragment_calls_total{dnode="1",endpoint="127.0.0.1:7001",transport="grpc"} 2"#,
+        );
+        has(r#"tidal_dnode_frame_connections{dnode="1",endpoint="127.0.0.1:7001"} 1"#);
         has(r#"tidal_dnode_column_cache_bytes{dnode="1",endpoint="127.0.0.1:7001"} 4096"#);
         has(r#"tidal_dnode_column_cache_hits_total{dnode="1",endpoint="127.0.0.1:7001"} 12"#);
         has(r#"tidal_dnode_column_cache_misses_total{dnode="1",endpoint="127.0.0.1:7001"} 3"#);
@@ -579,7 +616,7 @@ mod tests {
         let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
         let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
         assert_eq!(types, helps);
-        assert_eq!(types, VNODE_SERIES.len() + 12);
+        assert_eq!(types, VNODE_SERIES.len() + 14);
     }
 
     #[test]

@@ -65,6 +65,10 @@ struct Inner {
     /// Vnode fragments run on the thread that received the call / on the blocking pool.
     fragments_inline: AtomicU64,
     fragments_pooled: AtomicU64,
+    /// `ExecFragments` calls by transport, and the frame connections open now.
+    calls_grpc: AtomicU64,
+    calls_frames: AtomicU64,
+    frame_connections: AtomicU64,
     /// This process's configuration as it resolved it (SHOW DNODE n VARIABLES).
     variables: Arc<Vec<crate::config::Variable>>,
 }
@@ -122,6 +126,9 @@ impl DnodeService {
                 query_memory_max_bytes: opts.query_memory_max_bytes,
                 fragments_inline: AtomicU64::new(0),
                 fragments_pooled: AtomicU64::new(0),
+                calls_grpc: AtomicU64::new(0),
+                calls_frames: AtomicU64::new(0),
+                frame_connections: AtomicU64::new(0),
                 variables,
             }),
         };
@@ -680,6 +687,99 @@ fn grpc_timeout(m: &tonic::metadata::MetadataMap) -> Option<Duration> {
 }
 
 impl DnodeService {
+    /// Runs a fragment on each of `r`'s vnodes of this data node for the principal `p` (the
+    /// `ExecFragments` call, over gRPC or frames), its parts as they come. `timeout` is the
+    /// caller's deadline.
+    #[allow(clippy::result_large_err)]
+    pub(crate) fn fragments_call(
+        &self,
+        p: &Principal,
+        r: v1::FragmentsRequest,
+        timeout: Option<Duration>,
+    ) -> Result<FragmentBatches<v1::FragmentsPart>, Status> {
+        let deadline = timeout.map(|t| {
+            Box::pin(tokio::time::sleep_until(
+                (std::time::Instant::now() + t).into(),
+            ))
+        });
+        if r.vnodes.is_empty() || r.vnodes.len() > u32::MAX as usize {
+            return Err(status_error(
+                StatusCode::InvalidArgument,
+                format!(
+                    "ExecFragments needs 1 or more vnodes, got {}",
+                    r.vnodes.len()
+                ),
+            ));
+        }
+        // Every vnode is checked before any runs: a call either runs everywhere or nowhere.
+        let mut vnodes = Vec::with_capacity(r.vnodes.len());
+        for v in &r.vnodes {
+            let vnode = self.vnode_ref(Some(v))?;
+            authorize(p, &vnode, Need::Read)?;
+            vnodes.push(vnode);
+        }
+        let fragment = Arc::new(decode_fragment(&r.fragment, "query")?);
+        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+        // A point lookup runs here whatever it costs (a few cache lookups); a fragment over
+        // a short time range is tried here within a time budget and moves to the pool if
+        // it runs out (see `VnodeSource`).
+        let point = vnodes
+            .iter()
+            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(v)));
+        let short = point
+            || vnodes.iter().all(|v| {
+                short_range(&fragment, v)
+                    && tidal_sql::finds_lookups_built(&fragment, &VnodeSource::new(v))
+            });
+        if short {
+            let until = (!point).then(|| std::time::Instant::now() + INLINE_RUN_MAX);
+            let budget = self.fragment_budget(r.memory_max_bytes);
+            if let Some(parts) = run_here(&fragment, &vnodes, &cancel.0, &budget, until) {
+                self.count_fragments(true, vnodes.len());
+                let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
+                for p in parts {
+                    // cannot fail: the channel has room for every part and its reader is here
+                    let _ = tx.try_send(p);
+                }
+                return Ok(FragmentBatches {
+                    rx,
+                    deadline,
+                    _cancel: cancel,
+                });
+            }
+        }
+        self.count_fragments(false, vnodes.len());
+        let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER * vnodes.len());
+        for (index, vnode) in vnodes.into_iter().enumerate() {
+            let (tx, flag, fragment) = (tx.clone(), cancel.0.clone(), fragment.clone());
+            let budget = self.fragment_budget(r.memory_max_bytes);
+            let index = index as u32;
+            tokio::task::spawn_blocking(move || {
+                let start = std::time::Instant::now();
+                let r = tidal_sql::execute_fragment_stream(
+                    &fragment,
+                    &VnodeSource::new(&vnode),
+                    &flag,
+                    &budget,
+                    &mut |b| {
+                        // Blocks while the reader is behind; fails once it has gone.
+                        tx.blocking_send(Ok(data_part(index, &b))).map_err(|_| {
+                            tidal_sql::SqlError::Execution(
+                                "fragment cancelled: its reader went away".into(),
+                            )
+                        })
+                    },
+                );
+                let _ = tx.blocking_send(end_part(index, r, start));
+            });
+        }
+        Ok(FragmentBatches {
+            rx,
+            deadline,
+            _cancel: cancel,
+        })
+    }
+
     /// The vnode, the decoded fragment and the memory budget of a fragment call, after the
     /// caller's READ privilege is checked.
     #[allow(clippy::result_large_err)]
@@ -693,6 +793,26 @@ impl DnodeService {
         authorize(&p, &vnode, Need::Read)?;
         let fragment = decode_fragment(&r.fragment, "query")?;
         Ok((vnode, fragment, self.fragment_budget(r.memory_max_bytes)))
+    }
+
+    /// Counts a fragment call that arrived as frames.
+    pub(crate) fn count_frame_call(&self) {
+        self.inner.calls_frames.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an open frame connection until the guard is dropped.
+    pub(crate) fn frame_connection(&self) -> impl Drop {
+        struct Open(DnodeService);
+        impl Drop for Open {
+            fn drop(&mut self) {
+                self.0
+                    .inner
+                    .frame_connections
+                    .fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.inner.frame_connections.fetch_add(1, Ordering::Relaxed);
+        Open(self.clone())
     }
 
     fn count_fragments(&self, inline: bool, n: usize) {
@@ -1146,89 +1266,11 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::FragmentsRequest>,
     ) -> Result<Response<FragmentBatches<v1::FragmentsPart>>, Status> {
-        let deadline = grpc_timeout(req.metadata()).map(|t| {
-            Box::pin(tokio::time::sleep_until(
-                (std::time::Instant::now() + t).into(),
-            ))
-        });
+        let timeout = grpc_timeout(req.metadata());
         let p = principal(&req)?;
-        let r = req.into_inner();
-        if r.vnodes.is_empty() || r.vnodes.len() > u32::MAX as usize {
-            return Err(status_error(
-                StatusCode::InvalidArgument,
-                format!(
-                    "ExecFragments needs 1 or more vnodes, got {}",
-                    r.vnodes.len()
-                ),
-            ));
-        }
-        // Every vnode is checked before any runs: a call either runs everywhere or nowhere.
-        let mut vnodes = Vec::with_capacity(r.vnodes.len());
-        for v in &r.vnodes {
-            let vnode = self.vnode_ref(Some(v))?;
-            authorize(&p, &vnode, Need::Read)?;
-            vnodes.push(vnode);
-        }
-        let fragment = Arc::new(decode_fragment(&r.fragment, "query")?);
-        let cancel = CancelOnDrop(Arc::new(AtomicBool::new(false)));
-        // A point lookup runs here whatever it costs (a few cache lookups); a fragment over
-        // a short time range is tried here within a time budget and moves to the pool if
-        // it runs out (see `VnodeSource`).
-        let point = vnodes
-            .iter()
-            .all(|v| tidal_sql::is_point_lookup(&fragment, &VnodeSource::new(v)));
-        let short = point
-            || vnodes.iter().all(|v| {
-                short_range(&fragment, v)
-                    && tidal_sql::finds_lookups_built(&fragment, &VnodeSource::new(v))
-            });
-        if short {
-            let until = (!point).then(|| std::time::Instant::now() + INLINE_RUN_MAX);
-            let budget = self.fragment_budget(r.memory_max_bytes);
-            if let Some(parts) = run_here(&fragment, &vnodes, &cancel.0, &budget, until) {
-                self.count_fragments(true, vnodes.len());
-                let (tx, rx) = tokio::sync::mpsc::channel(parts.len().max(1));
-                for p in parts {
-                    // cannot fail: the channel has room for every part and its reader is here
-                    let _ = tx.try_send(p);
-                }
-                return Ok(Response::new(FragmentBatches {
-                    rx,
-                    deadline,
-                    _cancel: cancel,
-                }));
-            }
-        }
-        self.count_fragments(false, vnodes.len());
-        let (tx, rx) = tokio::sync::mpsc::channel(FRAGMENT_STREAM_BUFFER * vnodes.len());
-        for (index, vnode) in vnodes.into_iter().enumerate() {
-            let (tx, flag, fragment) = (tx.clone(), cancel.0.clone(), fragment.clone());
-            let budget = self.fragment_budget(r.memory_max_bytes);
-            let index = index as u32;
-            tokio::task::spawn_blocking(move || {
-                let start = std::time::Instant::now();
-                let r = tidal_sql::execute_fragment_stream(
-                    &fragment,
-                    &VnodeSource::new(&vnode),
-                    &flag,
-                    &budget,
-                    &mut |b| {
-                        // Blocks while the reader is behind; fails once it has gone.
-                        tx.blocking_send(Ok(data_part(index, &b))).map_err(|_| {
-                            tidal_sql::SqlError::Execution(
-                                "fragment cancelled: its reader went away".into(),
-                            )
-                        })
-                    },
-                );
-                let _ = tx.blocking_send(end_part(index, r, start));
-            });
-        }
-        Ok(Response::new(FragmentBatches {
-            rx,
-            deadline,
-            _cancel: cancel,
-        }))
+        self.inner.calls_grpc.fetch_add(1, Ordering::Relaxed);
+        self.fragments_call(&p, req.into_inner(), timeout)
+            .map(Response::new)
     }
 
     async fn delete(
@@ -1336,6 +1378,9 @@ impl DnodeRpc for DnodeService {
             statements: crate::frontend::metrics::to_wire(),
             fragments_inline: self.inner.fragments_inline.load(Ordering::Relaxed),
             fragments_pooled: self.inner.fragments_pooled.load(Ordering::Relaxed),
+            fragment_calls_grpc: self.inner.calls_grpc.load(Ordering::Relaxed),
+            fragment_calls_frames: self.inner.calls_frames.load(Ordering::Relaxed),
+            frame_connections: self.inner.frame_connections.load(Ordering::Relaxed),
             column_cache_bytes: columns.bytes,
             column_cache_max_bytes: columns.max_bytes,
             column_cache_hits: columns.hits,

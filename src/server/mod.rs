@@ -15,6 +15,7 @@ pub mod auth;
 mod auth_svc;
 mod dnode_auth;
 mod dnode_svc;
+mod frames;
 mod gate;
 mod mnode_svc;
 pub mod net;
@@ -282,6 +283,15 @@ pub async fn run_dnode(
         crate::http::start(h, sec.forward.clone(), sec.http()?).await?;
     }
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (frames_stop, frames_stop_rx) = tokio::sync::watch::channel(false);
+    // Fragment frames share the gRPC port (told apart by the first byte); not with TLS.
+    let incoming: std::pin::Pin<Box<dyn tokio_stream::Stream<Item = _> + Send>> =
+        if sec.serves_frames() {
+            let fs = frames::FrameServer::new(svc.clone(), sec.verifier.clone(), frames_stop_rx);
+            Box::pin(frames::split(sec.incoming(listener), fs))
+        } else {
+            Box::pin(sec.incoming(listener))
+        };
     let mut server = tokio::spawn(
         sec.server()?
             .add_service(sec.forward_auth())
@@ -295,7 +305,7 @@ pub async fn run_dnode(
                     .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX)
                     .max_encoding_message_size(GRPC_MESSAGE_BYTES_MAX),
             )
-            .serve_with_incoming_shutdown(sec.incoming(listener), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stop_rx.await;
             }),
     );
@@ -324,6 +334,7 @@ pub async fn run_dnode(
         let flushed = svc.flush_and_close().await;
         // Reads were served until the vnodes closed; now stop the server.
         let _ = stop_tx.send(());
+        let _ = frames_stop.send(true);
         let served = join_error(server.await);
         match flushed {
             Ok(n) => tracing::info!(

@@ -267,6 +267,20 @@ pub struct Conn {
     linger: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
+impl Conn {
+    /// The first byte the peer sent, left in the socket; `None` if it closed first.
+    pub async fn first_byte(&self) -> io::Result<Option<u8>> {
+        let mut b = [0u8; 1];
+        let n = self.io.peek(&mut b).await?;
+        Ok((n == 1).then_some(b[0]))
+    }
+
+    /// The refusal every request on this connection gets, if it was accepted over the limit.
+    pub fn refusal(&self) -> Option<tonic::Status> {
+        self.info.over_limit.map(refusal)
+    }
+}
+
 impl Connected for Conn {
     type ConnectInfo = ConnInfo;
     fn connect_info(&self) -> ConnInfo {

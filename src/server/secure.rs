@@ -32,6 +32,7 @@ fn options(tls: &Option<ServerTls>, credentials: Credentials) -> ConnectOptions 
         tls_domain: None,
         // a server's own client never runs SQL for a user: its frontend plans
         plan_queries_locally: false,
+        fragment_frames: true,
     }
 }
 
@@ -167,6 +168,12 @@ impl Secured {
 
     pub fn forward_auth(&self) -> AuthServer<ForwardAuthService> {
         AuthServer::new(ForwardAuthService::new(self.forward.clone()))
+    }
+
+    /// Whether the data node serves fragment frames beside gRPC (not with TLS: see
+    /// `frames.rs`).
+    pub fn serves_frames(&self) -> bool {
+        self.tls.is_none()
     }
 
     /// Accepted gRPC connections (connection limit applied).
