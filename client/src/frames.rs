@@ -54,6 +54,16 @@ pub const SERVER_IDLE_MS: u64 = 120_000;
 /// After a data node did not speak frames, how long its fragments go over gRPC.
 pub const GRPC_ONLY_MS: u64 = 60_000;
 const CONNECT_TIMEOUT_MS: u64 = 3_000;
+/// How long a call without a timeout may take, as the gRPC channel's timeout: a data node
+/// that stops answering (frozen, or cut off without a reset) fails the call instead of
+/// hanging it.
+pub const CALL_TIMEOUT_MS_DEFAULT: u64 = 300_000;
+/// How much longer than its timeout a client waits for a call: the data node's own deadline
+/// error comes first, with its message.
+const CALL_TIMEOUT_GRACE_MS: u64 = 1_000;
+/// A connection's read buffer larger than this after a call (a large part) is replaced by a
+/// small one, so that idle connections hold no large buffers.
+pub const IDLE_BUFFER_BYTES_MAX: usize = 256 << 10;
 
 /// A frame's kind (its fifth byte).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,7 +339,10 @@ impl Pool {
         None
     }
 
-    fn give_back(&self, addr: &str, c: Conn) {
+    fn give_back(&self, addr: &str, mut c: Conn) {
+        if c.buf.capacity() > IDLE_BUFFER_BYTES_MAX {
+            c.buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+        }
         let mut idle = self.idle.lock();
         let v = idle.entry(addr.to_string()).or_default();
         // The oldest go first: they are the likeliest to have been closed by the server.
@@ -354,6 +367,14 @@ pub(crate) struct Call<'a> {
     addr: String,
     conn: Option<Conn>,
     first: Option<Frame>,
+    deadline: tokio::time::Instant,
+}
+
+fn timed_out(addr: &str) -> ClientError {
+    ClientError::new(
+        StatusCode::Timeout,
+        format!("{addr} did not answer the fragment call in time"),
+    )
 }
 
 fn unavailable(addr: &str, e: impl std::fmt::Display) -> ClientError {
@@ -376,6 +397,11 @@ impl Pool {
     /// replaced by a new one (a query only reads, so sending it again is safe).
     pub(crate) async fn start<'a>(&'a self, addr: &str, exec: &Exec) -> Result<Call<'a>, Start> {
         let mut out = Vec::with_capacity(PREFACE_BYTES + 256 + exec.request.fragment.len());
+        let deadline = tokio::time::Instant::now()
+            + exec
+                .timeout
+                .unwrap_or(Duration::from_millis(CALL_TIMEOUT_MS_DEFAULT))
+            + Duration::from_millis(CALL_TIMEOUT_GRACE_MS);
         loop {
             out.clear();
             let (mut conn, reused) = match self.take(addr) {
@@ -400,11 +426,15 @@ impl Pool {
                 }
             };
             exec.encode(&mut out);
-            let answer = async {
+            let answer = tokio::time::timeout_at(deadline, async {
                 conn.io.write_all(&out).await?;
                 conn.read_frame().await
-            }
+            })
             .await;
+            let Ok(answer) = answer else {
+                // Connected, and silent: not an older server (that closes or garbles).
+                return Err(Start::Failed(timed_out(addr)));
+            };
             match answer {
                 Ok(Ok(Some(first))) => {
                     return Ok(Call {
@@ -412,6 +442,7 @@ impl Pool {
                         addr: addr.to_string(),
                         conn: Some(conn),
                         first: Some(first),
+                        deadline,
                     })
                 }
                 // A pooled connection the server closed while it was idle.
@@ -437,26 +468,33 @@ impl Call<'_> {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(None);
         };
-        let frame = match self.first.take() {
-            Some(f) => f,
-            None => match conn.read_frame().await {
-                Ok(Ok(Some(f))) => f,
-                Ok(Ok(None)) => {
+        let read = match self.first.take() {
+            Some(f) => Ok(Ok(Some(f))),
+            None => match tokio::time::timeout_at(self.deadline, conn.read_frame()).await {
+                Err(_) => {
                     self.conn = None;
-                    return Err(unavailable(
-                        &self.addr,
-                        "the data node closed the connection mid-call",
-                    ));
+                    return Err(timed_out(&self.addr));
                 }
-                Ok(Err(e)) => {
-                    self.conn = None;
-                    return Err(bad_frames(&self.addr, e));
-                }
-                Err(e) => {
-                    self.conn = None;
-                    return Err(unavailable(&self.addr, e));
-                }
+                Ok(r) => r,
             },
+        };
+        let frame = match read {
+            Ok(Ok(Some(f))) => f,
+            Ok(Ok(None)) => {
+                self.conn = None;
+                return Err(unavailable(
+                    &self.addr,
+                    "the data node closed the connection mid-call",
+                ));
+            }
+            Ok(Err(e)) => {
+                self.conn = None;
+                return Err(bad_frames(&self.addr, e));
+            }
+            Err(e) => {
+                self.conn = None;
+                return Err(unavailable(&self.addr, e));
+            }
         };
         match frame.kind {
             Kind::Part => match decode_part(frame.body) {
@@ -654,6 +692,43 @@ mod tests {
             check_preface(b"PRI * HT"),
             Err(FrameError::BadMagic(_))
         ));
+    }
+
+    /// A data node that accepts and never answers fails the call soon after its timeout
+    /// instead of hanging it; one that closes at once is taken for an older server.
+    #[tokio::test]
+    async fn silent_and_closing_servers() {
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = silent.local_addr().unwrap().to_string();
+        let keep = tokio::spawn(async move {
+            let (c, _) = silent.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(c);
+        });
+        let pool = Pool::default();
+        let mut x = exec();
+        x.timeout = Some(Duration::from_millis(100));
+        let t = Instant::now();
+        match pool.start(&addr, &x).await {
+            Err(Start::Failed(e)) => assert_eq!(e.code, StatusCode::Timeout, "{}", e.message),
+            _ => panic!("a silent server must fail the call"),
+        }
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(1_100) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        assert!(!pool.grpc_only(&addr));
+        keep.abort();
+
+        let closing = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closing.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            let (c, _) = closing.accept().await.unwrap();
+            drop(c);
+        });
+        assert!(matches!(pool.start(&addr, &x).await, Err(Start::NotSpoken)));
+        assert!(pool.grpc_only(&addr));
     }
 
     fn corpus_dir() -> std::path::PathBuf {

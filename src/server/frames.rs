@@ -184,6 +184,13 @@ impl FrameServer {
             if !self.call(&mut conn, exec, &mut out).await {
                 return;
             }
+            // An idle connection holds no large buffers (a large EXEC, a large answer).
+            if buf.capacity() > frames::IDLE_BUFFER_BYTES_MAX && buf.is_empty() {
+                buf = BytesMut::with_capacity(8 << 10);
+            }
+            if out.capacity() > frames::IDLE_BUFFER_BYTES_MAX {
+                out = Vec::new();
+            }
         }
     }
 
