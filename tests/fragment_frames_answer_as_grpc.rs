@@ -1,6 +1,7 @@
 //! Query fragments sent as frames (client/src/FRAMES.md) give the same answers and the same
 //! errors as over gRPC, for point lookups, windows, aggregates and multi-batch scans; the data
-//! nodes count which transport each call came by. Bad frames on a data node's port get a
+//! nodes count which transport each call came by, and a burst of queries past the per-node
+//! bound of frame calls spills over to gRPC. Bad frames on a data node's port get a
 //! typed ERROR frame and a closed connection, never a dead server; a pooled connection that a
 //! data node restart closed is replaced without the query noticing.
 
@@ -241,6 +242,24 @@ fn fragment_frames_answer_as_grpc() {
             tidal_common::Value::Int((SUBTABLES * ROWS_PER_SUBTABLE) as i64)
         );
         assert!(fetch(&cluster, "tidal_dnode_frame_connections{") >= 1);
+
+        // A burst of queries from one client: up to CALLS_IN_FLIGHT_MAX calls per data node
+        // take a connection each, the rest share gRPC's; every answer is the same.
+        let want = framed.execute(QUERIES[2], "ff").await.unwrap().batch;
+        let (f0, g0) = (calls(&cluster, "frames"), calls(&cluster, "grpc"));
+        let burst = (0..3 * frames::CALLS_IN_FLIGHT_MAX).map(|_| framed.execute(QUERIES[2], "ff"));
+        for r in futures::future::join_all(burst).await {
+            assert_eq!(r.unwrap().batch, want);
+        }
+        let (f1, g1) = (calls(&cluster, "frames"), calls(&cluster, "grpc"));
+        assert!(
+            f1 - f0 >= frames::CALLS_IN_FLIGHT_MAX as u64,
+            "{f0} -> {f1}"
+        );
+        assert!(
+            g1 > g0,
+            "calls beyond the bound go over gRPC ({g0} -> {g1})"
+        );
 
         let addr = cluster.dnodes[0].as_ref().unwrap().addr.clone();
         let vgroup = framed

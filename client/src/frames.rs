@@ -46,6 +46,10 @@ pub const TOKEN_BYTES_MAX: usize = crate::auth::TOKEN_BYTES_MAX;
 const READ_CHUNK_BYTES: usize = 64 << 10;
 /// Idle connections kept per data node.
 pub const IDLE_CONNECTIONS_MAX: usize = 16;
+/// Frame calls in flight from one client to one data node, at most. Each holds a TCP
+/// connection of its own; the calls beyond go over gRPC, which multiplexes them on one
+/// connection, so a burst of queries never costs a data node thousands of sockets.
+pub const CALLS_IN_FLIGHT_MAX: usize = 64;
 /// How long a client keeps an idle connection (shorter than the server's
 /// [`SERVER_IDLE_MS`], so the client is the one that closes).
 pub const CLIENT_IDLE_MS: u64 = 30_000;
@@ -312,6 +316,26 @@ impl Conn {
 pub(crate) struct Pool {
     idle: Mutex<HashMap<String, Vec<(Conn, Instant)>>>,
     grpc_only: Mutex<HashMap<String, Instant>>,
+    /// Frame calls in flight per data node (see [`CALLS_IN_FLIGHT_MAX`]).
+    in_flight: Mutex<HashMap<String, usize>>,
+}
+
+/// A frame call's place among its data node's [`CALLS_IN_FLIGHT_MAX`].
+struct Slot<'a> {
+    pool: &'a Pool,
+    addr: String,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut m = self.pool.in_flight.lock();
+        if let Some(n) = m.get_mut(&self.addr) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&self.addr);
+            }
+        }
+    }
 }
 
 impl Pool {
@@ -326,6 +350,20 @@ impl Pool {
             }
             None => false,
         }
+    }
+
+    /// A place for one more call to `addr`, `None` at [`CALLS_IN_FLIGHT_MAX`].
+    fn admit(&self, addr: &str) -> Option<Slot<'_>> {
+        let mut m = self.in_flight.lock();
+        let n = m.entry(addr.to_string()).or_default();
+        if *n >= CALLS_IN_FLIGHT_MAX {
+            return None;
+        }
+        *n += 1;
+        Some(Slot {
+            pool: self,
+            addr: addr.to_string(),
+        })
     }
 
     fn take(&self, addr: &str) -> Option<Conn> {
@@ -359,11 +397,15 @@ pub(crate) enum Start {
     Failed(ClientError),
     /// The data node does not speak frames (an older server): send it over gRPC.
     NotSpoken,
+    /// [`CALLS_IN_FLIGHT_MAX`] calls to this data node are in flight: send this one over
+    /// gRPC.
+    Busy,
 }
 
 /// One fragment call over frames: its parts as they arrive.
 pub(crate) struct Call<'a> {
     pool: &'a Pool,
+    _slot: Slot<'a>,
     addr: String,
     conn: Option<Conn>,
     first: Option<Frame>,
@@ -396,6 +438,7 @@ impl Pool {
     /// frame of the answer. A pooled connection the server has closed meanwhile is
     /// replaced by a new one (a query only reads, so sending it again is safe).
     pub(crate) async fn start<'a>(&'a self, addr: &str, exec: &Exec) -> Result<Call<'a>, Start> {
+        let slot = self.admit(addr).ok_or(Start::Busy)?;
         let mut out = Vec::with_capacity(PREFACE_BYTES + 256 + exec.request.fragment.len());
         let deadline = tokio::time::Instant::now()
             + exec
@@ -439,6 +482,7 @@ impl Pool {
                 Ok(Ok(Some(first))) => {
                     return Ok(Call {
                         pool: self,
+                        _slot: slot,
                         addr: addr.to_string(),
                         conn: Some(conn),
                         first: Some(first),
@@ -729,6 +773,24 @@ mod tests {
         });
         assert!(matches!(pool.start(&addr, &x).await, Err(Start::NotSpoken)));
         assert!(pool.grpc_only(&addr));
+    }
+
+    #[test]
+    fn calls_in_flight_per_data_node_are_bounded() {
+        let pool = Pool::default();
+        let mut held: Vec<_> = (0..CALLS_IN_FLIGHT_MAX)
+            .map(|_| pool.admit("a:1").expect("below the bound"))
+            .collect();
+        assert!(pool.admit("a:1").is_none());
+        // Another data node has its own count.
+        let other = pool.admit("b:1").expect("another node");
+        held.pop();
+        let again = pool.admit("a:1").expect("a place was freed");
+        assert!(pool.admit("a:1").is_none());
+        drop((again, other));
+        assert_eq!(pool.in_flight.lock().get("b:1"), None);
+        drop(held);
+        assert!(pool.in_flight.lock().is_empty());
     }
 
     fn corpus_dir() -> std::path::PathBuf {

@@ -456,7 +456,7 @@ impl Client {
             match pool.start(addr, &exec).await {
                 Ok(call) => return Ok(Parts::Frames(call)),
                 Err(frames::Start::Failed(e)) => return Err(e),
-                Err(frames::Start::NotSpoken) => req = exec.request,
+                Err(frames::Start::NotSpoken | frames::Start::Busy) => req = exec.request,
             }
         }
         let mut d = DnodeClient::new(self.intercepted_with(self.channel(addr)?, token))
