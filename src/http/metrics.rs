@@ -133,6 +133,31 @@ fn label(v: &str) -> String {
 }
 
 /// Writes the `# HELP` and `# TYPE` lines of a family.
+/// A counter family with one sample per data node and value of `key` (two values, as
+/// `values` gives them).
+fn dnode_family_by(
+    out: &mut String,
+    scrape: &Scrape,
+    name: &str,
+    help: &str,
+    key: &str,
+    values: fn(&v1::DnodeStatsResponse) -> [(&'static str, u64); 2],
+) {
+    family(out, name, "counter", help);
+    for d in &scrape.dnodes {
+        if let Ok(r) = &d.result {
+            for (value, n) in values(r) {
+                let _ = writeln!(
+                    out,
+                    "{name}{{dnode=\"{}\",endpoint=\"{}\",{key}=\"{value}\"}} {n}",
+                    d.id,
+                    label(&d.addr),
+                );
+            }
+        }
+    }
+}
+
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
@@ -283,48 +308,27 @@ pub fn render(scrape: &Scrape) -> String {
             u8::from(d.result.is_ok())
         );
     }
-    family(
+    dnode_family_by(
         &mut out,
+        scrape,
         "tidal_dnode_fragments_total",
-        "counter",
         "Query fragments the data node ran on one vnode, by thread: `request` for point lookups run where the call arrived, `pool` for the blocking pool.",
+        "thread",
+        |r| [("request", r.fragments_inline), ("pool", r.fragments_pooled)],
     );
-    for d in &scrape.dnodes {
-        if let Ok(r) = &d.result {
-            for (thread, n) in [
-                ("request", r.fragments_inline),
-                ("pool", r.fragments_pooled),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "tidal_dnode_fragments_total{{dnode=\"{}\",endpoint=\"{}\",thread=\"{thread}\"}} {n}",
-                    d.id,
-                    label(&d.addr),
-                );
-            }
-        }
-    }
-    family(
+    dnode_family_by(
         &mut out,
+        scrape,
         "tidal_dnode_fragment_calls_total",
-        "counter",
         "ExecFragments calls the data node received, by transport: `frames` (fragment frames on plain TCP) or `grpc`.",
-    );
-    for d in &scrape.dnodes {
-        if let Ok(r) = &d.result {
-            for (transport, n) in [
+        "transport",
+        |r| {
+            [
                 ("frames", r.fragment_calls_frames),
                 ("grpc", r.fragment_calls_grpc),
-            ] {
-                let _ = writeln!(
-                    out,
-                    "tidal_dnode_fragment_calls_total{{dnode=\"{}\",endpoint=\"{}\",transport=\"{transport}\"}} {n}",
-                    d.id,
-                    label(&d.addr),
-                );
-            }
-        }
-    }
+            ]
+        },
+    );
     for (name, kind, help, get) in [
         (
             "tidal_dnode_frame_connections",
