@@ -27,6 +27,15 @@ pub struct AuthInterceptor {
     value: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
 }
 
+impl AuthInterceptor {
+    /// Sends `token` (nothing without one).
+    fn with_token(token: Option<Arc<str>>) -> AuthInterceptor {
+        AuthInterceptor {
+            value: token.and_then(|t| format!("Bearer {t}").parse().ok()),
+        }
+    }
+}
+
 impl tonic::service::Interceptor for AuthInterceptor {
     fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(v) = &self.value {
@@ -120,10 +129,7 @@ impl Client {
     }
 
     pub(crate) fn interceptor(&self) -> AuthInterceptor {
-        let value = self
-            .token_for_call()
-            .and_then(|t| format!("Bearer {t}").parse().ok());
-        AuthInterceptor { value }
+        AuthInterceptor::with_token(self.token_for_call())
     }
 
     pub(crate) fn intercepted(&self, channel: Channel) -> AuthChannel {
@@ -137,8 +143,7 @@ impl Client {
         channel: Channel,
         token: Option<Arc<str>>,
     ) -> AuthChannel {
-        let value = token.and_then(|t| format!("Bearer {t}").parse().ok());
-        InterceptedService::new(OneFrame::new(channel), AuthInterceptor { value })
+        InterceptedService::new(OneFrame::new(channel), AuthInterceptor::with_token(token))
     }
 
     /// Makes sure this client holds a token that is not about to expire, logging in if it
