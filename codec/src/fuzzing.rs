@@ -7,7 +7,7 @@
 use tidal_common::batch::{Column, ColumnData};
 use tidal_common::types::DataType;
 
-use crate::decode_column;
+use crate::{decode_column, open_column};
 
 /// Every data type, in their stable code order; a fuzz input's first byte indexes it (mod 14).
 pub const TYPES: [DataType; 14] = [
@@ -58,9 +58,37 @@ pub fn decode_input(data: &[u8]) -> bool {
                 col.nulls.is_empty() || col.nulls.iter().any(|&n| n),
                 "a mask without NULLs must be empty"
             );
+            check_segments(block, t, &col);
             true
         }
         Err(_) => false,
+    }
+}
+
+/// Every segment of a column that decoded whole decodes alone to its rows of the whole, and a
+/// timestamp directory's first values are the segments' first rows.
+fn check_segments(block: &[u8], t: DataType, whole: &Column) {
+    let Ok(enc) = open_column(block, t, whole.len()) else {
+        panic!("a column that decodes whole must open");
+    };
+    let n = enc.segment_count();
+    for i in 0..n {
+        let rows = enc.segment_range(i);
+        let Ok(part) = enc.decode_segments(i..i + 1) else {
+            panic!("segment {i} of a column that decodes whole must decode");
+        };
+        let want = whole.slice(rows.start, rows.end);
+        assert!(same_after_roundtrip(&want, &part), "segment {i} differs");
+        if let (Some(f), ColumnData::Timestamp(v)) = (enc.first_values(), &whole.data) {
+            assert_eq!(f.get(i), v.get(rows.start), "first value of segment {i}");
+        }
+    }
+    if n > 2 {
+        let (Ok(mid), r) = (enc.decode_segments(1..n - 1), enc.segment_range(1)) else {
+            panic!("a run of segments must decode");
+        };
+        let end = enc.segment_range(n - 2).end;
+        assert!(same_after_roundtrip(&whole.slice(r.start, end), &mid));
     }
 }
 

@@ -5,6 +5,9 @@
 //! count), then the stage-1 payload (NULL bitmap if any NULL, then the non-NULL values in the
 //! chosen encoding), optionally compressed as a whole by stage 2 (LZ4 / zstd) when that makes it
 //! smaller. [`decode_column`] needs only the bytes, the column type and the expected row count.
+//! A column of more than [`SEGMENT_ROWS`] rows is cut into segments encoded on their own, so
+//! that [`open_column`] + [`EncodedColumn::decode_segments`] decode only the rows a reader needs
+//! (a timestamp column's directory names each segment's first value).
 //! The byte layout is specified in `codec/FORMAT.md`.
 //!
 //! Invariants:
@@ -36,15 +39,28 @@ pub use options::{ColumnCodec, Compression, Encoding, Level, DEFAULT_COMP};
 use buf::{put_varint, Reader};
 use float::FloatEnc;
 use int::IntId;
+use std::borrow::Cow;
+use std::ops::Range;
 use tidal_common::batch::{Column, ColumnData};
 use tidal_common::types::{DataType, PhysicalType};
 use tidal_common::StatusCode;
 
 /// Current format version (header byte 0). See FORMAT.md for the rule on changing it.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 
-/// Header flag bit 0: a NULL bitmap starts the stage-1 payload.
+/// Header flag bit 0: a NULL bitmap starts the stage-1 payload (of a segmented column: some
+/// segment has NULLs).
 const FLAG_NULLS: u8 = 1;
+
+/// Header flag bit 1 (version 2): the stage-1 payload is segmented.
+const FLAG_SEGMENTS: u8 = 2;
+
+/// Segment flag bit 0: a NULL mask of the segment's rows starts the segment.
+const SEG_FLAG_NULLS: u8 = 1;
+
+/// Rows per segment of the columns this build writes; a column of at most this many rows is
+/// written unsegmented. Readers take the count from each column, so it may change.
+pub const SEGMENT_ROWS: usize = 512;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
@@ -139,9 +155,11 @@ fn bad_encoding(e: Encoding, t: DataType) -> CodecError {
     }
 }
 
-/// Appends the stage-1 values of the non-NULL rows; returns the stage-1 id.
+/// Appends the stage-1 values of the non-NULL rows of `range`; returns the stage-1 id. `mask`
+/// covers exactly `range` (or is empty: no NULL there).
 fn encode_values(
     col: &Column,
+    range: Range<usize>,
     mask: &[bool],
     t: DataType,
     e: Encoding,
@@ -161,13 +179,19 @@ fn encode_values(
         let id = int::encode_best(&v, plan, out);
         Ok((id as u8, id.is_rle()))
     };
+    fn part<T>(v: &[T], range: Range<usize>) -> &[T] {
+        v.get(range).unwrap_or(&[])
+    }
     match &col.data {
         ColumnData::Int(v) | ColumnData::Timestamp(v) => {
-            ints(present(v, mask).copied().collect(), out)
+            ints(present(part(v, range), mask).copied().collect(), out)
         }
         // Unsigned values are bit-cast: all integer codecs wrap, so order-free reinterpretation
         // round-trips.
-        ColumnData::UInt(v) => ints(present(v, mask).map(|&x| x as i64).collect(), out),
+        ColumnData::UInt(v) => ints(
+            present(part(v, range), mask).map(|&x| x as i64).collect(),
+            out,
+        ),
         ColumnData::Float(v) => {
             let fe = match e {
                 // 'delta-d' is TDengine's float default; for floats it means decimal (parse maps
@@ -178,7 +202,7 @@ fn encode_values(
                 Encoding::ByteSplit => FloatEnc::ByteSplit,
                 _ => return Err(bad_encoding(e, t)),
             };
-            let vals: Vec<f64> = present(v, mask).copied().collect();
+            let vals: Vec<f64> = present(part(v, range), mask).copied().collect();
             let (id, iid) = float::encode(&vals, fe, auto, out);
             Ok((id, iid.is_some_and(IntId::is_rle)))
         }
@@ -188,7 +212,7 @@ fn encode_values(
                 Encoding::Disabled => false,
                 _ => return Err(bad_encoding(e, t)),
             };
-            let vals: Vec<bool> = present(v, mask).copied().collect();
+            let vals: Vec<bool> = present(part(v, range), mask).copied().collect();
             Ok((bool::encode(&vals, bitmap, out), false))
         }
         ColumnData::Str(v) => {
@@ -197,13 +221,14 @@ fn encode_values(
                 Encoding::Disabled => false,
                 _ => return Err(bad_encoding(e, t)),
             };
-            let vals: Vec<&str> = present(v, mask).map(|s| s.as_str()).collect();
+            let vals: Vec<&str> = present(part(v, range), mask).map(|s| s.as_str()).collect();
             Ok((string::encode(&vals, dict, out), false))
         }
     }
 }
 
 /// Appends the self-describing encoding of `col` (its physical type must match `t`) to `out`.
+/// A column of more than [`SEGMENT_ROWS`] rows is written in segments (FORMAT.md, "Segments").
 pub fn encode_column(
     col: &Column,
     t: DataType,
@@ -253,14 +278,20 @@ pub fn encode_column(
         s2,
         raw_len,
         body,
+        segmented,
         ..
     } = best;
 
     out.push(FORMAT_VERSION);
     out.push(phys_code(p));
-    out.push(s1);
+    // A segmented chunk names its stage-1 encodings per segment.
+    out.push(if segmented { 0 } else { s1 });
     out.push(s2);
-    out.push(if has_nulls { FLAG_NULLS } else { 0 });
+    let mut flags = if has_nulls { FLAG_NULLS } else { 0 };
+    if segmented {
+        flags |= FLAG_SEGMENTS;
+    }
+    out.push(flags);
     put_varint(out, rows as u64);
     if s2 != stage2::ID_NONE {
         put_varint(out, raw_len as u64);
@@ -271,6 +302,8 @@ pub fn encode_column(
 
 /// A column's payload after both stages.
 struct Staged {
+    /// The stage-1 id; of a segmented payload, the id every segment shares, or
+    /// [`MIXED_IDS`].
     s1: u8,
     s2: u8,
     /// Stage-1 length (what stage 2 decompresses to).
@@ -279,7 +312,11 @@ struct Staged {
     body: Vec<u8>,
     /// A run-length integer encoding was chosen (directly or inside decimal).
     used_rle: bool,
+    segmented: bool,
 }
+
+/// [`Staged::s1`] of a segmented payload whose segments use different encodings.
+const MIXED_IDS: u8 = u8::MAX;
 
 fn stage(
     col: &Column,
@@ -291,10 +328,15 @@ fn stage(
     rows: usize,
 ) -> Result<Staged, CodecError> {
     let mut raw = Vec::new();
-    if !mask.is_empty() {
-        nulls::encode(mask, &mut raw);
-    }
-    let (s1, used_rle) = encode_values(col, mask, t, e, allow_rle, &mut raw)?;
+    let segmented = rows > SEGMENT_ROWS;
+    let (s1, used_rle) = if segmented {
+        encode_segments(col, mask, t, e, allow_rle, &mut raw)?
+    } else {
+        if !mask.is_empty() {
+            nulls::encode(mask, &mut raw);
+        }
+        encode_values(col, 0..rows, mask, t, e, allow_rle, &mut raw)?
+    };
     // Stage 2 is kept only if it pays for its own length field and stays within the expansion
     // limit the decoder enforces.
     if let Some((id, c)) = stage2::compress(&raw, codec.compression, codec.level) {
@@ -306,6 +348,7 @@ fn stage(
                 raw_len: raw.len(),
                 body: c,
                 used_rle,
+                segmented,
             });
         }
     }
@@ -315,12 +358,103 @@ fn stage(
         raw_len: raw.len(),
         body: raw,
         used_rle,
+        segmented,
     })
+}
+
+/// Appends the segmented stage-1 payload of `col` (FORMAT.md, "Segments"): the directory, then
+/// each segment of [`SEGMENT_ROWS`] rows encoded on its own (its own NULL mask and, under
+/// `auto`, its own choice of encoding). Returns the id the segments share ([`MIXED_IDS`] if
+/// they differ) and whether any used run-length.
+fn encode_segments(
+    col: &Column,
+    mask: &[bool],
+    t: DataType,
+    e: Encoding,
+    allow_rle: bool,
+    out: &mut Vec<u8>,
+) -> Result<(u8, bool), CodecError> {
+    let rows = col.len();
+    let nseg = rows.div_ceil(SEGMENT_ROWS);
+    let mut body = Vec::new();
+    let mut lens = Vec::with_capacity(nseg);
+    let mut common: Option<u8> = None;
+    let mut used_rle = false;
+    for s in 0..nseg {
+        let range = s * SEGMENT_ROWS..((s + 1) * SEGMENT_ROWS).min(rows);
+        let m = mask.get(range.clone()).unwrap_or(&[]);
+        let has_nulls = m.iter().any(|&n| n);
+        let start = body.len();
+        body.push(0);
+        body.push(if has_nulls { SEG_FLAG_NULLS } else { 0 });
+        let m = if has_nulls {
+            nulls::encode(m, &mut body);
+            m
+        } else {
+            &[]
+        };
+        let (id, rle) = encode_values(col, range, m, t, e, allow_rle, &mut body)?;
+        body[start] = id;
+        used_rle |= rle;
+        common = match common {
+            None => Some(id),
+            Some(c) if c == id => Some(c),
+            Some(_) => Some(MIXED_IDS),
+        };
+        lens.push(body.len() - start);
+    }
+    put_varint(out, SEGMENT_ROWS as u64);
+    for l in &lens {
+        put_varint(out, *l as u64);
+    }
+    if let (ColumnData::Timestamp(v), true) = (&col.data, mask.is_empty()) {
+        let mut prev = 0i64;
+        for s in 0..nseg {
+            let first = v.get(s * SEGMENT_ROWS).copied().unwrap_or(prev);
+            put_varint(out, buf::zigzag(first.wrapping_sub(prev)));
+            prev = first;
+        }
+    }
+    out.extend_from_slice(&body);
+    Ok((common.unwrap_or(MIXED_IDS), used_rle))
 }
 
 /// Decodes bytes produced by [`encode_column`]. `rows` is the row count the caller expects; a
 /// mismatch is an error.
 pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, CodecError> {
+    let chunk = open_column(bytes, t, rows)?;
+    chunk.decode_segments(0..chunk.segment_count())
+}
+
+/// One encoded column opened for reading: header checked, stage 2 undone, the segment
+/// directory read and checked. Decodes all rows, or only the rows of a run of segments (a
+/// query that needs ten minutes of an eleven-hour block decodes one or two segments).
+/// An unsegmented column is one segment of all its rows.
+pub struct EncodedColumn<'a> {
+    t: DataType,
+    rows: usize,
+    flags: u8,
+    /// The header's stage-1 id (of an unsegmented column).
+    s1: u8,
+    /// The stage-1 payload.
+    payload: Cow<'a, [u8]>,
+    /// Where `payload` starts in the input, for error offsets; `None` when it was decompressed.
+    base: Option<usize>,
+    segment_rows: usize,
+    /// (offset in `payload`, length) of each segment.
+    segments: Vec<(usize, usize)>,
+    /// First value of each segment (segmented timestamp columns without NULLs), else empty.
+    firsts: Vec<i64>,
+}
+
+/// Opens bytes produced by [`encode_column`]: checks the header (version, type, flags, that it
+/// holds `rows` rows), undoes stage 2 and reads the segment directory. Costs a decompression
+/// but no value decoding.
+pub fn open_column(
+    bytes: &[u8],
+    t: DataType,
+    rows: usize,
+) -> Result<EncodedColumn<'_>, CodecError> {
     let mut r = Reader::new(bytes, 0);
     let version = r.u8("format version")?;
     if version == 0 || version > FORMAT_VERSION {
@@ -349,10 +483,15 @@ pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, C
     let s1 = r.u8("stage-1 encoding")?;
     let s2 = r.u8("stage-2 compression")?;
     let flags = r.u8("flags")?;
-    if flags & !FLAG_NULLS != 0 {
+    let known = if version >= 2 {
+        FLAG_NULLS | FLAG_SEGMENTS
+    } else {
+        FLAG_NULLS
+    };
+    if flags & !known != 0 {
         return Err(CodecError::Corrupt {
             offset: 4,
-            reason: format!("unknown flags {flags:#04x}"),
+            reason: format!("unknown flags {flags:#04x} for format version {version}"),
         });
     }
     let rows_at = r.offset();
@@ -363,10 +502,9 @@ pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, C
             reason: format!("block has {block_rows} rows, expected {rows}"),
         });
     }
-    if s2 == stage2::ID_NONE {
+    let (payload, base) = if s2 == stage2::ID_NONE {
         let base = r.offset();
-        let mut pr = Reader::new(r.rest(), base);
-        decode_payload(&mut pr, t, s1, flags, rows)
+        (Cow::Borrowed(r.rest()), Some(base))
     } else {
         let compressed_len = r.remaining();
         let raw_len = r.varint_max(
@@ -375,14 +513,289 @@ pub fn decode_column(bytes: &[u8], t: DataType, rows: usize) -> Result<Column, C
         )?;
         let at = r.offset();
         let raw = stage2::decompress(s2, r.rest(), raw_len as usize, at)?;
-        let mut pr = Reader::new(&raw, 0);
-        decode_payload(&mut pr, t, s1, flags, rows).map_err(|e| match e {
-            CodecError::Corrupt { offset, reason } => CodecError::Corrupt {
+        (Cow::Owned(raw), None)
+    };
+    let mut col = EncodedColumn {
+        t,
+        rows,
+        flags,
+        s1,
+        payload,
+        base,
+        segment_rows: rows,
+        segments: Vec::new(),
+        firsts: Vec::new(),
+    };
+    if flags & FLAG_SEGMENTS == 0 {
+        col.segments.push((0, col.payload.len()));
+        return Ok(col);
+    }
+    if s1 != 0 {
+        return Err(CodecError::Corrupt {
+            offset: 2,
+            reason: format!("a segmented column has stage-1 id {s1} in its header (must be 0)"),
+        });
+    }
+    let mut d = Reader::new(&col.payload, base.unwrap_or(0));
+    let segment_rows = d.varint_max(rows as u64, "rows per segment")? as usize;
+    if segment_rows == 0 {
+        return Err(col.corrupt(0, "a segmented column has 0 rows per segment".into()));
+    }
+    let nseg = rows.div_ceil(segment_rows);
+    // Each segment takes at least its length byte: refuse a count the bytes cannot hold before
+    // allocating for it.
+    if nseg > d.remaining() {
+        return Err(col.corrupt(
+            0,
+            format!(
+                "{nseg} segments of {segment_rows} rows do not fit in {} bytes",
+                d.remaining()
+            ),
+        ));
+    }
+    let mut lens = Vec::with_capacity(nseg);
+    for _ in 0..nseg {
+        lens.push(d.varint_max(d.remaining() as u64, "segment length")? as usize);
+    }
+    let mut firsts = Vec::new();
+    if p == PhysicalType::Timestamp && flags & FLAG_NULLS == 0 {
+        firsts.reserve(nseg);
+        let mut prev = 0i64;
+        for _ in 0..nseg {
+            prev = prev.wrapping_add(d.zigzag_varint("segment first value")?);
+            firsts.push(prev);
+        }
+    }
+    let body_len = d.remaining();
+    let mut at = col.payload.len() - body_len;
+    let mut segments = Vec::with_capacity(nseg);
+    for len in lens {
+        segments.push((at, len));
+        at = at.saturating_add(len);
+    }
+    if at != col.payload.len() {
+        return Err(col.corrupt(
+            0,
+            format!(
+                "the segments' lengths add up to {} bytes, the payload holds {body_len}",
+                at.saturating_sub(col.payload.len() - body_len)
+            ),
+        ));
+    }
+    col.segment_rows = segment_rows;
+    col.segments = segments;
+    col.firsts = firsts;
+    Ok(col)
+}
+
+impl EncodedColumn<'_> {
+    /// Segments (1 for an unsegmented column).
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Rows per segment (the last may hold fewer).
+    pub fn segment_rows(&self) -> usize {
+        self.segment_rows
+    }
+
+    /// The rows of segment `i` (empty past the end).
+    pub fn segment_range(&self, i: usize) -> Range<usize> {
+        let lo = i.saturating_mul(self.segment_rows).min(self.rows);
+        let hi = (i.saturating_add(1))
+            .saturating_mul(self.segment_rows)
+            .min(self.rows);
+        lo..hi
+    }
+
+    /// The segments that hold rows `rows` (clamped to the column).
+    pub fn segments_of_rows(&self, rows: Range<usize>) -> Range<usize> {
+        let step = self.segment_rows.max(1);
+        let lo = (rows.start / step).min(self.segments.len());
+        let hi = rows.end.div_ceil(step).min(self.segments.len());
+        lo..hi.max(lo)
+    }
+
+    /// The first value of each segment of a segmented timestamp column without NULLs (the
+    /// directory stores them, so a reader picks the segments of a time range without decoding
+    /// any); `None` for other columns.
+    pub fn first_values(&self) -> Option<&[i64]> {
+        (!self.firsts.is_empty()).then_some(self.firsts.as_slice())
+    }
+
+    fn corrupt(&self, offset: usize, reason: String) -> CodecError {
+        match self.base {
+            Some(b) => CodecError::Corrupt {
+                offset: b + offset,
+                reason,
+            },
+            None => CodecError::Corrupt {
                 offset,
                 reason: format!("{reason} (offset within the decompressed stage-1 payload)"),
             },
-            other => other,
+        }
+    }
+
+    /// An error from a reader over the payload, with the decompressed-payload note.
+    fn payload_error(&self, e: CodecError) -> CodecError {
+        match (e, self.base) {
+            (CodecError::Corrupt { offset, reason }, None) => CodecError::Corrupt {
+                offset,
+                reason: format!("{reason} (offset within the decompressed stage-1 payload)"),
+            },
+            (e, _) => e,
+        }
+    }
+
+    /// Decodes the rows of segments `segs` (`0..segment_count()` for all rows) into one column.
+    pub fn decode_segments(&self, segs: Range<usize>) -> Result<Column, CodecError> {
+        if segs.start > segs.end || segs.end > self.segments.len() {
+            return Err(CodecError::InvalidColumn {
+                reason: format!(
+                    "segments {}..{} asked of a column of {}",
+                    segs.start,
+                    segs.end,
+                    self.segments.len()
+                ),
+            });
+        }
+        let base = self.base.unwrap_or(0);
+        let bytes = |(off, len): (usize, usize)| self.payload.get(off..off + len).unwrap_or(&[]);
+        if self.flags & FLAG_SEGMENTS == 0 {
+            if segs.is_empty() {
+                return Ok(Column::new(ColumnData::empty(self.t, 0)));
+            }
+            let mut r = Reader::new(&self.payload, base);
+            return decode_payload(&mut r, self.t, self.s1, self.flags, self.rows)
+                .map_err(|e| self.payload_error(e));
+        }
+        let p = self.t.physical();
+        let lo = self.segment_range(segs.start).start;
+        let total = self.segment_range(segs.end.saturating_sub(1)).end.max(lo) - lo;
+        let mut values = Values::with_capacity(p, total);
+        let mut mask: Vec<bool> = Vec::new();
+        let mut any_null = false;
+        let mut done = 0usize;
+        for i in segs {
+            let seg = self.segments.get(i).copied().unwrap_or((0, 0));
+            let n = self.segment_range(i).len();
+            let mut r = Reader::new(bytes(seg), base + seg.0);
+            let run =
+                |r: &mut Reader, values: &mut Values| -> Result<(Vec<bool>, usize), CodecError> {
+                    let s1 = r.u8("segment stage-1 encoding")?;
+                    let sf = r.u8("segment flags")?;
+                    if sf & !SEG_FLAG_NULLS != 0
+                        || (sf & SEG_FLAG_NULLS != 0 && self.flags & FLAG_NULLS == 0)
+                    {
+                        return Err(r.corrupt(format!("segment {i} has flags {sf:#04x}")));
+                    }
+                    let (m, nulls) = if sf & SEG_FLAG_NULLS != 0 {
+                        nulls::decode(r, n)?
+                    } else {
+                        (Vec::new(), 0)
+                    };
+                    let before = values.len();
+                    values.decode(r, self.t, s1, n - nulls)?;
+                    r.finish("segment values")?;
+                    if let (Some(&want), Some(got)) = (self.firsts.get(i), values.int_at(before)) {
+                        if want != got {
+                            return Err(r.corrupt(format!(
+                                "segment {i} starts at {got}, its directory says {want}"
+                            )));
+                        }
+                    }
+                    Ok((m, nulls))
+                };
+            let (m, nulls) = run(&mut r, &mut values).map_err(|e| self.payload_error(e))?;
+            if nulls > 0 {
+                if !any_null {
+                    mask.resize(done, false);
+                    any_null = true;
+                }
+                mask.extend_from_slice(&m);
+            } else if any_null {
+                mask.resize(done + n, false);
+            }
+            done += n;
+        }
+        Ok(Column {
+            data: values.into_data(p, &mask),
+            nulls: mask,
         })
+    }
+}
+
+/// Decoded non-NULL values of one physical type, appended segment by segment.
+enum Values {
+    Int(Vec<i64>),
+    Float(Vec<f64>),
+    Bool(Vec<bool>),
+    Str(Vec<String>),
+}
+
+impl Values {
+    fn with_capacity(p: PhysicalType, n: usize) -> Values {
+        match p {
+            PhysicalType::Int | PhysicalType::UInt | PhysicalType::Timestamp => {
+                Values::Int(Vec::with_capacity(n))
+            }
+            PhysicalType::Float => Values::Float(Vec::with_capacity(n)),
+            PhysicalType::Bool => Values::Bool(Vec::with_capacity(n)),
+            PhysicalType::Str => Values::Str(Vec::with_capacity(n)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Values::Int(v) => v.len(),
+            Values::Float(v) => v.len(),
+            Values::Bool(v) => v.len(),
+            Values::Str(v) => v.len(),
+        }
+    }
+
+    fn int_at(&self, i: usize) -> Option<i64> {
+        match self {
+            Values::Int(v) => v.get(i).copied(),
+            _ => None,
+        }
+    }
+
+    /// Appends `n` values of stage-1 id `s1`.
+    fn decode(&mut self, r: &mut Reader, t: DataType, s1: u8, n: usize) -> Result<(), CodecError> {
+        let unknown = |r: &Reader| {
+            r.corrupt(format!(
+                "unknown stage-1 encoding {s1} for {}",
+                t.sql_name()
+            ))
+        };
+        match self {
+            Values::Int(v) => {
+                let id = IntId::from_u8(s1).ok_or_else(|| unknown(r))?;
+                int::decode(r, id, n, v)
+            }
+            Values::Float(v) => float::decode(r, s1, n, v),
+            Values::Bool(v) => bool::decode(r, s1, n, v),
+            Values::Str(v) => string::decode(r, s1, n, v),
+        }
+    }
+
+    /// The column data: the values spread over `mask` (NULL slots get the placeholder).
+    fn into_data(self, p: PhysicalType, mask: &[bool]) -> ColumnData {
+        match self {
+            Values::Int(v) => match p {
+                PhysicalType::Int => ColumnData::Int(nulls::expand(v, mask, 0)),
+                PhysicalType::Timestamp => ColumnData::Timestamp(nulls::expand(v, mask, 0)),
+                _ => ColumnData::UInt(nulls::expand(
+                    v.into_iter().map(|x| x as u64).collect(),
+                    mask,
+                    0,
+                )),
+            },
+            Values::Float(v) => ColumnData::Float(nulls::expand(v, mask, 0.0)),
+            Values::Bool(v) => ColumnData::Bool(nulls::expand(v, mask, false)),
+            Values::Str(v) => ColumnData::Str(nulls::expand(v, mask, String::new())),
+        }
     }
 }
 
@@ -399,43 +812,12 @@ fn decode_payload(
         (Vec::new(), 0)
     };
     let n = rows - null_count;
-    let unknown = |r: &Reader| {
-        r.corrupt(format!(
-            "unknown stage-1 encoding {s1} for {}",
-            t.sql_name()
-        ))
-    };
-    let data = match t.physical() {
-        p @ (PhysicalType::Int | PhysicalType::UInt | PhysicalType::Timestamp) => {
-            let id = IntId::from_u8(s1).ok_or_else(|| unknown(r))?;
-            let mut v = Vec::with_capacity(n);
-            int::decode(r, id, n, &mut v)?;
-            match p {
-                PhysicalType::Int => ColumnData::Int(nulls::expand(v, &mask, 0)),
-                PhysicalType::Timestamp => ColumnData::Timestamp(nulls::expand(v, &mask, 0)),
-                _ => ColumnData::UInt(nulls::expand(
-                    v.into_iter().map(|x| x as u64).collect(),
-                    &mask,
-                    0,
-                )),
-            }
-        }
-        PhysicalType::Float => {
-            let mut v = Vec::with_capacity(n);
-            float::decode(r, s1, n, &mut v)?;
-            ColumnData::Float(nulls::expand(v, &mask, 0.0))
-        }
-        PhysicalType::Bool => {
-            let mut v = Vec::with_capacity(n);
-            bool::decode(r, s1, n, &mut v)?;
-            ColumnData::Bool(nulls::expand(v, &mask, false))
-        }
-        PhysicalType::Str => {
-            let mut v = Vec::with_capacity(n);
-            string::decode(r, s1, n, &mut v)?;
-            ColumnData::Str(nulls::expand(v, &mask, String::new()))
-        }
-    };
+    let p = t.physical();
+    let mut values = Values::with_capacity(p, n);
+    values.decode(r, t, s1, n)?;
     r.finish("column values")?;
-    Ok(Column { data, nulls: mask })
+    Ok(Column {
+        data: values.into_data(p, &mask),
+        nulls: mask,
+    })
 }

@@ -277,10 +277,10 @@ fn type_and_row_mismatches_are_errors() {
     ));
     // Int and UInt share codecs but not the header's physical type.
     assert!(decode_column(&out, DataType::UBigInt, 3).is_err());
-    let mut v2 = out.clone();
-    v2[0] = 2;
+    let mut v3 = out.clone();
+    v3[0] = FORMAT_VERSION + 1;
     assert!(matches!(
-        decode_column(&v2, DataType::BigInt, 3),
+        decode_column(&v3, DataType::BigInt, 3),
         Err(CodecError::Version { .. })
     ));
     let mut extra = out.clone();
@@ -439,4 +439,110 @@ fn tsbs_like_columns_compress() {
         &ColumnCodec::default_for(DataType::Double, 2),
     );
     assert!(b.len() < 2 * 4096, "{}", b.len());
+}
+
+#[test]
+fn segments_decode_alone_as_in_the_whole() {
+    let mut rng = Rng::new(512);
+    for t in types() {
+        for n in [SEGMENT_ROWS + 1, 1024, 1500, 4096] {
+            let mut col = random_column(t, &mut rng, n);
+            if rng.below(2) == 0 {
+                // NULLs in one segment only: the others carry no mask.
+                col.nulls = (0..n).map(|i| i == SEGMENT_ROWS + 3).collect();
+            }
+            if t.physical() == PhysicalType::Timestamp && rng.below(2) == 0 {
+                col.nulls.clear();
+            }
+            for e in encodings(t.physical()) {
+                for c in COMPRESSIONS {
+                    let codec = ColumnCodec {
+                        encoding: e,
+                        compression: c,
+                        level: Level::Medium,
+                    };
+                    let bytes = roundtrip(&col, t, &codec);
+                    assert_eq!(bytes[4] & FLAG_SEGMENTS, FLAG_SEGMENTS, "{t:?} {n}");
+                    let enc = open_column(&bytes, t, n).unwrap();
+                    assert_eq!(enc.segment_count(), n.div_ceil(SEGMENT_ROWS));
+                    let whole = crate::fuzzing::normalize(&col);
+                    for i in 0..enc.segment_count() {
+                        let r = enc.segment_range(i);
+                        let part = enc.decode_segments(i..i + 1).unwrap();
+                        assert!(
+                            same_after_roundtrip(&whole.slice(r.start, r.end), &part),
+                            "{t:?} {codec:?} segment {i}"
+                        );
+                    }
+                    let runs = enc.segments_of_rows(700..1100);
+                    let back = enc.decode_segments(runs.clone()).unwrap();
+                    let lo = enc.segment_range(runs.start).start;
+                    let hi = enc.segment_range(runs.end - 1).end;
+                    assert!(lo <= 700 && hi >= 1100.min(n), "{runs:?}");
+                    assert!(same_after_roundtrip(&whole.slice(lo, hi), &back));
+                    match (&col.data, col.nulls.iter().any(|&x| x)) {
+                        (ColumnData::Timestamp(v), false) => {
+                            let f = enc.first_values().unwrap();
+                            let want: Vec<i64> = (0..enc.segment_count())
+                                .map(|i| v[i * SEGMENT_ROWS])
+                                .collect();
+                            assert_eq!(f, want.as_slice());
+                        }
+                        _ => assert!(enc.first_values().is_none()),
+                    }
+                    assert!(enc.decode_segments(0..enc.segment_count() + 1).is_err());
+                }
+            }
+        }
+    }
+    // Up to SEGMENT_ROWS rows: one unsegmented run, as in version 1.
+    let col = Column::new(ColumnData::Int((0..SEGMENT_ROWS as i64).collect()));
+    let b = roundtrip(
+        &col,
+        DataType::BigInt,
+        &ColumnCodec::default_for(DataType::BigInt, 2),
+    );
+    assert_eq!(b[4] & FLAG_SEGMENTS, 0);
+    let enc = open_column(&b, DataType::BigInt, SEGMENT_ROWS).unwrap();
+    assert_eq!(enc.segment_count(), 1);
+    assert!(enc.first_values().is_none());
+}
+
+#[test]
+fn segment_directory_is_checked() {
+    // Uncompressed, so the directory sits right after the header.
+    let ts: Vec<i64> = (0..1024).map(|i| 1_000 + i * 10).collect();
+    let col = Column::new(ColumnData::Timestamp(ts));
+    let codec = ColumnCodec {
+        encoding: Encoding::DeltaI,
+        compression: Compression::None,
+        level: Level::Medium,
+    };
+    let good = roundtrip(&col, DataType::Timestamp, &codec);
+    let payload = 5 + buf::varint_len(1024);
+    // rows per segment (512: 2 bytes), two lengths, two first values
+    assert_eq!(&good[payload..payload + 2], &[0x80, 0x04]);
+    let mut r = buf::Reader::new(&good[payload + 2..], 0);
+    r.varint("len").unwrap();
+    r.varint("len").unwrap();
+    let first_at = payload + 2 + r.offset();
+    let mut bad = good.clone();
+    // First value 1000 = zigzag 2000 = [0xD0, 0x0F]; 1001 = [0xD2, 0x0F]
+    assert_eq!(&bad[first_at..first_at + 2], &[0xD0, 0x0F]);
+    bad[first_at] = 0xD2;
+    let e = decode_column(&bad, DataType::Timestamp, 1024).unwrap_err();
+    assert!(e.to_string().contains("its directory says 1001"), "{e}");
+    // A segment claimed longer than the payload holds.
+    let mut bad = good.clone();
+    bad[payload + 2] = bad[payload + 2].wrapping_add(1);
+    assert!(open_column(&bad, DataType::Timestamp, 1024).is_err());
+    // Zero rows per segment; and a segmented flag in a version-1 header.
+    let mut bad = good.clone();
+    bad[payload] = 0;
+    bad.remove(payload + 1);
+    assert!(open_column(&bad, DataType::Timestamp, 1024).is_err());
+    let mut v1 = good.clone();
+    v1[0] = 1;
+    let e = open_column(&v1, DataType::Timestamp, 1024).err().unwrap();
+    assert!(e.to_string().contains("unknown flags"), "{e}");
 }

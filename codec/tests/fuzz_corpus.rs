@@ -182,3 +182,46 @@ fn write_seed_corpus() {
         std::fs::write(rt.join(format!("seed-{i}")), b).unwrap();
     }
 }
+
+/// Segmented columns (more than `SEGMENT_ROWS` rows; codec FORMAT.md, "Segments") for the
+/// decode corpus: `cargo test -p tidal-codec --test fuzz_corpus write_segmented_seeds -- --ignored`.
+#[test]
+#[ignore]
+fn write_segmented_seeds() {
+    let dir = fuzz_dir().join("corpus/codec_decode");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = tidal_codec::SEGMENT_ROWS + 100;
+    let ts: Vec<i64> = (0..n as i64)
+        .map(|i| 1_451_606_400_000 + i * 10_000 + (i % 97 == 0) as i64 * 10_000)
+        .collect();
+    let floats = Column {
+        data: ColumnData::Float((0..n).map(|i| (i % 50) as f64 / 4.0).collect()),
+        nulls: (0..n).map(|i| i > 520 && i % 7 == 0).collect(),
+    };
+    let ints = Column::new(ColumnData::Int(
+        (0..n as i64).map(|i| i * i % 1000).collect(),
+    ));
+    let strs = Column::new(ColumnData::Str(
+        (0..n).map(|i| format!("truck_{}", i % 4)).collect(),
+    ));
+    let cols = [
+        (0u8, Column::new(ColumnData::Timestamp(ts))),
+        (11, floats),
+        (5, ints),
+        (12, strs),
+    ];
+    for (ti, col) in cols {
+        let t = TYPES[ti as usize];
+        for c in [Compression::None, Compression::Zstd] {
+            let codec = ColumnCodec {
+                encoding: Encoding::Auto,
+                compression: c,
+                level: Level::Medium,
+            };
+            let mut out = Vec::new();
+            encode_column(&col, t, &codec, &mut out).unwrap();
+            let name = format!("seg-{ti}-{}", codec.names().1);
+            std::fs::write(dir.join(name), make_input(ti, col.len() as u16, &out)).unwrap();
+        }
+    }
+}

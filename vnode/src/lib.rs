@@ -2001,7 +2001,7 @@ impl VnodeCore {
                     win_newer.push((b.ts_min, b.ts_max));
                     runs.push(Run {
                         prio: 1 + i as u64,
-                        cols: merge::trim_shared(s.read_shared(b, &wanted)?, ts_min, ts_max),
+                        cols: s.read_range(b, &wanted, ts_min, ts_max)?,
                     });
                 }
             }
@@ -2033,7 +2033,7 @@ impl VnodeCore {
                 } else {
                     runs.push(Run {
                         prio: 0,
-                        cols: merge::trim_shared(d.read_shared(e, &wanted)?, ts_min, ts_max),
+                        cols: d.read_range(e, &wanted, ts_min, ts_max)?,
                     });
                 }
             }

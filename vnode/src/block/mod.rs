@@ -161,6 +161,7 @@ pub fn read_columns_cached(
         file: token,
         block_offset: loc.offset,
         column: ci as u32,
+        part: WHOLE,
     };
     let on = cache.enabled();
     let mut out: Vec<Option<Arc<Column>>> = Vec::with_capacity(wanted.len());
@@ -197,6 +198,228 @@ pub fn read_columns_cached(
     }
     Ok(out.into_iter().flatten().collect())
 }
+
+/// The rows of `lo..=hi` of one block's columns `wanted` (column 0, the ts key, first), read
+/// through the decoded-column cache. When the range covers only part of a block whose columns
+/// are segmented (codec FORMAT.md, "Segments"), only the segments holding it are decoded (and
+/// cached, per segment): a ten-minute window of an eleven-hour block decodes one or two
+/// segments of 512 rows instead of 4,096 rows. The segments are picked from the first values
+/// the ts column's directory stores, cached as the block's segment index.
+pub fn read_columns_range(
+    file: &File,
+    path: &Path,
+    token: u64,
+    loc: &BlockLoc,
+    wanted: &[(usize, DataType)],
+    lo: i64,
+    hi: i64,
+) -> Result<Vec<Column>> {
+    read_range(file, path, token, loc, wanted, lo, hi, true)
+}
+
+/// [`read_columns_range`]; `segments_cached` false decodes segments without caching them.
+#[allow(clippy::too_many_arguments)]
+fn read_range(
+    file: &File,
+    path: &Path,
+    token: u64,
+    loc: &BlockLoc,
+    wanted: &[(usize, DataType)],
+    lo: i64,
+    hi: i64,
+    segments_cached: bool,
+) -> Result<Vec<Column>> {
+    let whole = || -> Result<Vec<Column>> {
+        Ok(crate::merge::trim_shared(
+            read_columns_cached(file, path, token, loc, wanted)?,
+            lo,
+            hi,
+        ))
+    };
+    let rows = loc.rows as usize;
+    if (lo <= loc.ts_min && hi >= loc.ts_max)
+        || rows <= tidal_codec::SEGMENT_ROWS
+        || wanted.first().map(|w| w.0) != Some(0)
+    {
+        return whole();
+    }
+    let cache = crate::column_cache::global();
+    let on = segments_cached && cache.enabled() && loc.rows >= crate::column_cache::BLOCK_ROWS_MIN;
+    let key = |ci: usize, part: u32| crate::column_cache::Key {
+        file: token,
+        block_offset: loc.offset,
+        column: ci as u32,
+        part,
+    };
+    // Columns decoded whole earlier are cheaper to slice than segments are to decode.
+    if on
+        && wanted
+            .iter()
+            .all(|&(ci, _)| ci as u64 >= u64::from(loc.ncols) || cache.contains(&key(ci, WHOLE)))
+    {
+        return whole();
+    }
+    let mut dir: Option<Vec<Chunk>> = None;
+    // The segment index: rows per segment, then each segment's first ts.
+    let index = match on.then(|| cache.get(&key(0, SEGMENT_INDEX))).flatten() {
+        Some(ix) => ix,
+        None => {
+            let Some(c) = chunk_of(&mut dir, file, path, loc, 0)? else {
+                return whole();
+            };
+            let bytes = read_chunk_bytes(file, path, 0, c)?;
+            let enc = tidal_codec::open_column(&bytes, DataType::Timestamp, rows)
+                .map_err(|e| corrupt(path, c.0, format!("column 0: {e}")))?;
+            let Some(firsts) = enc.first_values() else {
+                return whole();
+            };
+            let mut v = Vec::with_capacity(firsts.len() + 1);
+            v.push(enc.segment_rows() as i64);
+            v.extend_from_slice(firsts);
+            let ix = Arc::new(Column::new(ColumnData::Timestamp(v)));
+            if on {
+                cache.insert(key(0, SEGMENT_INDEX), ix.clone());
+            }
+            ix
+        }
+    };
+    let (seg_rows, firsts) = match ts_slice(&index).split_first() {
+        Some((&n, f)) if n > 0 && !f.is_empty() => (n as usize, f),
+        _ => return whole(),
+    };
+    // The segment holding `lo` through the last one starting at or before `hi`.
+    let a = firsts.partition_point(|&f| f <= lo).saturating_sub(1);
+    let b = firsts.partition_point(|&f| f <= hi).max(a + 1);
+    let (ra, rb) = ((a * seg_rows).min(rows), (b * seg_rows).min(rows));
+    let mut out: Vec<Vec<(usize, Arc<Column>)>> = Vec::with_capacity(wanted.len());
+    for &(ci, t) in wanted {
+        if ci as u64 >= u64::from(loc.ncols) {
+            out.push(vec![(ra, Arc::new(Column::all_null(t, rb - ra)))]);
+            continue;
+        }
+        if on {
+            if let Some(w) = cache
+                .get(&key(ci, WHOLE))
+                .filter(|c| c.len() == rows && c.physical() == t.physical())
+            {
+                out.push(vec![(0, w)]);
+                continue;
+            }
+        }
+        let mut parts: Vec<(usize, Option<Arc<Column>>)> = (a..b)
+            .map(|i| {
+                let hit = on
+                    .then(|| cache.get(&key(ci, i as u32)))
+                    .flatten()
+                    .filter(|c| c.physical() == t.physical());
+                (i * seg_rows, hit)
+            })
+            .collect();
+        if parts.iter().any(|p| p.1.is_none()) {
+            let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
+                return whole();
+            };
+            let bytes = read_chunk_bytes(file, path, ci, c)?;
+            let bad = |e: tidal_codec::CodecError| corrupt(path, c.0, format!("column {ci}: {e}"));
+            let enc = tidal_codec::open_column(&bytes, t, rows).map_err(bad)?;
+            if !on || enc.segment_rows() != seg_rows || enc.segment_count() != firsts.len() {
+                // Nothing to cache per segment (the cache is off), or not cut like the ts
+                // column: decode in one go the segments of its own that hold the rows.
+                let segs = enc.segments_of_rows(ra..rb);
+                let start = enc.segment_range(segs.start).start;
+                let col = enc.decode_segments(segs).map_err(bad)?;
+                out.push(vec![(start, Arc::new(col))]);
+                continue;
+            }
+            for (i, slot) in (a..b).zip(parts.iter_mut()) {
+                if slot.1.is_some() {
+                    continue;
+                }
+                let col = enc.decode_segments(i..i + 1).map_err(bad)?;
+                if col.len() != enc.segment_range(i).len() {
+                    return Err(corrupt(
+                        path,
+                        c.0,
+                        format!("column {ci} segment {i} holds {} rows", col.len()),
+                    ));
+                }
+                let col = Arc::new(col);
+                if on {
+                    cache.insert(key(ci, i as u32), col.clone());
+                }
+                slot.1 = Some(col);
+            }
+        }
+        out.push(
+            parts
+                .into_iter()
+                .filter_map(|(at, c)| c.map(|c| (at, c)))
+                .collect(),
+        );
+    }
+    // Rows of `lo..=hi`, from the ts parts.
+    let ts_parts = out.first().map(Vec::as_slice).unwrap_or(&[]);
+    let mut s = rb;
+    let mut e = ra;
+    for (at, c) in ts_parts {
+        let ts = ts_slice(c);
+        let (from, to) = (ra.max(*at), rb.min(at + ts.len()));
+        let Some(seg) = ts.get(from - at..to.max(from) - at) else {
+            continue;
+        };
+        let first = seg.partition_point(|&x| x < lo);
+        let last = seg.partition_point(|&x| x <= hi);
+        if first < last {
+            s = s.min(from + first);
+            e = e.max(from + last);
+        }
+    }
+    Ok(out
+        .iter()
+        .zip(wanted)
+        .map(|(parts, &(_, t))| concat_rows(parts, s, e, t))
+        .collect())
+}
+
+/// Chunk `ci` of the block, reading and checking the directory on first use.
+fn chunk_of(
+    dir: &mut Option<Vec<Chunk>>,
+    file: &File,
+    path: &Path,
+    loc: &BlockLoc,
+    ci: usize,
+) -> Result<Option<Chunk>> {
+    if dir.is_none() {
+        *dir = Some(read_directory(file, path, loc)?);
+    }
+    Ok(dir.as_ref().and_then(|d| d.get(ci).copied()))
+}
+
+/// Rows `s..e` (block row numbers) of a column held in parts that start at the given rows.
+fn concat_rows(parts: &[(usize, Arc<Column>)], s: usize, e: usize, t: DataType) -> Column {
+    let mut out: Option<Column> = None;
+    for (at, c) in parts {
+        let (from, to) = (s.max(*at), e.min(at + c.len()));
+        if from >= to {
+            continue;
+        }
+        let piece = c.slice(from - at, to - at);
+        match &mut out {
+            None => {
+                let mut o = piece;
+                o.reserve(e - s - (to - from));
+                out = Some(o);
+            }
+            Some(o) => o.extend_owned(piece),
+        }
+    }
+    out.unwrap_or_else(|| Column::empty(t, 0))
+}
+
+/// Cache part of a whole decoded column.
+const WHOLE: u32 = u32::MAX;
+/// Cache part of a block's segment index (under column 0).
+const SEGMENT_INDEX: u32 = u32::MAX - 1;
 
 /// One column chunk of a block: (offset in the file, length, checksum).
 type Chunk = (u64, u64, u32);
@@ -256,15 +479,13 @@ fn read_directory(file: &File, path: &Path, loc: &BlockLoc) -> Result<Vec<Chunk>
     Ok(offs)
 }
 
-fn read_chunk(
+/// The bytes of one column chunk, checked against its checksum.
+fn read_chunk_bytes(
     file: &File,
     path: &Path,
-    loc: &BlockLoc,
     ci: usize,
     (off, len, crc): Chunk,
-    t: DataType,
-) -> Result<Column> {
-    let rows = loc.rows as usize;
+) -> Result<Vec<u8>> {
     let bytes = read_at(file, path, off, len as usize)?;
     let actual = crc32c::crc32c(&bytes);
     if actual != crc {
@@ -274,6 +495,20 @@ fn read_chunk(
             format!("column {ci} fails its checksum (stored {crc:#010x}, computed {actual:#010x})"),
         ));
     }
+    Ok(bytes)
+}
+
+fn read_chunk(
+    file: &File,
+    path: &Path,
+    loc: &BlockLoc,
+    ci: usize,
+    chunk: Chunk,
+    t: DataType,
+) -> Result<Column> {
+    let rows = loc.rows as usize;
+    let off = chunk.0;
+    let bytes = read_chunk_bytes(file, path, ci, chunk)?;
     let col = tidal_codec::decode_column(&bytes, t, rows)
         .map_err(|e| corrupt(path, off, format!("column {ci}: {e}")))?;
     if col.len() != rows {
@@ -573,5 +808,160 @@ pub fn ts_slice(c: &Column) -> &[i64] {
     match &c.data {
         ColumnData::Timestamp(v) | ColumnData::Int(v) => v,
         _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::column_cache::{self, Key};
+
+    const ROWS: usize = 4096;
+
+    /// The columns as decoding gives them back (NULL slots hold the placeholder).
+    fn columns() -> (Vec<Column>, Vec<DataType>) {
+        let (c, t) = raw_columns();
+        (c.iter().map(tidal_codec::fuzzing::normalize).collect(), t)
+    }
+
+    fn raw_columns() -> (Vec<Column>, Vec<DataType>) {
+        let ts: Vec<i64> = (0..ROWS as i64).map(|i| 1_000 + i * 10).collect();
+        let v = Column {
+            data: ColumnData::Float((0..ROWS).map(|i| i as f64 * 0.5).collect()),
+            nulls: (0..ROWS)
+                .map(|i| (1500..1600).contains(&i) && i % 2 == 0)
+                .collect(),
+        };
+        let s = Column::new(ColumnData::Str(
+            (0..ROWS).map(|i| format!("r{}", i % 9)).collect(),
+        ));
+        (
+            vec![Column::new(ColumnData::Timestamp(ts)), v, s],
+            vec![DataType::Timestamp, DataType::Double, DataType::VarChar(8)],
+        )
+    }
+
+    /// A file holding one 4,096-row block after 7 bytes of something else.
+    fn block_file(dir: &Path) -> (File, std::path::PathBuf, BlockLoc) {
+        let (cols, types) = raw_columns();
+        let codecs: Vec<ColumnCodec> = types
+            .iter()
+            .map(|t| ColumnCodec::default_for(*t, 2))
+            .collect();
+        let mut out = vec![7u8; 7];
+        encode_block(&cols, &types, &codecs, &mut out).unwrap();
+        let path = dir.join("b.data");
+        std::fs::write(&path, &out).unwrap();
+        let loc = BlockLoc {
+            offset: 7,
+            len: (out.len() - 7) as u32,
+            ncols: 3,
+            rows: ROWS as u32,
+            ts_min: 1_000,
+            ts_max: 1_000 + (ROWS as i64 - 1) * 10,
+        };
+        (File::open(&path).unwrap(), path, loc)
+    }
+
+    #[test]
+    fn a_narrow_range_decodes_and_caches_only_its_segments() {
+        let d = tempfile::tempdir().unwrap();
+        let (file, path, loc) = block_file(d.path());
+        let (cols, types) = columns();
+        let token = column_cache::file_token();
+        let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        let key = |column: u32, part: u32| Key {
+            file: token,
+            block_offset: loc.offset,
+            column,
+            part,
+        };
+        // Rows 1530..=1560 lie in segment 2 (rows 1024..1536) and 3 (1536..2048).
+        let (lo, hi) = (1_000 + 1530 * 10, 1_000 + 1560 * 10 + 5);
+        for pass in 0..2 {
+            let got = read_columns_range(&file, &path, token, &loc, &wanted, lo, hi).unwrap();
+            for (g, c) in got.iter().zip(&cols) {
+                assert_eq!(*g, c.slice(1530, 1561), "pass {pass}");
+            }
+        }
+        let cache = column_cache::global();
+        if cache.enabled() {
+            assert!(cache.contains(&key(0, SEGMENT_INDEX)));
+            for c in 0..3 {
+                assert!(
+                    cache.contains(&key(c, 2)) && cache.contains(&key(c, 3)),
+                    "column {c}"
+                );
+                for other in [0, 1, 4, 7, WHOLE] {
+                    assert!(!cache.contains(&key(c, other)), "column {c} part {other}");
+                }
+            }
+        }
+        // Without the cache: the same rows, decoded in one go.
+        let t2 = column_cache::file_token();
+        let got = read_range(&file, &path, t2, &loc, &wanted, lo, hi, false).unwrap();
+        for (g, c) in got.iter().zip(&cols) {
+            assert_eq!(*g, c.slice(1530, 1561), "uncached");
+        }
+        let got = read_range(&file, &path, t2, &loc, &wanted, 0, 1_000 + 700 * 10, false).unwrap();
+        assert_eq!(got[2], cols[2].slice(0, 701));
+        let uncached = Key {
+            file: t2,
+            ..key(0, SEGMENT_INDEX)
+        };
+        assert!(!column_cache::global().contains(&uncached));
+        // A range covering the block reads it whole; ranges then come from the whole columns.
+        let all = read_columns_range(&file, &path, token, &loc, &wanted, 0, i64::MAX).unwrap();
+        assert_eq!(all, cols);
+        let got = read_columns_range(
+            &file,
+            &path,
+            token,
+            &loc,
+            &wanted,
+            1_000 + 4000 * 10,
+            1_000 + 4000 * 10,
+        )
+        .unwrap();
+        assert_eq!(got[1], cols[1].slice(4000, 4001));
+        // A column the block lacks reads as NULLs over exactly the rows of the range.
+        let more = [(0, DataType::Timestamp), (5, DataType::BigInt)];
+        let got = read_columns_range(
+            &file,
+            &path,
+            column_cache::file_token(),
+            &loc,
+            &more,
+            lo,
+            hi,
+        )
+        .unwrap();
+        assert_eq!(got[1], Column::all_null(DataType::BigInt, 31));
+    }
+
+    #[test]
+    fn a_damaged_chunk_is_corruption_for_a_narrow_range_too() {
+        let d = tempfile::tempdir().unwrap();
+        let (_, path, loc) = block_file(d.path());
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = bytes.len();
+        bytes[n - 3] ^= 0x10; // inside the last column's chunk
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        let wanted = [(0, DataType::Timestamp), (2, DataType::VarChar(8))];
+        let e = read_columns_range(
+            &file,
+            &path,
+            column_cache::file_token(),
+            &loc,
+            &wanted,
+            1_000,
+            1_100,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, VnodeError::Corruption { reason, .. } if reason.contains("checksum")),
+            "{e}"
+        );
     }
 }

@@ -3,7 +3,8 @@
 //! window) reads them from memory instead of reading, checking and decompressing them once
 //! more.
 //!
-//! Owns: decoded chunks, by (data or STT file, block offset, column index), in one LRU per
+//! Owns: decoded chunks, by (data or STT file, block offset, column index, part: the whole
+//! chunk or one segment), in one LRU per
 //! process (every vnode of a data node shares it), bounded in bytes ([`configure`], the data
 //! node's `column_cache_max_bytes`; 0 turns it off). Invariants:
 //! - an entry is exactly what decoding the committed chunk gives: an STT file is written whole
@@ -42,6 +43,9 @@ pub struct Key {
     pub file: u64,
     pub block_offset: u64,
     pub column: u32,
+    /// Which part of the column: the whole chunk, one of its segments, or (under column 0)
+    /// the block's segment index; the block reader (`crate::block`) numbers them.
+    pub part: u32,
 }
 
 /// Counters of the process-wide cache.
@@ -135,6 +139,11 @@ impl ColumnCache {
         found
     }
 
+    /// Whether `key` is cached, without counting a hit or a miss or refreshing it.
+    pub fn contains(&self, key: &Key) -> bool {
+        self.inner.lock().lru.contains(key)
+    }
+
     pub fn insert(&self, key: Key, col: Arc<Column>) {
         let b = column_bytes(&col);
         let mut g = self.inner.lock();
@@ -187,6 +196,7 @@ mod tests {
             file: 1,
             block_offset: i,
             column: 0,
+            part: 0,
         }
     }
 

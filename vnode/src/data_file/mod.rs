@@ -352,18 +352,22 @@ impl DataSet {
         block::read_columns(&self.data.file, &self.data.path, &e.loc, wanted)
     }
 
-    /// [`DataSet::read`] for a query: through the decoded-column cache, which it fills.
-    pub fn read_shared(
+    /// The rows of `lo..=hi` of a block for a query (see [`block::read_columns_range`]).
+    pub fn read_range(
         &self,
         e: &BlockEntry,
         wanted: &[(usize, DataType)],
-    ) -> Result<Vec<Arc<Column>>> {
-        block::read_columns_cached(
+        lo: i64,
+        hi: i64,
+    ) -> Result<Vec<Column>> {
+        block::read_columns_range(
             &self.data.file,
             &self.data.path,
             self.data.token,
             &e.loc,
             wanted,
+            lo,
+            hi,
         )
     }
 

@@ -277,21 +277,26 @@ impl SttFile {
         block::read_columns(&self.file.file, &self.file.path, loc, wanted)
     }
 
-    /// [`SttFile::read`] for a query: through the decoded-column cache, which it fills. An STT
-    /// file is written whole before it is opened and never changes after, so its blocks are
-    /// as safe to cache as a data file's committed ones; until compaction merges them away,
-    /// every query on recent data would otherwise decode them again.
-    pub fn read_shared(
+    /// The rows of `lo..=hi` of a block for a query, through the decoded-column cache, which it
+    /// fills (see [`block::read_columns_range`]). An STT file is written whole before it is
+    /// opened and never changes after, so its blocks are as safe to cache as a data file's
+    /// committed ones; until compaction merges them away, every query on recent data would
+    /// otherwise decode them again.
+    pub fn read_range(
         &self,
         loc: &BlockLoc,
         wanted: &[(usize, DataType)],
-    ) -> Result<Vec<std::sync::Arc<Column>>> {
-        block::read_columns_cached(
+        lo: i64,
+        hi: i64,
+    ) -> Result<Vec<Column>> {
+        block::read_columns_range(
             &self.file.file,
             &self.file.path,
             self.file.token,
             loc,
             wanted,
+            lo,
+            hi,
         )
     }
 

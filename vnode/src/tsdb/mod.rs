@@ -303,19 +303,17 @@ impl FileSet {
                             continue;
                         }
                     }
-                    let cols = d.read_shared(e, wanted)?;
                     runs.push(Run {
                         prio: 0,
-                        cols: crate::merge::trim_shared(cols, lo, hi),
+                        cols: d.read_range(e, wanted, lo, hi)?,
                     });
                 }
             }
             for (i, s) in w.stts.iter().enumerate() {
                 for b in s.blocks(uid).iter().filter(|b| overlaps(b)) {
-                    let cols = s.read_shared(b, wanted)?;
                     runs.push(Run {
                         prio: 1 + i as u64,
-                        cols: crate::merge::trim_shared(cols, lo, hi),
+                        cols: s.read_range(b, wanted, lo, hi)?,
                     });
                 }
             }
