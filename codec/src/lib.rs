@@ -589,6 +589,22 @@ pub fn open_column(
 }
 
 impl EncodedColumn<'_> {
+    /// The same column, owning its payload (copied only if it was not decompressed), so that
+    /// it outlives the bytes it was opened from.
+    pub fn into_owned(self) -> EncodedColumn<'static> {
+        EncodedColumn {
+            t: self.t,
+            rows: self.rows,
+            flags: self.flags,
+            s1: self.s1,
+            payload: Cow::Owned(self.payload.into_owned()),
+            base: self.base,
+            segment_rows: self.segment_rows,
+            segments: self.segments,
+            firsts: self.firsts,
+        }
+    }
+
     /// Segments (1 for an unsegmented column).
     pub fn segment_count(&self) -> usize {
         self.segments.len()

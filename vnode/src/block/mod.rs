@@ -260,6 +260,9 @@ fn read_range(
         return whole();
     }
     let mut dir: Option<Vec<Chunk>> = None;
+    // The ts chunk when the index had to be read from it: its segments are decoded from it
+    // below rather than read and decompressed a second time.
+    let mut opened_ts: Option<(Chunk, tidal_codec::EncodedColumn<'static>)> = None;
     // The segment index: rows per segment, then each segment's first ts.
     let index = match on.then(|| cache.get(&key(0, SEGMENT_INDEX))).flatten() {
         Some(ix) => ix,
@@ -280,6 +283,7 @@ fn read_range(
             if on {
                 cache.insert(key(0, SEGMENT_INDEX), ix.clone());
             }
+            opened_ts = Some((c, enc.into_owned()));
             ix
         }
     };
@@ -316,12 +320,20 @@ fn read_range(
             })
             .collect();
         if parts.iter().any(|p| p.1.is_none()) {
-            let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
-                return whole();
+            let bytes: Vec<u8>;
+            let (c, enc) = match if ci == 0 { opened_ts.take() } else { None } {
+                Some(opened) => opened,
+                None => {
+                    let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
+                        return whole();
+                    };
+                    bytes = read_chunk_bytes(file, path, ci, c)?;
+                    let enc = tidal_codec::open_column(&bytes, t, rows)
+                        .map_err(|e| corrupt(path, c.0, format!("column {ci}: {e}")))?;
+                    (c, enc)
+                }
             };
-            let bytes = read_chunk_bytes(file, path, ci, c)?;
             let bad = |e: tidal_codec::CodecError| corrupt(path, c.0, format!("column {ci}: {e}"));
-            let enc = tidal_codec::open_column(&bytes, t, rows).map_err(bad)?;
             if !on || enc.segment_rows() != seg_rows || enc.segment_count() != firsts.len() {
                 // Nothing to cache per segment (the cache is off), or not cut like the ts
                 // column: decode in one go the segments of its own that hold the rows.
