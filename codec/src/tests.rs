@@ -28,6 +28,21 @@ fn encodings(p: PhysicalType) -> Vec<Encoding> {
     }
 }
 
+/// Every encoding that applies to `p` under every compression, at `level`.
+fn codecs(p: PhysicalType, level: Level) -> Vec<ColumnCodec> {
+    let mut out = Vec::new();
+    for e in encodings(p) {
+        for c in COMPRESSIONS {
+            out.push(ColumnCodec {
+                encoding: e,
+                compression: c,
+                level,
+            });
+        }
+    }
+    out
+}
+
 fn types() -> Vec<DataType> {
     vec![
         DataType::Timestamp,
@@ -209,16 +224,9 @@ fn roundtrip(col: &Column, t: DataType, codec: &ColumnCodec) -> Vec<u8> {
 fn edge_cases_roundtrip_every_codec() {
     for t in types() {
         for col in edge_columns(t) {
-            for e in encodings(t.physical()) {
-                for c in COMPRESSIONS {
-                    for level in [Level::Low, Level::High] {
-                        let codec = ColumnCodec {
-                            encoding: e,
-                            compression: c,
-                            level,
-                        };
-                        roundtrip(&col, t, &codec);
-                    }
+            for level in [Level::Low, Level::High] {
+                for codec in codecs(t.physical(), level) {
+                    roundtrip(&col, t, &codec);
                 }
             }
         }
@@ -236,15 +244,8 @@ fn random_roundtrip_every_codec() {
                 _ => rng.below(1500) as usize,
             };
             let col = random_column(t, &mut rng, n);
-            for e in encodings(t.physical()) {
-                for c in COMPRESSIONS {
-                    let codec = ColumnCodec {
-                        encoding: e,
-                        compression: c,
-                        level: Level::Medium,
-                    };
-                    roundtrip(&col, t, &codec);
-                }
+            for codec in codecs(t.physical(), Level::Medium) {
+                roundtrip(&col, t, &codec);
             }
         }
     }
@@ -303,45 +304,38 @@ fn prefixes_and_bit_flips_never_panic() {
                 rng.below(600) as usize
             };
             let col = random_column(t, &mut rng, n);
-            for e in encodings(t.physical()) {
-                for c in COMPRESSIONS {
-                    let codec = ColumnCodec {
-                        encoding: e,
-                        compression: c,
-                        level: Level::Low,
-                    };
-                    let bytes = roundtrip(&col, t, &codec);
-                    // Every prefix in release builds; in debug builds (the CI suite) the first 64
-                    // and then a stride, which keeps the test to seconds.
-                    let stride = if cfg!(debug_assertions) {
-                        (bytes.len() / 128).max(1)
-                    } else {
-                        1
-                    };
-                    for cut in (0..bytes.len()).filter(|c| *c < 64 || c % stride == 0) {
-                        let prefix = bytes.get(..cut).unwrap_or(&[]);
-                        assert!(
-                            decode_column(prefix, t, n).is_err(),
-                            "{t:?} {codec:?} prefix {cut}/{}",
-                            bytes.len()
-                        );
+            for codec in codecs(t.physical(), Level::Low) {
+                let bytes = roundtrip(&col, t, &codec);
+                // Every prefix in release builds; in debug builds (the CI suite) the first 64
+                // and then a stride, which keeps the test to seconds.
+                let stride = if cfg!(debug_assertions) {
+                    (bytes.len() / 128).max(1)
+                } else {
+                    1
+                };
+                for cut in (0..bytes.len()).filter(|c| *c < 64 || c % stride == 0) {
+                    let prefix = bytes.get(..cut).unwrap_or(&[]);
+                    assert!(
+                        decode_column(prefix, t, n).is_err(),
+                        "{t:?} {codec:?} prefix {cut}/{}",
+                        bytes.len()
+                    );
+                }
+                for _ in 0..40 {
+                    let mut b = bytes.clone();
+                    for _ in 0..1 + rng.below(3) {
+                        let i = (rng.next_u64() as usize) % b.len();
+                        b[i] ^= 1 << rng.below(8);
                     }
-                    for _ in 0..40 {
-                        let mut b = bytes.clone();
-                        for _ in 0..1 + rng.below(3) {
-                            let i = (rng.next_u64() as usize) % b.len();
-                            b[i] ^= 1 << rng.below(8);
-                        }
-                        if let Ok(back) = decode_column(&b, t, n) {
-                            assert_eq!(back.len(), n);
-                            assert!(back.nulls.is_empty() || back.nulls.len() == n);
-                        }
-                        // Any type and row count must fail cleanly too.
-                        for other in [DataType::Bool, DataType::Double, DataType::VarChar(1)] {
-                            let _ = decode_column(&b, other, n);
-                        }
-                        let _ = decode_column(&b, t, n + 1);
+                    if let Ok(back) = decode_column(&b, t, n) {
+                        assert_eq!(back.len(), n);
+                        assert!(back.nulls.is_empty() || back.nulls.len() == n);
                     }
+                    // Any type and row count must fail cleanly too.
+                    for other in [DataType::Bool, DataType::Double, DataType::VarChar(1)] {
+                        let _ = decode_column(&b, other, n);
+                    }
+                    let _ = decode_column(&b, t, n + 1);
                 }
             }
         }
@@ -454,44 +448,37 @@ fn segments_decode_alone_as_in_the_whole() {
             if t.physical() == PhysicalType::Timestamp && rng.below(2) == 0 {
                 col.nulls.clear();
             }
-            for e in encodings(t.physical()) {
-                for c in COMPRESSIONS {
-                    let codec = ColumnCodec {
-                        encoding: e,
-                        compression: c,
-                        level: Level::Medium,
-                    };
-                    let bytes = roundtrip(&col, t, &codec);
-                    assert_eq!(bytes[4] & FLAG_SEGMENTS, FLAG_SEGMENTS, "{t:?} {n}");
-                    let enc = open_column(&bytes, t, n).unwrap();
-                    assert_eq!(enc.segment_count(), n.div_ceil(SEGMENT_ROWS));
-                    let whole = crate::fuzzing::normalize(&col);
-                    for i in 0..enc.segment_count() {
-                        let r = enc.segment_range(i);
-                        let part = enc.decode_segments(i..i + 1).unwrap();
-                        assert!(
-                            same_after_roundtrip(&whole.slice(r.start, r.end), &part),
-                            "{t:?} {codec:?} segment {i}"
-                        );
-                    }
-                    let runs = enc.segments_of_rows(700..1100);
-                    let back = enc.decode_segments(runs.clone()).unwrap();
-                    let lo = enc.segment_range(runs.start).start;
-                    let hi = enc.segment_range(runs.end - 1).end;
-                    assert!(lo <= 700 && hi >= 1100.min(n), "{runs:?}");
-                    assert!(same_after_roundtrip(&whole.slice(lo, hi), &back));
-                    match (&col.data, col.nulls.iter().any(|&x| x)) {
-                        (ColumnData::Timestamp(v), false) => {
-                            let f = enc.first_values().unwrap();
-                            let want: Vec<i64> = (0..enc.segment_count())
-                                .map(|i| v[i * SEGMENT_ROWS])
-                                .collect();
-                            assert_eq!(f, want.as_slice());
-                        }
-                        _ => assert!(enc.first_values().is_none()),
-                    }
-                    assert!(enc.decode_segments(0..enc.segment_count() + 1).is_err());
+            for codec in codecs(t.physical(), Level::Medium) {
+                let bytes = roundtrip(&col, t, &codec);
+                assert_eq!(bytes[4] & FLAG_SEGMENTS, FLAG_SEGMENTS, "{t:?} {n}");
+                let enc = open_column(&bytes, t, n).unwrap();
+                assert_eq!(enc.segment_count(), n.div_ceil(SEGMENT_ROWS));
+                let whole = crate::fuzzing::normalize(&col);
+                for i in 0..enc.segment_count() {
+                    let r = enc.segment_range(i);
+                    let part = enc.decode_segments(i..i + 1).unwrap();
+                    assert!(
+                        same_after_roundtrip(&whole.slice(r.start, r.end), &part),
+                        "{t:?} {codec:?} segment {i}"
+                    );
                 }
+                let runs = enc.segments_of_rows(700..1100);
+                let back = enc.decode_segments(runs.clone()).unwrap();
+                let lo = enc.segment_range(runs.start).start;
+                let hi = enc.segment_range(runs.end - 1).end;
+                assert!(lo <= 700 && hi >= 1100.min(n), "{runs:?}");
+                assert!(same_after_roundtrip(&whole.slice(lo, hi), &back));
+                match (&col.data, col.nulls.iter().any(|&x| x)) {
+                    (ColumnData::Timestamp(v), false) => {
+                        let f = enc.first_values().unwrap();
+                        let want: Vec<i64> = (0..enc.segment_count())
+                            .map(|i| v[i * SEGMENT_ROWS])
+                            .collect();
+                        assert_eq!(f, want.as_slice());
+                    }
+                    _ => assert!(enc.first_values().is_none()),
+                }
+                assert!(enc.decode_segments(0..enc.segment_count() + 1).is_err());
             }
         }
     }
