@@ -563,6 +563,37 @@ fn write_fuzz_seeds() {
         seed.extend_from_slice(&b);
         put("vnode_data_block", &format!("seed{i}"), &seed);
     }
+    // Segmented blocks (more than 512 rows) and ranges inside them.
+    let rows = segmented_rows();
+    let s = schema();
+    let mut cols: Vec<Column> = s
+        .columns
+        .iter()
+        .map(|c| Column::empty(c.data_type, 0))
+        .collect();
+    for (ts, (a, b, c)) in &rows {
+        cols[0].push(&Value::Timestamp(*ts));
+        cols[1].push(&a.map(Value::Float).unwrap_or(Value::Null));
+        cols[2].push(&b.clone().map(Value::Str).unwrap_or(Value::Null));
+        cols[3].push(&c.map(Value::Int).unwrap_or(Value::Null));
+    }
+    let types: Vec<DataType> = s.columns.iter().map(|c| c.data_type).collect();
+    let codecs: Vec<block::ColumnCodec> = types
+        .iter()
+        .map(|t| block::ColumnCodec::default_for(*t, 2))
+        .collect();
+    for (i, n) in [600usize, 1500, 4096].into_iter().enumerate() {
+        let part: Vec<Column> = cols.iter().map(|c| c.slice(0, n)).collect();
+        let mut b = Vec::new();
+        block::encode_block(&part, &types, &codecs, &mut b).unwrap();
+        for (j, (lo, hi)) in [(1000, 6000), (5000, 12_000), (20_000, 20_000)]
+            .into_iter()
+            .enumerate()
+        {
+            let seed = fuzzing::block_range_input(n as u16, lo, hi, &b);
+            put("vnode_block_range", &format!("seed{i}-{j}"), &seed);
+        }
+    }
     put(
         "vnode_manifest",
         "seed0",
@@ -591,8 +622,9 @@ fn write_fuzz_seeds() {
 fn fuzz_corpora_replay_without_panics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
     type Target = (&'static str, fn(&[u8]));
-    let targets: [Target; 7] = [
+    let targets: [Target; 8] = [
         ("vnode_wal_record", fuzzing::wal_record),
+        ("vnode_block_range", fuzzing::block_range),
         ("vnode_wal_file", fuzzing::wal_file),
         ("vnode_stt_file", fuzzing::stt_file),
         ("vnode_data_block", fuzzing::data_block),

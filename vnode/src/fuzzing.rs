@@ -95,6 +95,70 @@ pub fn data_block(data: &[u8]) {
     let _ = block::read_columns(&file, Path::new("fuzz"), &loc, &wanted);
 }
 
+/// A time-range read of one column block (`block::read_columns_range`, which picks and
+/// decodes segments): bytes 0-1 (LE) the row count the index claims, 2-9 and 10-17 (LE i64)
+/// the range's ends, the rest the block; the index claims the block spans all of time, so
+/// any range is a partial one.
+pub fn block_range(data: &[u8]) {
+    let (Some(r), Some(lo), Some(hi), Some(rest)) = (
+        data.get(0..2),
+        data.get(2..10),
+        data.get(10..18),
+        data.get(18..),
+    ) else {
+        return;
+    };
+    let rows = u32::from(u16::from_le_bytes([r[0], r[1]]));
+    let i64_of = |b: &[u8]| b.try_into().map(i64::from_le_bytes).unwrap_or(0);
+    let Some(p) = scratch("range", rest) else {
+        return;
+    };
+    let Ok(file) = std::fs::File::open(&p) else {
+        return;
+    };
+    let ncols = rest
+        .get(0..4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
+    let loc = block::BlockLoc {
+        offset: 0,
+        len: rest.len() as u32,
+        ncols,
+        rows,
+        ts_min: i64::MIN,
+        ts_max: i64::MAX,
+    };
+    let wanted: Vec<(usize, DataType)> = (0..ncols.min(8) as usize)
+        .map(|i| (i, TYPES[i % TYPES.len()]))
+        .collect();
+    // A fresh cache name per input: entries of one input never answer for another.
+    let token = crate::column_cache::file_token();
+    let (lo, hi) = (i64_of(lo), i64_of(hi));
+    let path = Path::new("fuzz");
+    if let Ok(cols) = block::read_columns_range(&file, path, token, &loc, &wanted, lo, hi) {
+        let n = cols.first().map_or(0, |c| c.len());
+        assert!(
+            cols.iter().all(|c| c.len() == n),
+            "columns of one range differ in length"
+        );
+        // Again, now through what the first read cached.
+        let again = block::read_columns_range(&file, path, token, &loc, &wanted, lo, hi);
+        assert!(
+            again.is_ok_and(|c| c == cols),
+            "a cached range reads differently"
+        );
+    }
+}
+
+/// Builds a [`block_range`] input.
+pub fn block_range_input(rows: u16, lo: i64, hi: i64, block: &[u8]) -> Vec<u8> {
+    let mut v = rows.to_le_bytes().to_vec();
+    v.extend_from_slice(&lo.to_le_bytes());
+    v.extend_from_slice(&hi.to_le_bytes());
+    v.extend_from_slice(block);
+    v
+}
+
 /// A head file (block index of a window).
 pub fn head(data: &[u8]) {
     let _ = data_file::decode_head(data, Path::new("fuzz"), u64::MAX, u64::MAX);
