@@ -1117,15 +1117,19 @@ impl Schemaless {
                 if !all_known {
                     return None;
                 }
-                series.insert(
-                    key,
-                    Series {
-                        stable: si,
-                        table: None,
-                    },
-                );
             }
             if let Err(msg) = converted {
+                if hit.is_none() {
+                    // The series' STABLE, for its next line; a line that converts enters
+                    // it once, below, with its subtable.
+                    series.insert(
+                        key,
+                        Series {
+                            stable: si,
+                            table: None,
+                        },
+                    );
+                }
                 out.reject(line.line_no, msg);
                 continue;
             }
