@@ -605,6 +605,15 @@ impl EncodedColumn<'_> {
         }
     }
 
+    /// Heap bytes held (the payload when owned, the directory).
+    pub fn heap_bytes(&self) -> usize {
+        let payload = match &self.payload {
+            Cow::Owned(v) => v.capacity(),
+            Cow::Borrowed(_) => 0,
+        };
+        payload + 16 * self.segments.capacity() + 8 * self.firsts.capacity()
+    }
+
     /// Segments (1 for an unsegmented column).
     pub fn segment_count(&self) -> usize {
         self.segments.len()

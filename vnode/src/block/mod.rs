@@ -204,7 +204,9 @@ pub fn read_columns_cached(
 /// are segmented (codec FORMAT.md, "Segments"), only the segments holding it are decoded (and
 /// cached, per segment): a ten-minute window of an eleven-hour block decodes one or two
 /// segments of 512 rows instead of 4,096 rows. The segments are picked from the first values
-/// the ts column's directory stores, cached as the block's segment index.
+/// the ts column's directory stores, cached as the block's segment index; an opened chunk is
+/// cached too (its decompressed stage-1 payload), so that another range of the block decodes
+/// its segments without reading and decompressing the chunk again.
 pub fn read_columns_range(
     file: &File,
     path: &Path,
@@ -320,20 +322,34 @@ fn read_range(
             })
             .collect();
         if parts.iter().any(|p| p.1.is_none()) {
-            let bytes: Vec<u8>;
-            let (c, enc) = match if ci == 0 { opened_ts.take() } else { None } {
-                Some(opened) => opened,
-                None => {
-                    let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
-                        return whole();
-                    };
-                    bytes = read_chunk_bytes(file, path, ci, c)?;
-                    let enc = tidal_codec::open_column(&bytes, t, rows)
-                        .map_err(|e| corrupt(path, c.0, format!("column {ci}: {e}")))?;
-                    (c, enc)
+            // The chunk opened: the ts chunk the index came from, one a query opened before
+            // (cached), or read, checked and decompressed now.
+            let (off, enc) = match if ci == 0 { opened_ts.take() } else { None } {
+                Some((c, enc)) => {
+                    let enc = Arc::new(enc);
+                    if on {
+                        cache.insert_encoded(key(ci, ENCODED), enc.clone());
+                    }
+                    (c.0, enc)
                 }
+                None => match on.then(|| cache.get_encoded(&key(ci, ENCODED))).flatten() {
+                    Some(enc) => (loc.offset, enc),
+                    None => {
+                        let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
+                            return whole();
+                        };
+                        let bytes = read_chunk_bytes(file, path, ci, c)?;
+                        let enc = tidal_codec::open_column(&bytes, t, rows)
+                            .map_err(|e| corrupt(path, c.0, format!("column {ci}: {e}")))?;
+                        let enc = Arc::new(enc.into_owned());
+                        if on {
+                            cache.insert_encoded(key(ci, ENCODED), enc.clone());
+                        }
+                        (c.0, enc)
+                    }
+                },
             };
-            let bad = |e: tidal_codec::CodecError| corrupt(path, c.0, format!("column {ci}: {e}"));
+            let bad = |e: tidal_codec::CodecError| corrupt(path, off, format!("column {ci}: {e}"));
             if !on || enc.segment_rows() != seg_rows || enc.segment_count() != firsts.len() {
                 // Nothing to cache per segment (the cache is off), or not cut like the ts
                 // column: decode in one go the segments of its own that hold the rows.
@@ -351,7 +367,7 @@ fn read_range(
                 if col.len() != enc.segment_range(i).len() {
                     return Err(corrupt(
                         path,
-                        c.0,
+                        off,
                         format!("column {ci} segment {i} holds {} rows", col.len()),
                     ));
                 }
@@ -432,6 +448,9 @@ fn concat_rows(parts: &[(usize, Arc<Column>)], s: usize, e: usize, t: DataType) 
 const WHOLE: u32 = u32::MAX;
 /// Cache part of a block's segment index (under column 0).
 const SEGMENT_INDEX: u32 = u32::MAX - 1;
+/// Cache part of a chunk opened for segment reads (its decompressed stage-1 payload), so that
+/// the next range of the same block decodes its segments without reading the chunk again.
+const ENCODED: u32 = u32::MAX - 2;
 
 /// One column chunk of a block: (offset in the file, length, checksum).
 type Chunk = (u64, u64, u32);
@@ -904,6 +923,7 @@ mod tests {
                     cache.contains(&key(c, 2)) && cache.contains(&key(c, 3)),
                     "column {c}"
                 );
+                assert!(cache.contains(&key(c, ENCODED)), "column {c} opened");
                 for other in [0, 1, 4, 7, WHOLE] {
                     assert!(!cache.contains(&key(c, other)), "column {c} part {other}");
                 }

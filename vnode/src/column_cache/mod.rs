@@ -4,7 +4,7 @@
 //! more.
 //!
 //! Owns: decoded chunks, by (data or STT file, block offset, column index, part: the whole
-//! chunk or one segment), in one LRU per
+//! chunk, one segment, or the chunk opened for segment reads), in one LRU per
 //! process (every vnode of a data node shares it), bounded in bytes ([`configure`], the data
 //! node's `column_cache_max_bytes`; 0 turns it off). Invariants:
 //! - an entry is exactly what decoding the committed chunk gives: an STT file is written whole
@@ -22,6 +22,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use tidal_codec::EncodedColumn;
 use tidal_common::{Column, ColumnData};
 
 /// Default bound of the cache per process.
@@ -67,7 +68,7 @@ pub struct ColumnCache {
 }
 
 struct Inner {
-    lru: LruCache<Key, Arc<Column>, foldhash::fast::RandomState>,
+    lru: LruCache<Key, Entry, foldhash::fast::RandomState>,
     bytes: u64,
     max_bytes: u64,
 }
@@ -88,6 +89,25 @@ pub fn global() -> &'static ColumnCache {
 /// Sets the bound of the process's cache (evicting down to it); 0 turns it off.
 pub fn configure(max_bytes: u64) {
     global().set_max_bytes(max_bytes);
+}
+
+/// What the cache keeps under a key.
+#[derive(Clone)]
+enum Entry {
+    /// A decoded chunk or segment (or a block's segment index).
+    Column(Arc<Column>),
+    /// A chunk opened for segment reads: its stage-1 payload, decompressed, and its
+    /// directory; decoding a segment from it needs no read, checksum or decompression.
+    Encoded(Arc<EncodedColumn<'static>>),
+}
+
+impl Entry {
+    fn bytes(&self) -> u64 {
+        match self {
+            Entry::Column(c) => column_bytes(c),
+            Entry::Encoded(e) => e.heap_bytes() as u64 + 96,
+        }
+    }
 }
 
 /// Estimated heap bytes of a decoded column.
@@ -129,7 +149,10 @@ impl ColumnCache {
     }
 
     pub fn get(&self, key: &Key) -> Option<Arc<Column>> {
-        let found = self.inner.lock().lru.get(key).cloned();
+        let found = match self.inner.lock().lru.get(key) {
+            Some(Entry::Column(c)) => Some(c.clone()),
+            _ => None,
+        };
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -145,13 +168,36 @@ impl ColumnCache {
     }
 
     pub fn insert(&self, key: Key, col: Arc<Column>) {
-        let b = column_bytes(&col);
+        self.put(key, Entry::Column(col));
+    }
+
+    /// An opened chunk (see [`Entry::Encoded`]), counted as a hit or a miss.
+    pub fn get_encoded(&self, key: &Key) -> Option<Arc<EncodedColumn<'static>>> {
+        let found = match self.inner.lock().lru.get(key) {
+            Some(Entry::Encoded(e)) => Some(e.clone()),
+            _ => None,
+        };
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    pub fn insert_encoded(&self, key: Key, enc: Arc<EncodedColumn<'static>>) {
+        self.put(key, Entry::Encoded(enc));
+    }
+
+    fn put(&self, key: Key, entry: Entry) {
+        let b = entry.bytes();
         let mut g = self.inner.lock();
         if b > g.max_bytes / ENTRY_SHARE_MAX {
             return;
         }
-        if let Some(old) = g.lru.put(key, col) {
-            g.bytes = g.bytes.saturating_sub(column_bytes(&old));
+        if let Some(old) = g.lru.put(key, entry) {
+            g.bytes = g.bytes.saturating_sub(old.bytes());
         }
         g.bytes += b;
         g.evict();
@@ -173,7 +219,7 @@ impl Inner {
     fn evict(&mut self) {
         while self.bytes > self.max_bytes {
             match self.lru.pop_lru() {
-                Some((_, old)) => self.bytes = self.bytes.saturating_sub(column_bytes(&old)),
+                Some((_, old)) => self.bytes = self.bytes.saturating_sub(old.bytes()),
                 None => {
                     self.bytes = 0;
                     break;
