@@ -605,6 +605,11 @@ impl EncodedColumn<'_> {
         }
     }
 
+    /// The physical type it was opened as (the one its header names).
+    pub fn physical(&self) -> PhysicalType {
+        self.t.physical()
+    }
+
     /// Heap bytes held (the payload when owned, the directory).
     pub fn heap_bytes(&self) -> usize {
         let payload = match &self.payload {

@@ -332,7 +332,13 @@ fn read_range(
                     }
                     (c.0, enc)
                 }
-                None => match on.then(|| cache.get_encoded(&key(ci, ENCODED))).flatten() {
+                // Same physical type, same decoding (a type widened by ALTER reads the same
+                // chunk), as for decoded columns.
+                None => match on
+                    .then(|| cache.get_encoded(&key(ci, ENCODED)))
+                    .flatten()
+                    .filter(|e| e.physical() == t.physical())
+                {
                     Some(enc) => (loc.offset, enc),
                     None => {
                         let Some(c) = chunk_of(&mut dir, file, path, loc, ci)? else {
