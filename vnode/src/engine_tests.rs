@@ -48,9 +48,9 @@ fn cfg(buffer_mb: u32) -> VnodeConfig {
 
 type Row = (Option<f64>, Option<String>, Option<i64>);
 
-fn write(v: &Vnode, table: &str, rows: &[(i64, Row)]) {
-    let s = schema();
-    let mut cols: Vec<Column> = s
+/// `rows` as the columns of [`schema`].
+fn columns_of(rows: &[(i64, Row)]) -> Vec<Column> {
+    let mut cols: Vec<Column> = schema()
         .columns
         .iter()
         .map(|c| Column::empty(c.data_type, 0))
@@ -61,6 +61,12 @@ fn write(v: &Vnode, table: &str, rows: &[(i64, Row)]) {
         cols[2].push(&b.clone().map(Value::Str).unwrap_or(Value::Null));
         cols[3].push(&c.map(Value::Int).unwrap_or(Value::Null));
     }
+    cols
+}
+
+fn write(v: &Vnode, table: &str, rows: &[(i64, Row)]) {
+    let s = schema();
+    let cols = columns_of(rows);
     v.write(&WriteBatch {
         db: DB.into(),
         vgroup: VgroupId(1),
@@ -564,19 +570,8 @@ fn write_fuzz_seeds() {
         put("vnode_data_block", &format!("seed{i}"), &seed);
     }
     // Segmented blocks (more than 512 rows) and ranges inside them.
-    let rows = segmented_rows();
+    let cols = columns_of(&segmented_rows());
     let s = schema();
-    let mut cols: Vec<Column> = s
-        .columns
-        .iter()
-        .map(|c| Column::empty(c.data_type, 0))
-        .collect();
-    for (ts, (a, b, c)) in &rows {
-        cols[0].push(&Value::Timestamp(*ts));
-        cols[1].push(&a.map(Value::Float).unwrap_or(Value::Null));
-        cols[2].push(&b.clone().map(Value::Str).unwrap_or(Value::Null));
-        cols[3].push(&c.map(Value::Int).unwrap_or(Value::Null));
-    }
     let types: Vec<DataType> = s.columns.iter().map(|c| c.data_type).collect();
     let codecs: Vec<block::ColumnCodec> = types
         .iter()

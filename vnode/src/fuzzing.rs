@@ -71,28 +71,43 @@ pub fn data_block(data: &[u8]) {
     let Some((&sel, rest)) = data.split_first() else {
         return;
     };
-    let Some(p) = scratch("block", rest) else {
+    let Some((file, loc, wanted)) = block_file("block", rest, u32::from(sel), 0, 0) else {
         return;
     };
-    let Ok(file) = std::fs::File::open(&p) else {
-        return;
-    };
-    let ncols = rest
+    let _ = block::read_columns(&file, Path::new("fuzz"), &loc, &wanted);
+}
+
+/// Columns to read: (index, type).
+type Wanted = Vec<(usize, DataType)>;
+
+/// `bytes` as a scratch file holding one block at offset 0, the index entry claiming `rows`
+/// rows over `ts_min..=ts_max` and the column count the block starts with, and up to 8 of its
+/// columns to read (types cycling through [`TYPES`]).
+fn block_file(
+    tag: &str,
+    bytes: &[u8],
+    rows: u32,
+    ts_min: i64,
+    ts_max: i64,
+) -> Option<(std::fs::File, block::BlockLoc, Wanted)> {
+    let p = scratch(tag, bytes)?;
+    let file = std::fs::File::open(&p).ok()?;
+    let ncols = bytes
         .get(0..4)
         .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .unwrap_or(0);
     let loc = block::BlockLoc {
         offset: 0,
-        len: rest.len() as u32,
+        len: bytes.len() as u32,
         ncols,
-        rows: u32::from(sel),
-        ts_min: 0,
-        ts_max: 0,
+        rows,
+        ts_min,
+        ts_max,
     };
-    let wanted: Vec<(usize, DataType)> = (0..ncols.min(8) as usize)
+    let wanted = (0..ncols.min(8) as usize)
         .map(|i| (i, TYPES[i % TYPES.len()]))
         .collect();
-    let _ = block::read_columns(&file, Path::new("fuzz"), &loc, &wanted);
+    Some((file, loc, wanted))
 }
 
 /// A time-range read of one column block (`block::read_columns_range`, which picks and
@@ -110,27 +125,9 @@ pub fn block_range(data: &[u8]) {
     };
     let rows = u32::from(u16::from_le_bytes([r[0], r[1]]));
     let i64_of = |b: &[u8]| b.try_into().map(i64::from_le_bytes).unwrap_or(0);
-    let Some(p) = scratch("range", rest) else {
+    let Some((file, loc, wanted)) = block_file("range", rest, rows, i64::MIN, i64::MAX) else {
         return;
     };
-    let Ok(file) = std::fs::File::open(&p) else {
-        return;
-    };
-    let ncols = rest
-        .get(0..4)
-        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .unwrap_or(0);
-    let loc = block::BlockLoc {
-        offset: 0,
-        len: rest.len() as u32,
-        ncols,
-        rows,
-        ts_min: i64::MIN,
-        ts_max: i64::MAX,
-    };
-    let wanted: Vec<(usize, DataType)> = (0..ncols.min(8) as usize)
-        .map(|i| (i, TYPES[i % TYPES.len()]))
-        .collect();
     // A fresh cache name per input: entries of one input never answer for another.
     let token = crate::column_cache::file_token();
     let (lo, hi) = (i64_of(lo), i64_of(hi));

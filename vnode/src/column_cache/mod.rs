@@ -149,10 +149,15 @@ impl ColumnCache {
     }
 
     pub fn get(&self, key: &Key) -> Option<Arc<Column>> {
-        let found = match self.inner.lock().lru.get(key) {
-            Some(Entry::Column(c)) => Some(c.clone()),
-            _ => None,
-        };
+        self.lookup(key, |e| match e {
+            Entry::Column(c) => Some(c.clone()),
+            Entry::Encoded(_) => None,
+        })
+    }
+
+    /// What `pick` takes of the entry under `key`, counted as a hit or a miss.
+    fn lookup<T>(&self, key: &Key, pick: impl FnOnce(&Entry) -> Option<T>) -> Option<T> {
+        let found = self.inner.lock().lru.get(key).and_then(pick);
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -173,17 +178,10 @@ impl ColumnCache {
 
     /// An opened chunk (see [`Entry::Encoded`]), counted as a hit or a miss.
     pub fn get_encoded(&self, key: &Key) -> Option<Arc<EncodedColumn<'static>>> {
-        let found = match self.inner.lock().lru.get(key) {
-            Some(Entry::Encoded(e)) => Some(e.clone()),
-            _ => None,
-        };
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.lookup(key, |e| match e {
+            Entry::Encoded(e) => Some(e.clone()),
+            Entry::Column(_) => None,
+        })
     }
 
     pub fn insert_encoded(&self, key: Key, enc: Arc<EncodedColumn<'static>>) {
