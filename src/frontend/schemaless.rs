@@ -225,19 +225,59 @@ pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
 /// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
 pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
 
-/// The subtables of series keys as written ([`subtable_key`], without `child_table_tag`),
-/// across bodies. A feed repeats its series in every body, and with thousands of devices a
-/// body of a few thousand lines sees most of its series once: sorting and FNV-hashing each
-/// line's tags, spelling the name, hashing it for its vgroup and asking the shared set of
-/// known subtables (a lock and two hashes) were most of the fast path's cost after parsing.
-/// The subtable key and name are functions of the series key's bytes alone (the
-/// measurement and the tags, escapes included), so they never go stale; the vgroup hash
-/// holds for one database and a known answer for one [`KnownScope`] and database, each
-/// checked against the map's current one by an epoch. One map per thread needs no lock (a
-/// shared one cost a contended atomic per line); the bytes are kept and compared, so two
-/// series never share an entry.
+/// The 128-bit identity of a series key as written (measurement and tags, escapes
+/// included): XXH3-128 with a seed drawn once per process, so that keys from outside cannot
+/// be aimed at one value. The write path's maps hold this instead of the key's bytes: a
+/// lookup is one hash of the bytes, which are in cache as the line is parsed, and no
+/// comparison of a ~100-byte key stored elsewhere in memory (the cache miss that made the
+/// series maps a quarter of the line protocol's CPU with thousands of devices). Two series
+/// with one identity would share a subtable; at 2^-128 per pair that is not a practical
+/// concern (the subtable names themselves are 128-bit hashes).
+fn series_hash(series: &[u8]) -> u128 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let seed = *SEED.get_or_init(rand::random);
+    twox_hash::XxHash3_128::oneshot_with_seed(seed, series)
+}
+
+/// A [`std::hash::Hasher`] for keys that are already uniform hashes ([`series_hash`]): the
+/// map's hash is the key's two halves folded, no further mixing.
+#[derive(Default, Clone, Copy)]
+struct Prehashed(u64);
+
+impl std::hash::Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for keys other than u128; a plain fold keeps it correct.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        self.0 = (v as u64) ^ ((v >> 64) as u64);
+    }
+}
+
+type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
+
+/// The subtables of series keys ([`series_hash`] of the key as written; [`subtable_key`],
+/// without `child_table_tag`), across bodies. A feed repeats its series in every body, and
+/// with thousands of devices a body of a few thousand lines sees most of its series once:
+/// sorting and FNV-hashing each line's tags, spelling the name, hashing it for its vgroup and
+/// asking the shared set of known subtables (a lock and two hashes) were most of the fast
+/// path's cost after parsing. The subtable key and name are functions of the series key
+/// alone (the measurement and the tags, escapes included), so they never go stale; the
+/// vgroup hash holds for one database and a known answer for one [`KnownScope`] and
+/// database, each checked against the map's current one by an epoch. A series known to
+/// exist lets the parser skip its tags altogether ([`SeriesKeys::known_series`]). One map
+/// per thread needs no lock (a shared one cost a contended atomic per line).
 struct SeriesKeys {
-    keys: HashMap<Box<[u8]>, SeriesEntry, foldhash::fast::RandomState>,
+    keys: HashMap<u128, SeriesEntry, PrehashedState>,
+    /// The STABLE (lower-cased name) of entries, by [`SeriesEntry::stable`].
+    stables: Vec<String>,
     bytes: usize,
     bytes_max: usize,
     /// The database whose name hashes entries hold when their epoch is `route_epoch`.
@@ -257,6 +297,8 @@ struct SeriesEntry {
     route: (u32, u32),
     /// The map's `known_epoch` at which the subtable was known to exist (0: never).
     known: u32,
+    /// Index of its STABLE in the map's `stables`.
+    stable: u32,
 }
 
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
@@ -273,7 +315,7 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bookkeeping per entry besides the series key: the map's slot and the key's box.
+    /// Bytes per entry: the map's slot (key and entry) with its control byte and spare room.
     const ENTRY_BYTES: usize = 80;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
@@ -286,6 +328,7 @@ impl SeriesKeys {
     fn new(bytes_max: usize) -> SeriesKeys {
         SeriesKeys {
             keys: HashMap::default(),
+            stables: Vec::new(),
             bytes: 0,
             bytes_max,
             route_db: String::new(),
@@ -296,27 +339,42 @@ impl SeriesKeys {
     }
 
     #[cfg(test)]
-    fn get(&self, series: &[u8]) -> Option<u128> {
-        self.keys.get(series).map(|e| e.key)
+    fn get(&self, series: u128) -> Option<u128> {
+        self.keys.get(&series).map(|e| e.key)
     }
 
-    /// Remembers subtable key `key` of `series` (an entry never changes once made).
-    fn insert(&mut self, series: &[u8], key: u128) {
-        if self.keys.contains_key(series) {
+    /// Remembers subtable key `key` of `series` in STABLE `stable` (an entry never changes
+    /// once made). A full map starts over.
+    fn insert(&mut self, series: u128, key: u128, stable: &str) {
+        if self.keys.contains_key(&series) {
             return;
         }
-        let cost = series.len() + Self::ENTRY_BYTES;
-        if self.bytes + cost > self.bytes_max {
+        let known_stable = self.stables.iter().position(|s| s == stable);
+        let cost = Self::ENTRY_BYTES + known_stable.map_or(stable.len() + Self::ENTRY_BYTES, |_| 0);
+        let known_stable = if self.bytes + cost > self.bytes_max {
             self.keys.clear();
+            self.stables.clear();
             self.bytes = 0;
-        }
+            None
+        } else {
+            known_stable
+        };
+        let stable = match known_stable {
+            Some(i) => i,
+            None => {
+                self.bytes += stable.len() + Self::ENTRY_BYTES;
+                self.stables.push(stable.to_string());
+                self.stables.len() - 1
+            }
+        };
         let entry = SeriesEntry {
             key,
             route: (0, 0),
             known: 0,
+            stable: stable as u32,
         };
-        self.keys.insert(series.into(), entry);
-        self.bytes += cost;
+        self.keys.insert(series, entry);
+        self.bytes += Self::ENTRY_BYTES;
     }
 
     /// The epoch of routing hashes for `db`: a new one when the database changes.
@@ -339,9 +397,9 @@ impl SeriesKeys {
     }
 
     /// The subtable of the series `series` of `line` (no `child_table_tag`) written to
-    /// `db`, from this thread's map or computed and remembered.
+    /// `db`, from this thread's map or computed from `line`'s tags and remembered.
     fn resolve(
-        series: &[u8],
+        series: u128,
         line: &Line<'_>,
         stable: &str,
         db: &str,
@@ -351,16 +409,48 @@ impl SeriesKeys {
             let mut k = k.borrow_mut();
             let route_epoch = k.route_epoch_for(db);
             let known_epoch = known.scope.map(|s| k.known_epoch_for(s, db));
-            if let Some(e) = k.keys.get_mut(series) {
+            if let Some(e) = k.keys.get_mut(&series) {
                 return e.resolved(db, route_epoch, known_epoch, known);
             }
             let (key, _) = subtable_key(line, stable, None);
-            k.insert(series, key);
-            match k.keys.get_mut(series) {
+            k.insert(series, key, stable);
+            match k.keys.get_mut(&series) {
                 Some(e) => e.resolved(db, route_epoch, known_epoch, known),
                 // Only a map too small for one entry keeps nothing.
                 None => resolved_now(line, stable, None, db, known),
             }
+        })
+    }
+
+    /// The subtable of series `series` when this thread's map holds it, it is known to
+    /// exist in `scope` for `db`, and its STABLE is one `in_body` accepts (by name; giving
+    /// back a value): what lets a line skip its tags. Only a subtable the fast path once
+    /// resolved is in the map, and it did so only with every tag key of the series already
+    /// in the STABLE's schema (which only grows), so nothing the tags would have told is
+    /// missed; a subtable dropped since fails the write, which is then sent again with
+    /// every tag ([`Schemaless::write`]).
+    fn known_series<T>(
+        series: u128,
+        db: &str,
+        scope: KnownScope<'_>,
+        in_body: impl FnOnce(&str) -> Option<T>,
+    ) -> Option<(Resolved, T)> {
+        SERIES_KEYS.with(|k| {
+            let mut k = k.borrow_mut();
+            let route_epoch = k.route_epoch_for(db);
+            let known_epoch = k.known_epoch_for(scope, db);
+            let k = &mut *k;
+            let e = k.keys.get_mut(&series)?;
+            if e.known != known_epoch {
+                return None;
+            }
+            let t = in_body(k.stables.get(e.stable as usize)?)?;
+            let never = |_: &str| false;
+            let known = Known {
+                contains: &never,
+                scope: Some(scope),
+            };
+            Some((e.resolved(db, route_epoch, Some(known_epoch), &known), t))
         })
     }
 }
@@ -689,6 +779,26 @@ impl FastStable {
 struct Series {
     stable: usize,
     table: Option<(usize, u32)>,
+}
+
+/// What the fast path found for a line's series key ([`series_hash`] `.0`): the series as
+/// this body resolved it, a subtable this thread knows to exist (with the index of its
+/// STABLE in the body), or nothing yet.
+enum Looked {
+    Body(u128, Series),
+    Thread(u128, Resolved, usize),
+    Miss(u128),
+}
+
+impl Looked {
+    /// Whether the line's tags are not needed (see [`SeriesKeys::known_series`]).
+    fn skips_tags(&self) -> bool {
+        match self {
+            Looked::Body(_, s) => s.table.is_some(),
+            Looked::Thread(..) => true,
+            Looked::Miss(_) => false,
+        }
+    }
 }
 
 /// Whether `Schemaless::prepare` parses the next line with
@@ -1032,7 +1142,7 @@ impl Schemaless {
         let series_est = (body.len() / 128)
             .min(seen)
             .min(SERIES_PER_BODY_RESERVE_MAX);
-        let mut series: HashMap<&[u8], Series, foldhash::fast::RandomState> =
+        let mut series: HashMap<u128, Series, PrehashedState> =
             HashMap::with_capacity_and_hasher(series_est, Default::default());
         // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
         let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
@@ -1040,18 +1150,36 @@ impl Schemaless {
         let mut row: Vec<Value> = Vec::new();
         let mut line = Line::default();
         let mut lines = parse_lines(body);
-        // A line whose series key this body has already resolved to a subtable needs no
-        // tags: the parser is asked to skip them (`Lines::next_into_known`) where that pays,
-        // i.e. while at least one line in four repeats a key. A body with a line per device
-        // has no repeats, and there the extra scan for the key's end is dropped for a while.
+        // A line whose series key this body has already resolved to a subtable, or whose
+        // subtable this thread knows to exist (`SeriesKeys::known_series`), needs no tags:
+        // the parser is asked to skip them (`Lines::next_into_known`) where that pays, i.e.
+        // while at least one line in four skips them. Where none does (a new feed), the
+        // extra scan for the key's end is dropped for a while.
         let mut skip_tags = SkipTags::default();
+        let known_scope = if child_table_tag.is_none() {
+            known.scope
+        } else {
+            None
+        };
         loop {
-            let mut looked_up: Option<Option<Series>> = None;
+            let mut looked_up: Option<Looked> = None;
             let parsed = if skip_tags.ask() {
                 lines.next_into_known(&mut line, &mut |k| {
-                    let s = series.get(k).copied();
-                    looked_up = Some(s);
-                    s.is_some_and(|s| s.table.is_some())
+                    let h = series_hash(k);
+                    let look = match series.get(&h) {
+                        Some(s) => Looked::Body(h, *s),
+                        None => match known_scope.and_then(|scope| {
+                            SeriesKeys::known_series(h, db, scope, |name| {
+                                stables.iter().position(|s| s.name == name)
+                            })
+                        }) {
+                            Some((sub, si)) => Looked::Thread(h, sub, si),
+                            None => Looked::Miss(h),
+                        },
+                    };
+                    let skip = look.skips_tags();
+                    looked_up = Some(look);
+                    skip
                 })
             } else {
                 lines.next_into(&mut line)
@@ -1067,16 +1195,28 @@ impl Schemaless {
                     continue;
                 }
             };
-            let hit = match looked_up {
-                Some(s) => s,
-                None => series.get(key).copied(),
-            };
-            if looked_up.is_some() {
-                skip_tags.asked(hit.is_some_and(|s| s.table.is_some()));
+            if let Some(l) = &looked_up {
+                skip_tags.asked(l.skips_tags());
             }
-            let si = match hit {
-                Some(s) => s.stable,
+            let look = match looked_up {
+                Some(l) => l,
                 None => {
+                    let h = series_hash(key);
+                    match series.get(&h) {
+                        Some(s) => Looked::Body(h, *s),
+                        None => Looked::Miss(h),
+                    }
+                }
+            };
+            let (h, hit, thread_hit) = match look {
+                Looked::Body(h, s) => (h, Some(s), None),
+                Looked::Thread(h, sub, si) => (h, None, Some((sub, si))),
+                Looked::Miss(h) => (h, None, None),
+            };
+            let si = match (hit, &thread_hit) {
+                (Some(s), _) => s.stable,
+                (None, Some((_, si))) => *si,
+                (None, None) => {
                     let name = lower_case(&line.measurement);
                     if !valid_stable_name(&name) {
                         out.reject(line.line_no, bad_stable_name(&line.measurement));
@@ -1109,7 +1249,7 @@ impl Schemaless {
             // From here on the slow path would count the line's keys into the schema it
             // needs: a key the schema lacks sends the body there.
             let converted = row_if_known(st, &line, ts, &mut row)?;
-            if hit.is_none() {
+            if hit.is_none() && thread_hit.is_none() {
                 let all_known = line
                     .tags
                     .iter()
@@ -1123,7 +1263,7 @@ impl Schemaless {
                     // The series' STABLE, for its next line; a line that converts enters
                     // it once, below, with its subtable.
                     series.insert(
-                        key,
+                        h,
                         Series {
                             stable: si,
                             table: None,
@@ -1142,9 +1282,10 @@ impl Schemaless {
                 out.fields += line.fields.len() as u64;
                 continue;
             }
-            let sub = match child_table_tag {
-                None => SeriesKeys::resolve(key, &line, &st.name, db, known),
-                Some(_) => resolved_now(&line, &st.name, child_table_tag, db, known),
+            let sub = match (thread_hit, child_table_tag) {
+                (Some((sub, _)), _) => sub,
+                (None, None) => SeriesKeys::resolve(h, &line, &st.name, db, known),
+                (None, Some(_)) => resolved_now(&line, &st.name, child_table_tag, db, known),
             };
             let (b, t) = match subtables.get(&sub.key) {
                 Some((s, b, t)) if *s == si => (*b, *t),
@@ -1190,7 +1331,7 @@ impl Schemaless {
                 }
             };
             series.insert(
-                key,
+                h,
                 Series {
                     stable: si,
                     table: Some((b, t)),
@@ -1682,20 +1823,53 @@ mod tests {
     }
 
     #[test]
-    fn series_keys_remember_exact_bytes_and_start_over_when_full() {
-        let mut keys = SeriesKeys::new(3 * (SeriesKeys::ENTRY_BYTES + 8));
-        let series: Vec<Vec<u8>> = (0..4).map(|i| format!("m,a=val{i}").into_bytes()).collect();
+    fn series_keys_remember_series_and_start_over_when_full() {
+        // Room for one STABLE name and three entries.
+        let mut keys = SeriesKeys::new(4 * SeriesKeys::ENTRY_BYTES + 1);
+        let series: Vec<u128> = (0..4)
+            .map(|i| series_hash(format!("m,a=val{i}").as_bytes()))
+            .collect();
         for (i, k) in series.iter().take(3).enumerate() {
-            keys.insert(k, i as u128);
+            keys.insert(*k, i as u128, "m");
         }
-        assert_eq!(keys.get(&series[1]), Some(1));
-        assert_eq!(keys.get(b"m,a=val"), None, "a prefix is another series");
-        keys.insert(&series[1], 99);
-        assert_eq!(keys.get(&series[1]), Some(1), "an entry never changes");
-        keys.insert(&series[3], 3);
-        assert_eq!(keys.get(&series[3]), Some(3));
-        assert_eq!(keys.get(&series[0]), None, "full: started over");
+        assert_eq!(keys.get(series[1]), Some(1));
+        assert_eq!(
+            keys.get(series_hash(b"m,a=val")),
+            None,
+            "a prefix is another series"
+        );
+        keys.insert(series[1], 99, "m");
+        assert_eq!(keys.get(series[1]), Some(1), "an entry never changes");
+        assert_eq!(keys.stables, ["m"], "a STABLE is kept once");
+        keys.insert(series[3], 3, "m");
+        assert_eq!(keys.get(series[3]), Some(3));
+        assert_eq!(keys.get(series[0]), None, "full: started over");
         assert!(keys.bytes <= keys.bytes_max);
+        // Entries name their STABLE.
+        let mut keys = SeriesKeys::new(1 << 20);
+        keys.insert(series[0], 7, "m");
+        keys.insert(series[1], 8, "n");
+        keys.insert(series[2], 9, "m");
+        assert_eq!(keys.stables, ["m", "n"]);
+        let stable_of = |k: &SeriesKeys, s: u128| k.keys.get(&s).map(|e| e.stable);
+        assert_eq!(stable_of(&keys, series[1]), Some(1));
+        assert_eq!(stable_of(&keys, series[2]), Some(0));
+    }
+
+    #[test]
+    fn series_hashes_tell_series_apart() {
+        let keys = [
+            "m",
+            "m,a=1",
+            "m,a=1 ",
+            "m,a=2",
+            "n,a=1",
+            "m,a=1,b=2",
+            "m,b=2,a=1",
+        ];
+        let hashes: HashSet<u128> = keys.iter().map(|k| series_hash(k.as_bytes())).collect();
+        assert_eq!(hashes.len(), keys.len());
+        assert_eq!(series_hash(b"m,a=1"), series_hash(b"m,a=1"));
     }
 
     #[test]
@@ -1711,7 +1885,7 @@ mod tests {
             scope: None,
         };
         while let Some(r) = lines.next_into(&mut l) {
-            let series = r.expect("parses");
+            let series = series_hash(r.expect("parses"));
             let sub = SeriesKeys::resolve(series, &l, "m", "db", &known);
             assert_eq!(sub.key, subtable_key(&l, "m", None).0);
             assert_eq!(sub.name.as_str(), subtable_name(&l, "m", None));
@@ -1738,7 +1912,7 @@ mod tests {
         let body = "known_m,a=1 f=1\n";
         let mut lines = parse_lines(body.as_bytes());
         let mut l = Line::default();
-        let series = lines.next_into(&mut l).expect("a line").expect("parses");
+        let series = series_hash(lines.next_into(&mut l).expect("a line").expect("parses"));
         let name = subtable_name(&l, "known_m", None);
         let resolve = |user: &str, db: &str| {
             let contains = |t: &str| {
@@ -1773,8 +1947,28 @@ mod tests {
         );
         assert!(resolve("u", "db").known);
         assert_eq!(asked.load(Ordering::Relaxed), 6);
+        // A remembered yes lets a line skip its tags, when its STABLE is in the body.
+        let scope = |user| KnownScope {
+            generation: set.generation(),
+            user,
+        };
+        let in_body = |name: &str| (name == "known_m").then_some(5usize);
+        let (sub, si) = SeriesKeys::known_series(series, "db", scope("u"), in_body).expect("known");
+        assert_eq!(si, 5);
+        assert!(sub.known);
+        assert_eq!(sub.name.as_str(), name);
+        assert_eq!(sub.route_hash, hash_table_name("db", &name));
+        assert!(
+            SeriesKeys::known_series(series, "db", scope("u"), |_| None::<usize>).is_none(),
+            "its STABLE is not in the body"
+        );
+        let other = series_hash(b"known_m,a=2");
+        assert!(SeriesKeys::known_series(other, "db", scope("u"), in_body).is_none());
+        assert!(SeriesKeys::known_series(series, "db", scope("u2"), in_body).is_none());
+        assert!(SeriesKeys::known_series(series, "db2", scope("u"), in_body).is_none());
         // The set forgot (a known subtable was gone): the remembered yes no longer holds.
         set.clear();
+        assert!(SeriesKeys::known_series(series, "db", scope("u"), in_body).is_none());
         assert!(!resolve("u", "db").known);
         assert_eq!(asked.load(Ordering::Relaxed), 7);
     }
