@@ -390,6 +390,30 @@ impl RowBlock {
         true
     }
 
+    /// Appends one row of subtable `table` that `fill` writes straight into the columns (no
+    /// `Value` per cell): `fill` pushes one value onto every column and returns `Ok(true)`, or
+    /// returns `Ok(false)` or an error. Unless it returned `Ok(true)` with every column one row
+    /// longer, the columns are put back as they were and `Ok(false)` or the error is returned.
+    pub fn push_row_with<E>(
+        &mut self,
+        table: u32,
+        fill: impl FnOnce(&mut [Column]) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        if (table as usize) >= self.ends.len() {
+            return Ok(false);
+        }
+        let len = self.num_rows();
+        let filled = fill(&mut self.columns);
+        if !matches!(filled, Ok(true)) || self.columns.iter().any(|c| c.len() != len + 1) {
+            for c in &mut self.columns {
+                c.truncate(len);
+            }
+            return filled.map(|_| false);
+        }
+        self.note_run(table, 1);
+        Ok(true)
+    }
+
     /// Splits the block by a group of each subtable (a vgroup): one block per group, in order
     /// of first appearance, rows kept in order. A block wholly in one group is returned as is.
     pub fn split_by(self, mut group: impl FnMut(&str) -> usize) -> Vec<(usize, RowBlock)> {

@@ -734,20 +734,29 @@ struct FastStable {
     /// STABLE repeat their keys in one order, so a string comparison usually replaces the
     /// hash lookup.
     recent: Vec<(String, usize)>,
+    /// A line's row before its subtable is known (one row at most between lines).
+    scratch: Vec<Column>,
+    /// The stamp of the line that last set each column, and the current line's.
+    stamps: Vec<u32>,
+    stamp: u32,
 }
 
 impl FastStable {
     fn new(name: String, schema: StableSchema, vgroups: usize) -> FastStable {
+        let template: Vec<Column> = schema
+            .columns
+            .iter()
+            .map(|c| Column::empty(c.data_type, 0))
+            .collect();
         FastStable {
             name,
-            template: schema
-                .columns
-                .iter()
-                .map(|c| Column::empty(c.data_type, 0))
-                .collect(),
+            scratch: template.clone(),
+            template,
             index: SchemaIndex::new(schema),
             blocks: vec![None; vgroups],
             recent: Vec::new(),
+            stamps: Vec::new(),
+            stamp: 0,
         }
     }
 
@@ -1147,7 +1156,6 @@ impl Schemaless {
         // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
         let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
             HashMap::with_capacity_and_hasher(series_est, Default::default());
-        let mut row: Vec<Value> = Vec::new();
         let mut line = Line::default();
         let mut lines = parse_lines(body);
         // A line whose series key this body has already resolved to a subtable, or whose
@@ -1248,7 +1256,40 @@ impl Schemaless {
             let st = stables.get_mut(si)?;
             // From here on the slow path would count the line's keys into the schema it
             // needs: a key the schema lacks sends the body there.
-            let converted = row_if_known(st, &line, ts, &mut row)?;
+            if let Some(Series {
+                table: Some((b, t)),
+                ..
+            }) = hit
+            {
+                // A series this body has a subtable for: its row goes straight into the block.
+                let mut unknown_key = false;
+                let pushed = blocks.get_mut(b)?.push_row_with(t, |cols| {
+                    match row_if_known(st, &line, ts, cols) {
+                        Some(Ok(())) => Ok(true),
+                        Some(Err(msg)) => Err(msg),
+                        None => {
+                            unknown_key = true;
+                            Ok(false)
+                        }
+                    }
+                });
+                match pushed {
+                    Ok(true) => out.fields += line.fields.len() as u64,
+                    // A key the schema lacks (or a block out of shape, which cannot be).
+                    Ok(false) => return None,
+                    Err(msg) => out.reject(line.line_no, msg),
+                }
+                continue;
+            }
+            // Otherwise the row waits in the STABLE's scratch columns until its subtable is
+            // known (a line that fails to convert must not list one).
+            let mut scratch = std::mem::take(&mut st.scratch);
+            for c in &mut scratch {
+                c.truncate(0);
+            }
+            let converted = row_if_known(st, &line, ts, &mut scratch);
+            st.scratch = scratch;
+            let converted = converted?;
             if hit.is_none() && thread_hit.is_none() {
                 let all_known = line
                     .tags
@@ -1271,15 +1312,6 @@ impl Schemaless {
                     );
                 }
                 out.reject(line.line_no, msg);
-                continue;
-            }
-            if let Some(Series {
-                table: Some((b, t)),
-                ..
-            }) = hit
-            {
-                blocks.get_mut(b)?.push_row(t, &row);
-                out.fields += line.fields.len() as u64;
                 continue;
             }
             let sub = match (thread_hit, child_table_tag) {
@@ -1337,7 +1369,10 @@ impl Schemaless {
                     table: Some((b, t)),
                 },
             );
-            blocks.get_mut(b)?.push_row(t, &row);
+            let scratch = &stables.get(si)?.scratch;
+            if !blocks.get_mut(b)?.push_rows(t, scratch, 0, 1) {
+                return None;
+            }
             out.fields += line.fields.len() as u64;
         }
         blocks.retain(|b| b.num_tables() > 0);
@@ -1682,19 +1717,54 @@ fn cols_into(
     Ok(())
 }
 
-/// [`cols_into`] for a schema that may lack some of the line's keys: `None` when a field is
-/// neither a column nor a tag (the schema must grow first), else what `cols_into` gives: the
-/// row, or the error of the first field that does not fit.
+/// [`cols_into`] for a schema that may lack some of the line's keys, pushed straight onto
+/// `cols` (columns of the STABLE's types): `None` when a field is neither a column nor a tag
+/// (the schema must grow first), else what `cols_into` gives: the row, one value pushed onto
+/// each column (NULL where the line has no field), or the error of the first field that does
+/// not fit. Anything but a row leaves `cols` as it was.
 fn row_if_known(
     st: &mut FastStable,
     line: &Line<'_>,
     ts: i64,
-    cols: &mut Vec<Value>,
+    cols: &mut [Column],
 ) -> Option<Result<(), String>> {
-    cols.clear();
-    cols.resize(st.index.schema.columns.len(), Value::Null);
-    if let Some(c) = cols.first_mut() {
-        *c = Value::Timestamp(ts);
+    let len = cols.first().map_or(0, Column::len);
+    let converted = push_if_known(st, line, ts, cols, len);
+    if !matches!(converted, Some(Ok(()))) {
+        for c in cols.iter_mut() {
+            c.truncate(len);
+        }
+    }
+    converted
+}
+
+/// [`row_if_known`] without putting `cols` (`len` rows long) back on failure.
+fn push_if_known(
+    st: &mut FastStable,
+    line: &Line<'_>,
+    ts: i64,
+    cols: &mut [Column],
+    len: usize,
+) -> Option<Result<(), String>> {
+    if cols.len() != st.index.schema.columns.len() {
+        return Some(Err(format!(
+            "{} columns for the {} of STABLE '{}'",
+            cols.len(),
+            st.index.schema.columns.len(),
+            st.index.schema.name
+        )));
+    }
+    // Which columns this line has set: a column whose stamp is not this line's gets NULL.
+    st.stamp = st.stamp.wrapping_add(1);
+    if st.stamp == 0 || st.stamps.len() != cols.len() {
+        st.stamps.clear();
+        st.stamps.resize(cols.len(), 0);
+        st.stamp = 1;
+    }
+    let stamp = st.stamp;
+    if let (Some(c), Some(s)) = (cols.first_mut(), st.stamps.first_mut()) {
+        c.push(&Value::Timestamp(ts));
+        *s = stamp;
     }
     // Every key is looked at, even after an error: a line the slow path rejects still
     // adds its keys to the schema there.
@@ -1708,12 +1778,15 @@ fn row_if_known(
                 if first_error.is_some() {
                     continue;
                 }
-                match field_to_value(v, def.data_type) {
-                    Ok(value) => {
-                        if let Some(slot) = cols.get_mut(i) {
-                            *slot = value;
-                        }
-                    }
+                let (Some(col), Some(s)) = (cols.get_mut(i), st.stamps.get_mut(i)) else {
+                    continue;
+                };
+                // Two keys of one column (spelled apart only by case): the later one wins.
+                if *s == stamp {
+                    col.truncate(len);
+                }
+                match push_field(col, v, def.data_type) {
+                    Ok(()) => *s = stamp,
                     Err(e) => {
                         first_error = Some(format!(
                             "field '{k}' {e}: type conflict with column '{}' {} of STABLE '{}'",
@@ -1733,7 +1806,47 @@ fn row_if_known(
             }
         }
     }
-    Some(first_error.map_or(Ok(()), Err))
+    if let Some(e) = first_error {
+        return Some(Err(e));
+    }
+    for (c, s) in cols.iter_mut().zip(&st.stamps) {
+        if *s != stamp {
+            c.push(&Value::Null);
+        }
+    }
+    Some(Ok(()))
+}
+
+/// `field_to_value(v, t)` pushed onto `col`: the types schemaless writes create take their
+/// values without a `Value` in between.
+fn push_field(col: &mut Column, v: &FieldValue<'_>, t: DataType) -> Result<(), String> {
+    let pushed = match (v, t, &mut col.data) {
+        (FieldValue::Float(f), DataType::Double, ColumnData::Float(d)) => {
+            d.push(*f);
+            true
+        }
+        (FieldValue::Int(i), DataType::BigInt, ColumnData::Int(d)) => {
+            d.push(*i);
+            true
+        }
+        (FieldValue::UInt(u), DataType::UBigInt, ColumnData::UInt(d)) => {
+            d.push(*u);
+            true
+        }
+        (FieldValue::Bool(b), DataType::Bool, ColumnData::Bool(d)) => {
+            d.push(*b);
+            true
+        }
+        _ => false,
+    };
+    if pushed {
+        if !col.nulls.is_empty() {
+            col.nulls.push(false);
+        }
+        return Ok(());
+    }
+    col.push(&field_to_value(v, t)?);
+    Ok(())
 }
 
 /// The tag values of a line in the schema's tag order (NULL for tags it does not have).
@@ -2089,6 +2202,49 @@ mod tests {
 
     /// The recent-keys memo answers as the schema does when a line's keys change order or
     /// count from one line to the next.
+    /// The fast path's rows, pushed straight onto columns, are the rows `cols_of` gives, and
+    /// a line that does not convert leaves the columns as they were.
+    #[test]
+    fn rows_pushed_onto_columns_are_the_rows_of_the_schema() {
+        let ix = SchemaIndex::new(schema());
+        let mut st = FastStable::new("m".into(), schema(), 4);
+        let mut cols = st.template.clone();
+        let mut want = RowBlock::like("m", &st.template, 0);
+        let t = want.add_table("x", None);
+        let lines = [
+            "m f=1.5,n=3i",
+            "m s=\"ab\"",
+            "m n=4i,f=2,s=\"cd\"",
+            "m f=1i",
+            "m F=7,f=8",
+            "m s=\"toolong\",f=1",
+            "m f=9,host=\"x\"",
+            "m n=5i",
+            "m f=1,n=2.5",
+            "m f=3",
+        ];
+        for (i, text) in lines.iter().enumerate() {
+            let l = line(text);
+            let ts = i as i64;
+            let before = cols.clone();
+            let got = row_if_known(&mut st, &l, ts, &mut cols).expect("known keys");
+            match cols_of(&ix, &l, ts) {
+                Ok(row) => {
+                    assert_eq!(got, Ok(()), "{text}");
+                    assert!(want.push_row(t, &row));
+                }
+                Err(e) => {
+                    assert_eq!(got, Err(e), "{text}");
+                    assert_eq!(cols, before, "{text}: a rejected line leaves no trace");
+                }
+            }
+            assert_eq!(cols, want.columns(), "{text}");
+        }
+        let before = cols.clone();
+        assert!(row_if_known(&mut st, &line("m f=1,zz=2"), 0, &mut cols).is_none());
+        assert_eq!(cols, before, "an unknown key leaves no trace");
+    }
+
     #[test]
     fn field_key_memo_follows_reordered_keys() {
         let mut st = FastStable::new("m".into(), schema(), 4);
