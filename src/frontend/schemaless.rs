@@ -763,7 +763,7 @@ impl FastStable {
     /// [`SchemaIndex::column`] of the field key at position `pos` of a line.
     fn column(&mut self, pos: usize, k: &str) -> Option<usize> {
         if let Some((name, i)) = self.recent.get(pos) {
-            if name == k {
+            if same_key(name, k) {
                 return Some(*i);
             }
         }
@@ -780,6 +780,34 @@ impl FastStable {
         }
         Some(i)
     }
+}
+
+/// `a == b` for the short keys of line protocol without a call to `memcmp`: a key of 4 to
+/// 16 bytes is two overlapping word comparisons (field keys are compared once per field).
+fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    if a.len() <= 16 {
+        if let (Some(a0), Some(b0), Some(a1), Some(b1)) = (
+            a.first_chunk::<8>(),
+            b.first_chunk::<8>(),
+            a.last_chunk::<8>(),
+            b.last_chunk::<8>(),
+        ) {
+            return a0 == b0 && a1 == b1;
+        }
+        if let (Some(a0), Some(b0), Some(a1), Some(b1)) = (
+            a.first_chunk::<4>(),
+            b.first_chunk::<4>(),
+            a.last_chunk::<4>(),
+            b.last_chunk::<4>(),
+        ) {
+            return a0 == b0 && a1 == b1;
+        }
+    }
+    a == b
 }
 
 /// What a series key (as written) resolved to in one body: its STABLE and, once a line of it
@@ -942,7 +970,12 @@ fn grouped_by_subtable(block: RowBlock) -> Result<RowBlock, String> {
 /// Rows `order[0], order[1], ...` of `c`; `None` if one is out of range.
 fn gather(c: &Column, order: &[usize]) -> Option<Column> {
     fn pick<T: Clone>(v: &[T], order: &[usize]) -> Option<Vec<T>> {
-        order.iter().map(|i| v.get(*i).cloned()).collect()
+        // Checked once up front, so that the copy below is one exact-size allocation and a
+        // loop without early exits.
+        if order.iter().any(|&i| i >= v.len()) {
+            return None;
+        }
+        Some(order.iter().map(|&i| v[i].clone()).collect())
     }
     let data = match &c.data {
         ColumnData::Bool(v) => ColumnData::Bool(pick(v, order)?),
@@ -2258,6 +2291,38 @@ mod tests {
         ] {
             for (pos, k) in keys.iter().enumerate() {
                 assert_eq!(st.column(pos, k), ix.column(k), "{keys:?} at {pos}");
+            }
+        }
+    }
+
+    #[test]
+    fn same_key_is_equality() {
+        let keys = [
+            "",
+            "a",
+            "ab",
+            "abc",
+            "abcd",
+            "abce",
+            "bbcd",
+            "abcde",
+            "abcdefg",
+            "abcdefgh",
+            "abcdefgi",
+            "bbcdefgh",
+            "abcdefghi",
+            "abcdxfghi",
+            "latitude",
+            "longitude",
+            "fuel_consumption",
+            "fuel_consumptiom",
+            "guel_consumption",
+            "nominal_fuel_consumption",
+            "nominal_fuel_consumptioN",
+        ];
+        for a in keys {
+            for b in keys {
+                assert_eq!(same_key(a, b), a == b, "{a} {b}");
             }
         }
     }

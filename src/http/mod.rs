@@ -309,14 +309,12 @@ async fn write(
         })?,
     };
     let limit = st.limits.body_bytes_max;
-    if let Some(len) = headers
+    let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-    {
-        if len > limit as u64 {
-            return Err(too_large(limit));
-        }
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large(limit));
     }
     let _permit = tokio::time::timeout(
         Duration::from_millis(WRITE_QUEUE_WAIT_MS),
@@ -333,18 +331,7 @@ async fn write(
         )
     })?
     .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down"))?;
-    let raw = axum::body::to_bytes(body, limit).await.map_err(|e| {
-        let is_limit = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-        if is_limit {
-            too_large(limit)
-        } else {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the request body: {e}"),
-            )
-        }
-    })?;
+    let raw = read_body(body, declared, limit).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
@@ -371,6 +358,48 @@ async fn write(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     Err(partial(outcome))
+}
+
+/// The whole request body, at most `limit` bytes, gathered into a buffer sized by its
+/// Content-Length (`declared`, already checked against the limit) when it has one, so that
+/// a large body is copied once rather than regrown as its chunks arrive; a body that
+/// arrives as one chunk is not copied at all.
+async fn read_body(
+    mut body: Body,
+    declared: Option<u64>,
+    limit: usize,
+) -> Result<axum::body::Bytes, ApiError> {
+    use http_body_util::BodyExt;
+    let unreadable = |e: axum::Error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}"),
+        )
+    };
+    let mut first: Option<axum::body::Bytes> = None;
+    let mut buf = bytes::BytesMut::new();
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(unreadable)?.into_data() else {
+            continue; // trailers
+        };
+        len = len.saturating_add(data.len());
+        if len > limit {
+            return Err(too_large(limit));
+        }
+        match first.take() {
+            None if buf.is_empty() => first = Some(data),
+            held => {
+                if let Some(held) = held {
+                    let room = declared.map_or(0, |n| n as usize).max(len);
+                    buf.reserve(room);
+                    buf.extend_from_slice(&held);
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| buf.freeze()))
 }
 
 fn too_large(limit: usize) -> ApiError {
