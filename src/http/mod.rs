@@ -469,6 +469,51 @@ mod tests {
         e.finish().unwrap()
     }
 
+    fn chunked(chunks: &[&'static [u8]]) -> Body {
+        let parts: Vec<Result<axum::body::Bytes, std::io::Error>> = chunks
+            .iter()
+            .map(|c| Ok(axum::body::Bytes::from_static(c)))
+            .collect();
+        Body::from_stream(futures::stream::iter(parts))
+    }
+
+    #[test]
+    fn bodies_are_gathered_whole_and_held_to_the_limit() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let cases: [(&[&'static [u8]], Option<u64>); 5] = [
+                (&[b"m f=1\n"], Some(6)),
+                (&[b"m f=1\n", b"m f=2\n", b"m f=3"], Some(17)),
+                (&[b"m f=1\n", b"", b"m f=2"], None),
+                // A Content-Length that lies either way changes nothing but the reservation.
+                (&[b"m f=1\n", b"m f=2"], Some(2)),
+                (&[b"", b"m f=1"], Some(50)),
+            ];
+            for (chunks, declared) in cases {
+                let whole: Vec<u8> = chunks.concat();
+                let got = read_body(chunked(chunks), declared, 64)
+                    .await
+                    .expect("read");
+                assert_eq!(got.as_ref(), whole.as_slice(), "{chunks:?}");
+            }
+            // Over the limit, whether the excess comes in the first chunk or a later one.
+            for chunks in [
+                &[b"0123456789abc".as_slice()][..],
+                &[b"01234", b"56789", b"abc"],
+            ] {
+                let e = read_body(chunked(chunks), None, 12)
+                    .await
+                    .expect_err("too large");
+                assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+                assert!(e.message.contains("limit of 12 bytes"), "{}", e.message);
+            }
+            let exact = read_body(chunked(&[b"012345", b"789abc"]), None, 12).await;
+            assert_eq!(exact.expect("at the limit").as_ref(), b"012345789abc");
+        });
+    }
+
     #[test]
     fn gunzip_is_bounded() {
         assert_eq!(gunzip(&gz(b"m f=1\n"), 100).unwrap(), b"m f=1\n");
