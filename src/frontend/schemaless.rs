@@ -299,6 +299,36 @@ struct SeriesEntry {
     known: u32,
     /// Index of its STABLE in the map's `stables`.
     stable: u32,
+    /// Where the body being converted on this thread put the series' rows.
+    body: BodySlot,
+}
+
+/// Where one body put a series' rows: the body ([`next_body`]), the index of the STABLE
+/// among the body's, the block and the subtable in it. A series repeats in a body as often
+/// as the body spans its interval, so the next line finds its place from the thread's
+/// series entry, which it looks up anyway (and which is then in cache), rather than from a
+/// map of the body's own that every new series would have to be inserted into first.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+struct BodySlot {
+    body: u64,
+    stable: u32,
+    block: u32,
+    table: u32,
+}
+
+/// Source of body ids for [`BodySlot`] (0 is no body).
+static NEXT_BODY: AtomicU64 = AtomicU64::new(1);
+
+fn next_body() -> u64 {
+    NEXT_BODY.fetch_add(1, Ordering::Relaxed)
+}
+
+/// What this thread's series map knows of a line's series ([`SeriesKeys::thread_series`]).
+enum ThreadLook {
+    /// The body being converted already put the series' rows here.
+    InBody(BodySlot),
+    /// The subtable exists, with the index of its STABLE among the body's.
+    Known(Resolved, usize),
 }
 
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
@@ -316,7 +346,7 @@ thread_local! {
 
 impl SeriesKeys {
     /// Bytes per entry: the map's slot (key and entry) with its control byte and spare room.
-    const ENTRY_BYTES: usize = 80;
+    const ENTRY_BYTES: usize = 96;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -372,6 +402,7 @@ impl SeriesKeys {
             route: (0, 0),
             known: 0,
             stable: stable as u32,
+            body: BodySlot::default(),
         };
         self.keys.insert(series, entry);
         self.bytes += Self::ENTRY_BYTES;
@@ -422,35 +453,55 @@ impl SeriesKeys {
         })
     }
 
-    /// The subtable of series `series` when this thread's map holds it, it is known to
-    /// exist in `scope` for `db`, and its STABLE is one `in_body` accepts (by name; giving
-    /// back a value): what lets a line skip its tags. Only a subtable the fast path once
-    /// resolved is in the map, and it did so only with every tag key of the series already
-    /// in the STABLE's schema (which only grows), so nothing the tags would have told is
-    /// missed; a subtable dropped since fails the write, which is then sent again with
-    /// every tag ([`Schemaless::write`]).
-    fn known_series<T>(
+    /// What this thread's map knows of series `series`: where body `body` put its rows,
+    /// or else its subtable when that is known to exist in `scope` for `db` and its STABLE
+    /// is one `in_body` accepts (by name, giving back its index in the body). Either lets
+    /// a line skip its tags. Only a subtable the fast path once resolved is in the map, and
+    /// it did so only with every tag key of the series already in the STABLE's schema
+    /// (which only grows), so nothing the tags would have told is missed; a subtable
+    /// dropped since fails the write, which is then sent again with every tag
+    /// ([`Schemaless::write`]).
+    fn thread_series(
         series: u128,
         db: &str,
-        scope: KnownScope<'_>,
-        in_body: impl FnOnce(&str) -> Option<T>,
-    ) -> Option<(Resolved, T)> {
+        scope: Option<KnownScope<'_>>,
+        body: u64,
+        in_body: impl FnOnce(&str) -> Option<usize>,
+    ) -> Option<ThreadLook> {
         SERIES_KEYS.with(|k| {
             let mut k = k.borrow_mut();
+            // The usual answer first, before any epoch is brought up to date.
+            let slot = k.keys.get(&series)?.body;
+            if slot.body == body {
+                return Some(ThreadLook::InBody(slot));
+            }
             let route_epoch = k.route_epoch_for(db);
-            let known_epoch = k.known_epoch_for(scope, db);
+            let known_epoch = k.known_epoch_for(scope?, db);
             let k = &mut *k;
             let e = k.keys.get_mut(&series)?;
             if e.known != known_epoch {
                 return None;
             }
-            let t = in_body(k.stables.get(e.stable as usize)?)?;
+            let si = in_body(k.stables.get(e.stable as usize)?)?;
             let never = |_: &str| false;
             let known = Known {
                 contains: &never,
-                scope: Some(scope),
+                scope,
             };
-            Some((e.resolved(db, route_epoch, Some(known_epoch), &known), t))
+            let sub = e.resolved(db, route_epoch, Some(known_epoch), &known);
+            Some(ThreadLook::Known(sub, si))
+        })
+    }
+
+    /// Records where the current body put series `series`' rows; false when this thread's
+    /// map does not hold the series (it started over, or the body moved to this thread).
+    fn note_body(series: u128, slot: BodySlot) -> bool {
+        SERIES_KEYS.with(|k| match k.borrow_mut().keys.get_mut(&series) {
+            Some(e) => {
+                e.body = slot;
+                true
+            }
+            None => false,
         })
     }
 }
@@ -838,6 +889,34 @@ impl Looked {
     }
 }
 
+/// What the fast path knows of the series `h` of a line: from this thread's map when
+/// `thread` (db, known scope, body id) is given, where this body put it or that its subtable
+/// exists; else from the body's own map `series`.
+fn look_up(
+    h: u128,
+    series: &HashMap<u128, Series, PrehashedState>,
+    stables: &[FastStable],
+    thread: Option<(&str, Option<KnownScope<'_>>, u64)>,
+) -> Looked {
+    let from_thread = thread.and_then(|(db, scope, body)| {
+        SeriesKeys::thread_series(h, db, scope, body, |name| {
+            stables.iter().position(|s| s.name == name)
+        })
+    });
+    match (from_thread, series.get(&h)) {
+        (Some(ThreadLook::InBody(slot)), _) => Looked::Body(
+            h,
+            Series {
+                stable: slot.stable as usize,
+                table: Some((slot.block as usize, slot.table)),
+            },
+        ),
+        (_, Some(s)) => Looked::Body(h, *s),
+        (Some(ThreadLook::Known(sub, si)), None) => Looked::Thread(h, sub, si),
+        (None, None) => Looked::Miss(h),
+    }
+}
+
 /// Whether `Schemaless::prepare` parses the next line with
 /// [`tidal_lineproto::Lines::next_into_known`]: in windows of [`SkipTags::WINDOW`] lines,
 /// each decided by the one before (at least a quarter of its lines skipped their tags);
@@ -1174,18 +1253,25 @@ impl Schemaless {
         let mut out = SchemalessOutcome::default();
         let mut stables: Vec<FastStable> = Vec::new();
         let mut blocks: Vec<RowBlock> = Vec::new();
-        // Series key as written (measurement and tags) -> its STABLE and, once resolved, its
-        // subtable: one hash of a byte string per line instead of sorting and hashing the
-        // tags; different spellings of one series meet again in `subtables`.
-        // Both are sized up front (growing them was 2% of the line protocol's CPU at 4,000
-        // trucks): for the series this thread has seen, or a line per series at about 128
-        // bytes a line if that is fewer.
+        // Series key ([`series_hash`]) -> its STABLE and, once resolved, its subtable, for
+        // the series this thread's map does not hold (with `child_table_tag`, every series;
+        // otherwise those whose lines were all rejected, or left out of a full map): one
+        // hash of a byte string per line instead of sorting and hashing the tags; different
+        // spellings of one series meet again in `subtables`.
+        // The maps are sized up front (growing them was 2% of the line protocol's CPU at
+        // 4,000 trucks): for the series this thread has seen, or a line per series at about
+        // 128 bytes a line if that is fewer.
         let seen = SERIES_KEYS.with(|k| k.borrow().keys.len());
-        let series_est = (body.len() / 128)
-            .min(seen)
-            .min(SERIES_PER_BODY_RESERVE_MAX);
-        let mut series: HashMap<u128, Series, PrehashedState> =
-            HashMap::with_capacity_and_hasher(series_est, Default::default());
+        let lines_est = (body.len() / 128).min(SERIES_PER_BODY_RESERVE_MAX);
+        let series_est = lines_est.min(seen);
+        let mut series: HashMap<u128, Series, PrehashedState> = HashMap::with_capacity_and_hasher(
+            if child_table_tag.is_some() {
+                lines_est
+            } else {
+                0
+            },
+            Default::default(),
+        );
         // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
         let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
             HashMap::with_capacity_and_hasher(series_est, Default::default());
@@ -1197,27 +1283,15 @@ impl Schemaless {
         // while at least one line in four skips them. Where none does (a new feed), the
         // extra scan for the key's end is dropped for a while.
         let mut skip_tags = SkipTags::default();
-        let known_scope = if child_table_tag.is_none() {
-            known.scope
-        } else {
-            None
-        };
+        // This thread's series map serves the lines of this body (not with
+        // `child_table_tag`, which names subtables otherwise).
+        let body_id = next_body();
+        let thread = (child_table_tag.is_none()).then_some((db, known.scope, body_id));
         loop {
             let mut looked_up: Option<Looked> = None;
             let parsed = if skip_tags.ask() {
                 lines.next_into_known(&mut line, &mut |k| {
-                    let h = series_hash(k);
-                    let look = match series.get(&h) {
-                        Some(s) => Looked::Body(h, *s),
-                        None => match known_scope.and_then(|scope| {
-                            SeriesKeys::known_series(h, db, scope, |name| {
-                                stables.iter().position(|s| s.name == name)
-                            })
-                        }) {
-                            Some((sub, si)) => Looked::Thread(h, sub, si),
-                            None => Looked::Miss(h),
-                        },
-                    };
+                    let look = look_up(series_hash(k), &series, &stables, thread);
                     let skip = look.skips_tags();
                     looked_up = Some(look);
                     skip
@@ -1241,13 +1315,7 @@ impl Schemaless {
             }
             let look = match looked_up {
                 Some(l) => l,
-                None => {
-                    let h = series_hash(key);
-                    match series.get(&h) {
-                        Some(s) => Looked::Body(h, *s),
-                        None => Looked::Miss(h),
-                    }
-                }
+                None => look_up(series_hash(key), &series, &stables, thread),
             };
             let (h, hit, thread_hit) = match look {
                 Looked::Body(h, s) => (h, Some(s), None),
@@ -1395,13 +1463,21 @@ impl Schemaless {
                     (b, t)
                 }
             };
-            series.insert(
-                h,
-                Series {
-                    stable: si,
-                    table: Some((b, t)),
-                },
-            );
+            let slot = BodySlot {
+                body: body_id,
+                stable: si as u32,
+                block: b as u32,
+                table: t,
+            };
+            if thread.is_none() || !SeriesKeys::note_body(h, slot) {
+                series.insert(
+                    h,
+                    Series {
+                        stable: si,
+                        table: Some((b, t)),
+                    },
+                );
+            }
             let scratch = &stables.get(si)?.scratch;
             if !blocks.get_mut(b)?.push_rows(t, scratch, 0, 1) {
                 return None;
@@ -2094,29 +2170,54 @@ mod tests {
         assert!(resolve("u", "db").known);
         assert_eq!(asked.load(Ordering::Relaxed), 6);
         // A remembered yes lets a line skip its tags, when its STABLE is in the body.
-        let scope = |user| KnownScope {
-            generation: set.generation(),
-            user,
+        let scope = |user| {
+            Some(KnownScope {
+                generation: set.generation(),
+                user,
+            })
         };
         let in_body = |name: &str| (name == "known_m").then_some(5usize);
-        let (sub, si) = SeriesKeys::known_series(series, "db", scope("u"), in_body).expect("known");
+        let look =
+            |series, db, scope, body| SeriesKeys::thread_series(series, db, scope, body, in_body);
+        let Some(ThreadLook::Known(sub, si)) = look(series, "db", scope("u"), 1) else {
+            panic!("known");
+        };
         assert_eq!(si, 5);
         assert!(sub.known);
         assert_eq!(sub.name.as_str(), name);
         assert_eq!(sub.route_hash, hash_table_name("db", &name));
         assert!(
-            SeriesKeys::known_series(series, "db", scope("u"), |_| None::<usize>).is_none(),
+            SeriesKeys::thread_series(series, "db", scope("u"), 1, |_| None).is_none(),
             "its STABLE is not in the body"
         );
         let other = series_hash(b"known_m,a=2");
-        assert!(SeriesKeys::known_series(other, "db", scope("u"), in_body).is_none());
-        assert!(SeriesKeys::known_series(series, "db", scope("u2"), in_body).is_none());
-        assert!(SeriesKeys::known_series(series, "db2", scope("u"), in_body).is_none());
+        assert!(look(other, "db", scope("u"), 1).is_none());
+        assert!(look(series, "db", scope("u2"), 1).is_none());
+        assert!(look(series, "db2", scope("u"), 1).is_none());
+        assert!(look(series, "db", None, 1).is_none());
+        // Where a body put the series' rows is that body's alone.
+        let slot = BodySlot {
+            body: 7,
+            stable: 1,
+            block: 2,
+            table: 3,
+        };
+        assert!(SeriesKeys::note_body(series, slot));
+        assert!(!SeriesKeys::note_body(other, slot), "not in the map");
+        assert!(matches!(look(series, "db", None, 7), Some(ThreadLook::InBody(s)) if s == slot));
+        // Other scopes asked meanwhile: the yes is learnt again by resolving the line.
+        assert!(look(series, "db", scope("u"), 8).is_none());
+        assert!(resolve("u", "db").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 7);
+        assert!(matches!(
+            look(series, "db", scope("u"), 8),
+            Some(ThreadLook::Known(..))
+        ));
         // The set forgot (a known subtable was gone): the remembered yes no longer holds.
         set.clear();
-        assert!(SeriesKeys::known_series(series, "db", scope("u"), in_body).is_none());
+        assert!(look(series, "db", scope("u"), 8).is_none());
         assert!(!resolve("u", "db").known);
-        assert_eq!(asked.load(Ordering::Relaxed), 7);
+        assert_eq!(asked.load(Ordering::Relaxed), 8);
     }
 
     #[test]
