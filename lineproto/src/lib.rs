@@ -963,6 +963,18 @@ fn parse_u64(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
         return None;
     }
+    // Up to 19 digits cannot overflow (10^19 - 1 < 2^64): no check per digit (a
+    // nanosecond timestamp has 19).
+    if digits.len() <= 19 {
+        let mut v: u64 = 0;
+        let mut bad = false;
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            bad |= d > 9;
+            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        }
+        return (!bad).then_some(v);
+    }
     let mut v: u64 = 0;
     for &b in digits {
         let d = b.wrapping_sub(b'0');
@@ -1012,7 +1024,13 @@ fn simple_float(s: &[u8]) -> Option<f64> {
     if digits == 0 {
         return None;
     }
-    let scale = EXACT_POWERS_OF_TEN.get(frac.unwrap_or(0))?;
+    let frac = frac.unwrap_or(0);
+    if frac == 0 {
+        // A whole number: no division.
+        let v = mantissa as f64;
+        return Some(if neg { -v } else { v });
+    }
+    let scale = EXACT_POWERS_OF_TEN.get(frac)?;
     // 15 digits stay below 10^15 < 2^53, so `mantissa` converts exactly.
     let v = mantissa as f64 / scale;
     Some(if neg { -v } else { v })

@@ -623,3 +623,41 @@ fn the_fuzz_corpus_parses_the_same_with_known_keys() {
     }
     assert!(n > 100, "only {n} corpus files");
 }
+
+#[test]
+fn unsigned_digits_parse_exactly_up_to_the_range_end() {
+    for (text, want) in [
+        ("0", Some(0)),
+        ("007", Some(7)),
+        ("1451606400000000000", Some(1_451_606_400_000_000_000)),
+        ("9999999999999999999", Some(9_999_999_999_999_999_999)),
+        ("18446744073709551615", Some(u64::MAX)),
+        ("18446744073709551616", None),
+        ("99999999999999999999", None),
+        ("12a", None),
+        ("1/2", None),
+        ("", None),
+    ] {
+        assert_eq!(parse_u64(text.as_bytes()), want, "{text}");
+    }
+    assert_eq!(parse_int(b"-9223372036854775808"), Some(i64::MIN));
+    assert_eq!(parse_int(b"9223372036854775808"), None);
+}
+
+#[test]
+fn whole_numbers_take_the_fast_float_path_exactly() {
+    for text in [
+        "0",
+        "-0",
+        "8",
+        "332",
+        "-188",
+        "1500.",
+        "123456789012345",
+        "-1.",
+    ] {
+        let want: f64 = text.parse().expect("float text");
+        let got = simple_float(text.as_bytes()).expect("fast path");
+        assert_eq!(got.to_bits(), want.to_bits(), "{text}");
+    }
+}
