@@ -1,6 +1,6 @@
 //! A feed that sends each series once per body (thousands of devices, a body per interval)
 //! lets the frontend skip the tags of series whose subtables it has written before
-//! (`SeriesKeys::known_series` in `src/frontend/schemaless.rs`): the rows still land in their
+//! (`SeriesKeys::thread_series` in `src/frontend/schemaless.rs`): the rows still land in their
 //! own subtables with their tags, and a subtable dropped since is created again, with its
 //! tags, from the next body that names it.
 

@@ -272,7 +272,7 @@ type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
 /// alone (the measurement and the tags, escapes included), so they never go stale; the
 /// vgroup hash holds for one database and a known answer for one [`KnownScope`] and
 /// database, each checked against the map's current one by an epoch. A series known to
-/// exist lets the parser skip its tags altogether ([`SeriesKeys::known_series`]). One map
+/// exist lets the parser skip its tags altogether ([`SeriesKeys::thread_series`]). One map
 /// per thread needs no lock (a shared one cost a contended atomic per line).
 struct SeriesKeys {
     keys: HashMap<u128, SeriesEntry, PrehashedState>,
@@ -869,9 +869,9 @@ struct Series {
     table: Option<(usize, u32)>,
 }
 
-/// What the fast path found for a line's series key ([`series_hash`] `.0`): the series as
-/// this body resolved it, a subtable this thread knows to exist (with the index of its
-/// STABLE in the body), or nothing yet.
+/// What the fast path found for a line's series (each variant holds its [`series_hash`]):
+/// the series as this body resolved it, a subtable this thread knows to exist (with the
+/// index of its STABLE in the body), or nothing yet.
 enum Looked {
     Body(u128, Series),
     Thread(u128, Resolved, usize),
@@ -879,7 +879,7 @@ enum Looked {
 }
 
 impl Looked {
-    /// Whether the line's tags are not needed (see [`SeriesKeys::known_series`]).
+    /// Whether the line's tags are not needed (see [`SeriesKeys::thread_series`]).
     fn skips_tags(&self) -> bool {
         match self {
             Looked::Body(_, s) => s.table.is_some(),
@@ -1278,7 +1278,7 @@ impl Schemaless {
         let mut line = Line::default();
         let mut lines = parse_lines(body);
         // A line whose series key this body has already resolved to a subtable, or whose
-        // subtable this thread knows to exist (`SeriesKeys::known_series`), needs no tags:
+        // subtable this thread knows to exist (`SeriesKeys::thread_series`), needs no tags:
         // the parser is asked to skip them (`Lines::next_into_known`) where that pays, i.e.
         // while at least one line in four skips them. Where none does (a new feed), the
         // extra scan for the key's end is dropped for a while.
