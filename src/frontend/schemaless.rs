@@ -841,24 +841,20 @@ fn same_key(a: &str, b: &str) -> bool {
         return false;
     }
     if a.len() <= 16 {
-        if let (Some(a0), Some(b0), Some(a1), Some(b1)) = (
-            a.first_chunk::<8>(),
-            b.first_chunk::<8>(),
-            a.last_chunk::<8>(),
-            b.last_chunk::<8>(),
-        ) {
-            return a0 == b0 && a1 == b1;
-        }
-        if let (Some(a0), Some(b0), Some(a1), Some(b1)) = (
-            a.first_chunk::<4>(),
-            b.first_chunk::<4>(),
-            a.last_chunk::<4>(),
-            b.last_chunk::<4>(),
-        ) {
-            return a0 == b0 && a1 == b1;
+        if let Some(same) = ends_equal::<8>(a, b).or_else(|| ends_equal::<4>(a, b)) {
+            return same;
         }
     }
     a == b
+}
+
+/// Whether the first and the last `N` bytes of `a` and `b` are equal; `None` if they are
+/// shorter than `N`. For equal lengths of at most `2N` bytes, that is whether they are equal.
+fn ends_equal<const N: usize>(a: &[u8], b: &[u8]) -> Option<bool> {
+    Some(
+        a.first_chunk::<N>()? == b.first_chunk::<N>()?
+            && a.last_chunk::<N>()? == b.last_chunk::<N>()?,
+    )
 }
 
 /// What a series key (as written) resolved to in one body: its STABLE and, once a line of it
