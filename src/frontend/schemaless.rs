@@ -218,9 +218,9 @@ pub struct KnownScope<'a> {
     user: &'a str,
 }
 
-/// Most bytes of series keys the [`SeriesKeys`] maps of a process hold together (the keys as
-/// written plus about 40 bytes of bookkeeping each): each thread's map gets an equal share of
-/// it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over when that is full.
+/// Most bytes the [`SeriesKeys`] maps of a process hold together (about 96 bytes per series:
+/// the keys are held as hashes, not as written): each thread's map gets an equal share of it
+/// (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over when that is full.
 pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
 /// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
 pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
