@@ -447,7 +447,8 @@ impl SeriesKeys {
             k.insert(series, key, stable);
             match k.keys.get_mut(&series) {
                 Some(e) => e.resolved(db, route_epoch, known_epoch, known),
-                // Only a map too small for one entry keeps nothing.
+                // Not reached (`insert` always keeps the entry it is given, starting over
+                // when full); computed afresh rather than trusted.
                 None => resolved_now(line, stable, None, db, known),
             }
         })
@@ -1358,10 +1359,12 @@ impl Schemaless {
                 ..
             }) = hit
             {
-                // A series this body has a subtable for: its row goes straight into the block.
+                // A series this body has a subtable for: its row goes straight into the block
+                // (which puts its columns back itself if the line does not convert).
                 let mut unknown_key = false;
                 let pushed = blocks.get_mut(b)?.push_row_with(t, |cols| {
-                    match row_if_known(st, &line, ts, cols) {
+                    let len = cols.first().map_or(0, Column::len);
+                    match push_if_known(st, &line, ts, cols, len) {
                         Some(Ok(())) => Ok(true),
                         Some(Err(msg)) => Err(msg),
                         None => {
