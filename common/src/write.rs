@@ -414,6 +414,32 @@ impl RowBlock {
         Ok(true)
     }
 
+    /// [`RowBlock::push_row_with`] for a subtable not yet in the block: it is listed (with
+    /// `tags`) only once `fill` has pushed its row, so a row that fails to convert leaves
+    /// the block as it was. Returns the subtable's index, or `None` (an empty name, or
+    /// `fill` gave `Ok(false)` or pushed a wrong count) or the error, the columns put back.
+    pub fn push_row_with_new_table<E>(
+        &mut self,
+        name: &str,
+        tags: Option<Vec<Value>>,
+        fill: impl FnOnce(&mut [Column]) -> Result<bool, E>,
+    ) -> Result<Option<u32>, E> {
+        if name.is_empty() || self.ends.len() >= u32::MAX as usize {
+            return Ok(None);
+        }
+        let len = self.num_rows();
+        let filled = fill(&mut self.columns);
+        if !matches!(filled, Ok(true)) || self.columns.iter().any(|c| c.len() != len + 1) {
+            for c in &mut self.columns {
+                c.truncate(len);
+            }
+            return filled.map(|_| None);
+        }
+        let table = self.add_table(name, tags);
+        self.note_run(table, 1);
+        Ok(Some(table))
+    }
+
     /// Splits the block by a group of each subtable (a vgroup): one block per group, in order
     /// of first appearance, rows kept in order. A block wholly in one group is returned as is.
     pub fn split_by(self, mut group: impl FnMut(&str) -> usize) -> Vec<(usize, RowBlock)> {
@@ -482,6 +508,43 @@ mod tests {
             c.push(&x.map(Value::Float).unwrap_or(Value::Null));
         }
         vec![Column::new(ColumnData::Timestamp(ts.to_vec())), c]
+    }
+
+    #[test]
+    fn a_new_subtable_is_listed_only_with_a_row() {
+        let mut b = RowBlock::new("st", &[DataType::Timestamp, DataType::Double]);
+        let push = |ts: i64, v: f64| {
+            move |c: &mut [Column]| -> Result<bool, String> {
+                c[0].push(&Value::Timestamp(ts));
+                c[1].push(&Value::Float(v));
+                Ok(true)
+            }
+        };
+        assert_eq!(
+            b.push_row_with_new_table("a", None, push(1, 1.0)),
+            Ok(Some(0))
+        );
+        // A failed row (after a partial push), a short row and an empty name leave no trace.
+        let failed = b.push_row_with_new_table("b", None, |c: &mut [Column]| {
+            c[0].push(&Value::Timestamp(2));
+            Err("bad".to_string())
+        });
+        assert_eq!(failed, Err("bad".to_string()));
+        let short =
+            b.push_row_with_new_table("b", None, |c: &mut [Column]| -> Result<bool, String> {
+                c[0].push(&Value::Timestamp(2));
+                Ok(true)
+            });
+        assert_eq!(short, Ok(None));
+        assert_eq!(b.push_row_with_new_table("", None, push(2, 2.0)), Ok(None));
+        assert_eq!(b.num_tables(), 1);
+        assert_eq!(b.num_rows(), 1);
+        let t = b.push_row_with_new_table("b", Some(vec![Value::Int(7)]), push(3, 3.0));
+        assert_eq!(t, Ok(Some(1)));
+        assert_eq!(b.runs(), &[(0, 1), (1, 1)]);
+        assert_eq!(b.table(1), "b");
+        assert_eq!(b.tags(1), Some(&[Value::Int(7)][..]));
+        assert!(RowBlock::from_parts(b.into_parts()).is_ok());
     }
 
     #[test]

@@ -275,7 +275,15 @@ type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
 /// exist lets the parser skip its tags altogether ([`SeriesKeys::thread_series`]). One map
 /// per thread needs no lock (a shared one cost a contended atomic per line).
 struct SeriesKeys {
-    keys: HashMap<u128, SeriesEntry, PrehashedState>,
+    /// Series key ([`series_hash`]) -> index of its entry in `entries`.
+    index: HashMap<u128, u32, PrehashedState>,
+    /// The entries in the order their series were first seen. A feed writes its series in
+    /// much the same order every interval, so the series after the one last looked up
+    /// (`last`) is usually the next entry: checked first, it spares the probe of `index`,
+    /// and entries are read in memory order, which the hardware prefetches (with 1,000s of
+    /// series a probe of a map was a cache miss per line).
+    entries: Vec<SeriesEntry>,
+    last: usize,
     /// The STABLE (lower-cased name) of entries, by [`SeriesEntry::stable`].
     stables: Vec<String>,
     bytes: usize,
@@ -292,6 +300,9 @@ struct SeriesKeys {
 /// key on the stack when needed, which costs less than reading it from the heap (a cache
 /// miss per line with 100,000s of series).
 struct SeriesEntry {
+    /// The series key ([`series_hash`]).
+    series: u128,
+    /// The subtable key ([`subtable_key`]).
     key: u128,
     /// (epoch, `hash_table_name(db, name)`), valid at the map's `route_epoch`.
     route: (u32, u32),
@@ -327,8 +338,9 @@ fn next_body() -> u64 {
 enum ThreadLook {
     /// The body being converted already put the series' rows here.
     InBody(BodySlot),
-    /// The subtable exists, with the index of its STABLE among the body's.
-    Known(Resolved, usize),
+    /// The subtable exists, with the index of its STABLE among the body's and of the
+    /// series' entry in the map (for [`SeriesKeys::note_body`]).
+    Known(Resolved, usize, usize),
 }
 
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
@@ -345,8 +357,9 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bytes per entry: the map's slot (key and entry) with its control byte and spare room.
-    const ENTRY_BYTES: usize = 96;
+    /// Bytes per entry: the entry and its slot in `index` (key, position, control byte and
+    /// spare room).
+    const ENTRY_BYTES: usize = 128;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -357,7 +370,9 @@ impl SeriesKeys {
 
     fn new(bytes_max: usize) -> SeriesKeys {
         SeriesKeys {
-            keys: HashMap::default(),
+            index: HashMap::default(),
+            entries: Vec::new(),
+            last: usize::MAX,
             stables: Vec::new(),
             bytes: 0,
             bytes_max,
@@ -369,22 +384,60 @@ impl SeriesKeys {
     }
 
     #[cfg(test)]
-    fn get(&self, series: u128) -> Option<u128> {
-        self.keys.get(&series).map(|e| e.key)
+    fn get(&self, series: u128) -> Option<&SeriesEntry> {
+        let i = *self.index.get(&series)?;
+        self.entries.get(i as usize)
+    }
+
+    /// The index of series `series`' entry: one of the few after or before the last found
+    /// if it is there, else from `index`. A feed's order varies a little between intervals
+    /// (a device skips one, a late point comes a few lines on), so the guess is a window.
+    fn find(&mut self, series: u128) -> Option<usize> {
+        const AHEAD: usize = 8;
+        const BEHIND: usize = 8;
+        let from = self.last.wrapping_add(1);
+        let ahead = self.entries.get(from..).unwrap_or(&[]);
+        let ahead = ahead.get(..AHEAD).unwrap_or(ahead);
+        let i = match ahead.iter().position(|e| e.series == series) {
+            Some(d) => from + d,
+            None => {
+                let lo = self.last.saturating_sub(BEHIND);
+                let behind = self.entries.get(lo..self.last).unwrap_or(&[]);
+                match behind.iter().rposition(|e| e.series == series) {
+                    Some(d) => lo + d,
+                    None => *self.index.get(&series)? as usize,
+                }
+            }
+        };
+        self.last = i;
+        Some(i)
+    }
+
+    /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:
+    /// the map may have started over since), else the series' entry wherever it is.
+    fn entry_at(&mut self, at: usize, series: u128) -> Option<&mut SeriesEntry> {
+        let i = match self.entries.get(at) {
+            Some(e) if e.series == series => at,
+            _ => *self.index.get(&series)? as usize,
+        };
+        self.entries.get_mut(i)
     }
 
     /// Remembers subtable key `key` of `series` in STABLE `stable` (an entry never changes
     /// once made). A full map starts over.
-    fn insert(&mut self, series: u128, key: u128, stable: &str) {
-        if self.keys.contains_key(&series) {
-            return;
+    fn insert(&mut self, series: u128, key: u128, stable: &str) -> usize {
+        if let Some(&i) = self.index.get(&series) {
+            return i as usize;
         }
         let known_stable = self.stables.iter().position(|s| s == stable);
         let cost = Self::ENTRY_BYTES + known_stable.map_or(stable.len() + Self::ENTRY_BYTES, |_| 0);
-        let known_stable = if self.bytes + cost > self.bytes_max {
-            self.keys.clear();
+        let full = self.bytes + cost > self.bytes_max || self.entries.len() >= u32::MAX as usize;
+        let known_stable = if full {
+            self.index.clear();
+            self.entries.clear();
             self.stables.clear();
             self.bytes = 0;
+            self.last = usize::MAX;
             None
         } else {
             known_stable
@@ -397,15 +450,19 @@ impl SeriesKeys {
                 self.stables.len() - 1
             }
         };
-        let entry = SeriesEntry {
+        let at = self.entries.len();
+        self.entries.push(SeriesEntry {
+            series,
             key,
             route: (0, 0),
             known: 0,
             stable: stable as u32,
             body: BodySlot::default(),
-        };
-        self.keys.insert(series, entry);
+        });
+        self.index.insert(series, at as u32);
         self.bytes += Self::ENTRY_BYTES;
+        self.last = at;
+        at
     }
 
     /// The epoch of routing hashes for `db`: a new one when the database changes.
@@ -435,21 +492,23 @@ impl SeriesKeys {
         stable: &str,
         db: &str,
         known: &Known<'_>,
-    ) -> Resolved {
+    ) -> (Resolved, usize) {
         SERIES_KEYS.with(|k| {
             let mut k = k.borrow_mut();
             let route_epoch = k.route_epoch_for(db);
             let known_epoch = known.scope.map(|s| k.known_epoch_for(s, db));
-            if let Some(e) = k.keys.get_mut(&series) {
-                return e.resolved(db, route_epoch, known_epoch, known);
-            }
-            let (key, _) = subtable_key(line, stable, None);
-            k.insert(series, key, stable);
-            match k.keys.get_mut(&series) {
-                Some(e) => e.resolved(db, route_epoch, known_epoch, known),
+            let at = match k.find(series) {
+                Some(at) => at,
+                None => {
+                    let (key, _) = subtable_key(line, stable, None);
+                    k.insert(series, key, stable)
+                }
+            };
+            match k.entries.get_mut(at) {
+                Some(e) => (e.resolved(db, route_epoch, known_epoch, known), at),
                 // Not reached (`insert` always keeps the entry it is given, starting over
                 // when full); computed afresh rather than trusted.
-                None => resolved_now(line, stable, None, db, known),
+                None => (resolved_now(line, stable, None, db, known), usize::MAX),
             }
         })
     }
@@ -472,14 +531,15 @@ impl SeriesKeys {
         SERIES_KEYS.with(|k| {
             let mut k = k.borrow_mut();
             // The usual answer first, before any epoch is brought up to date.
-            let slot = k.keys.get(&series)?.body;
+            let at = k.find(series)?;
+            let slot = k.entries.get(at)?.body;
             if slot.body == body {
                 return Some(ThreadLook::InBody(slot));
             }
             let route_epoch = k.route_epoch_for(db);
             let known_epoch = k.known_epoch_for(scope?, db);
             let k = &mut *k;
-            let e = k.keys.get_mut(&series)?;
+            let e = k.entries.get_mut(at)?;
             if e.known != known_epoch {
                 return None;
             }
@@ -490,14 +550,15 @@ impl SeriesKeys {
                 scope,
             };
             let sub = e.resolved(db, route_epoch, Some(known_epoch), &known);
-            Some(ThreadLook::Known(sub, si))
+            Some(ThreadLook::Known(sub, si, at))
         })
     }
 
-    /// Records where the current body put series `series`' rows; false when this thread's
-    /// map does not hold the series (it started over, or the body moved to this thread).
-    fn note_body(series: u128, slot: BodySlot) -> bool {
-        SERIES_KEYS.with(|k| match k.borrow_mut().keys.get_mut(&series) {
+    /// Records where the current body put series `series`' rows (its entry was at `at`
+    /// when looked up); false when this thread's map does not hold the series (it started
+    /// over, or the body moved to this thread).
+    fn note_body(at: usize, series: u128, slot: BodySlot) -> bool {
+        SERIES_KEYS.with(|k| match k.borrow_mut().entry_at(at, series) {
             Some(e) => {
                 e.body = slot;
                 true
@@ -871,7 +932,8 @@ struct Series {
 /// index of its STABLE in the body), or nothing yet.
 enum Looked {
     Body(u128, Series),
-    Thread(u128, Resolved, usize),
+    /// With the index of its STABLE in the body and of its entry in the thread's map.
+    Thread(u128, Resolved, usize, usize),
     Miss(u128),
 }
 
@@ -909,7 +971,7 @@ fn look_up(
             },
         ),
         (_, Some(s)) => Looked::Body(h, *s),
-        (Some(ThreadLook::Known(sub, si)), None) => Looked::Thread(h, sub, si),
+        (Some(ThreadLook::Known(sub, si, at)), None) => Looked::Thread(h, sub, si, at),
         (None, None) => Looked::Miss(h),
     }
 }
@@ -986,6 +1048,40 @@ fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
 
 fn ts_collision(field: &str) -> String {
     format!("field '{field}' collides with the timestamp column '{TS_COLUMN}'")
+}
+
+/// Rows to reserve in a new block of STABLE `st`: its vgroup's share of the body, so that
+/// its columns seldom grow. A guess (a line taken as three times its series key of
+/// `key_bytes`), capped so that no block reserves more bytes than the body holds.
+fn block_rows_est(
+    body_bytes: usize,
+    key_bytes: usize,
+    route: &RouteTable,
+    st: &FastStable,
+) -> usize {
+    let lines_est = body_bytes / (3 * key_bytes.max(1));
+    (lines_est / route.vgroups.len().max(1)).min(body_bytes / (8 * st.template.len().max(1)))
+}
+
+/// The index in `blocks` of STABLE `st`'s block for vgroup `vg`, made (with room for
+/// `rows(st)`) if it has none yet; `None` for a vgroup out of range.
+fn block_for(
+    st: &mut FastStable,
+    blocks: &mut Vec<RowBlock>,
+    vg: usize,
+    rows: impl FnOnce(&FastStable) -> usize,
+) -> Option<usize> {
+    if let Some(b) = st.blocks.get(vg).copied()? {
+        return Some(b);
+    }
+    let rows = rows(st);
+    blocks.push(RowBlock::like(
+        st.index.schema.name.clone(),
+        &st.template,
+        rows,
+    ));
+    *st.blocks.get_mut(vg)? = Some(blocks.len() - 1);
+    Some(blocks.len() - 1)
 }
 
 /// `block` with each subtable's rows together, in their order: one run per subtable instead
@@ -1258,7 +1354,7 @@ impl Schemaless {
         // The maps are sized up front (growing them was 2% of the line protocol's CPU at
         // 4,000 trucks): for the series this thread has seen, or a line per series at about
         // 128 bytes a line if that is fewer.
-        let seen = SERIES_KEYS.with(|k| k.borrow().keys.len());
+        let seen = SERIES_KEYS.with(|k| k.borrow().entries.len());
         let lines_est = (body.len() / 128).min(SERIES_PER_BODY_RESERVE_MAX);
         let series_est = lines_est.min(seen);
         let mut series: HashMap<u128, Series, PrehashedState> = HashMap::with_capacity_and_hasher(
@@ -1316,12 +1412,12 @@ impl Schemaless {
             };
             let (h, hit, thread_hit) = match look {
                 Looked::Body(h, s) => (h, Some(s), None),
-                Looked::Thread(h, sub, si) => (h, None, Some((sub, si))),
+                Looked::Thread(h, sub, si, at) => (h, None, Some((sub, si, at))),
                 Looked::Miss(h) => (h, None, None),
             };
             let si = match (hit, &thread_hit) {
                 (Some(s), _) => s.stable,
-                (None, Some((_, si))) => *si,
+                (None, Some((_, si, _))) => *si,
                 (None, None) => {
                     let name = lower_case(&line.measurement);
                     if !valid_stable_name(&name) {
@@ -1381,6 +1477,74 @@ impl Schemaless {
                 }
                 continue;
             }
+            if let Some((sub, _, at)) = &thread_hit {
+                // A series new to this body whose subtable exists: its row goes straight onto
+                // its vgroup's block, which lists the subtable once the row has converted.
+                let (b, existing) = match subtables.get(&sub.key) {
+                    Some((s, b, t)) if *s == si => (*b, Some(*t)),
+                    Some(_) => return None,
+                    None => {
+                        let vg = vgroup_index(sub.route_hash, route.vgroups.len() as u32);
+                        let rows =
+                            |st: &FastStable| block_rows_est(body.len(), key.len(), route, st);
+                        (block_for(st, &mut blocks, vg, rows)?, None)
+                    }
+                };
+                let block = blocks.get_mut(b)?;
+                let mut unknown_key = false;
+                let fill = |cols: &mut [Column]| {
+                    let len = cols.first().map_or(0, Column::len);
+                    match push_if_known(st, &line, ts, cols, len) {
+                        Some(Ok(())) => Ok(true),
+                        Some(Err(msg)) => Err(msg),
+                        None => {
+                            unknown_key = true;
+                            Ok(false)
+                        }
+                    }
+                };
+                let pushed = match existing {
+                    Some(t) => block.push_row_with(t, fill).map(|ok| ok.then_some(t)),
+                    None => block.push_row_with_new_table(sub.name.as_str(), None, fill),
+                };
+                match pushed {
+                    Ok(Some(t)) => {
+                        if existing.is_none() {
+                            subtables.insert(sub.key, (si, b, t));
+                        }
+                        let slot = BodySlot {
+                            body: body_id,
+                            stable: si as u32,
+                            block: b as u32,
+                            table: t,
+                        };
+                        if !SeriesKeys::note_body(*at, h, slot) {
+                            series.insert(
+                                h,
+                                Series {
+                                    stable: si,
+                                    table: Some((b, t)),
+                                },
+                            );
+                        }
+                        out.fields += line.fields.len() as u64;
+                    }
+                    // A key the schema lacks (or a block out of shape, which cannot be).
+                    Ok(None) => return None,
+                    Err(msg) => {
+                        // The series' STABLE, for its next line, as below.
+                        series.insert(
+                            h,
+                            Series {
+                                stable: si,
+                                table: None,
+                            },
+                        );
+                        out.reject(line.line_no, msg);
+                    }
+                }
+                continue;
+            }
             // Otherwise the row waits in the STABLE's scratch columns until its subtable is
             // known (a line that fails to convert must not list one).
             let mut scratch = std::mem::take(&mut st.scratch);
@@ -1414,10 +1578,12 @@ impl Schemaless {
                 out.reject(line.line_no, msg);
                 continue;
             }
-            let sub = match (thread_hit, child_table_tag) {
-                (Some((sub, _)), _) => sub,
-                (None, None) => SeriesKeys::resolve(h, &line, &st.name, db, known),
-                (None, Some(_)) => resolved_now(&line, &st.name, child_table_tag, db, known),
+            let (sub, at) = match child_table_tag {
+                None => SeriesKeys::resolve(h, &line, &st.name, db, known),
+                Some(_) => (
+                    resolved_now(&line, &st.name, child_table_tag, db, known),
+                    usize::MAX,
+                ),
             };
             let (b, t) = match subtables.get(&sub.key) {
                 Some((s, b, t)) if *s == si => (*b, *t),
@@ -1438,25 +1604,8 @@ impl Schemaless {
                     };
                     let vg = vgroup_index(sub.route_hash, route.vgroups.len() as u32);
                     let st = stables.get_mut(si)?;
-                    let b = match st.blocks.get(vg).copied().flatten() {
-                        Some(b) => b,
-                        None => {
-                            // Sized for this vgroup's share of the body so that its columns
-                            // seldom grow: a guess (a line taken as three times its series
-                            // key), capped so that no block reserves more bytes than the
-                            // body holds.
-                            let lines_est = body.len() / (3 * key.len().max(1));
-                            let rows = (lines_est / route.vgroups.len().max(1))
-                                .min(body.len() / (8 * st.template.len().max(1)));
-                            blocks.push(RowBlock::like(
-                                st.index.schema.name.clone(),
-                                &st.template,
-                                rows,
-                            ));
-                            *st.blocks.get_mut(vg)? = Some(blocks.len() - 1);
-                            blocks.len() - 1
-                        }
-                    };
+                    let rows = |st: &FastStable| block_rows_est(body.len(), key.len(), route, st);
+                    let b = block_for(st, &mut blocks, vg, rows)?;
                     let t = blocks.get_mut(b)?.add_table(sub.name.as_str(), tags);
                     subtables.insert(sub.key, (si, b, t));
                     (b, t)
@@ -1468,7 +1617,7 @@ impl Schemaless {
                 block: b as u32,
                 table: t,
             };
-            if thread.is_none() || !SeriesKeys::note_body(h, slot) {
+            if thread.is_none() || !SeriesKeys::note_body(at, h, slot) {
                 series.insert(
                     h,
                     Series {
@@ -2053,18 +2202,25 @@ mod tests {
         for (i, k) in series.iter().take(3).enumerate() {
             keys.insert(*k, i as u128, "m");
         }
-        assert_eq!(keys.get(series[1]), Some(1));
+        let key_of = |k: &SeriesKeys, s: u128| k.get(s).map(|e| e.key);
+        assert_eq!(key_of(&keys, series[1]), Some(1));
         assert_eq!(
-            keys.get(series_hash(b"m,a=val")),
+            key_of(&keys, series_hash(b"m,a=val")),
             None,
             "a prefix is another series"
         );
-        keys.insert(series[1], 99, "m");
-        assert_eq!(keys.get(series[1]), Some(1), "an entry never changes");
+        assert_eq!(
+            keys.insert(series[1], 99, "m"),
+            1,
+            "its entry is where it was"
+        );
+        assert_eq!(key_of(&keys, series[1]), Some(1), "an entry never changes");
         assert_eq!(keys.stables, ["m"], "a STABLE is kept once");
-        keys.insert(series[3], 3, "m");
-        assert_eq!(keys.get(series[3]), Some(3));
-        assert_eq!(keys.get(series[0]), None, "full: started over");
+        assert_eq!(keys.insert(series[3], 3, "m"), 0, "full: started over");
+        assert_eq!(key_of(&keys, series[3]), Some(3));
+        assert_eq!(key_of(&keys, series[0]), None);
+        assert_eq!(keys.find(series[0]), None);
+        assert_eq!(keys.entries.len(), 1);
         assert!(keys.bytes <= keys.bytes_max);
         // Entries name their STABLE.
         let mut keys = SeriesKeys::new(1 << 20);
@@ -2072,9 +2228,42 @@ mod tests {
         keys.insert(series[1], 8, "n");
         keys.insert(series[2], 9, "m");
         assert_eq!(keys.stables, ["m", "n"]);
-        let stable_of = |k: &SeriesKeys, s: u128| k.keys.get(&s).map(|e| e.stable);
+        let stable_of = |k: &SeriesKeys, s: u128| k.get(s).map(|e| e.stable);
         assert_eq!(stable_of(&keys, series[1]), Some(1));
         assert_eq!(stable_of(&keys, series[2]), Some(0));
+    }
+
+    #[test]
+    fn series_are_found_in_order_and_out_of_it() {
+        let mut keys = SeriesKeys::new(1 << 20);
+        let series: Vec<u128> = (0..50)
+            .map(|i| series_hash(format!("m,a=val{i}").as_bytes()))
+            .collect();
+        for (i, s) in series.iter().enumerate() {
+            assert_eq!(keys.insert(*s, i as u128, "m"), i);
+        }
+        let key_found = |k: &mut SeriesKeys, s: u128| {
+            let at = k.find(s)?;
+            k.entries.get(at).map(|e| (at, e.key))
+        };
+        // In the order they were made (the guess hits), backwards and skipping (it misses),
+        // and the first again after the last: every series is its own.
+        let orders: [Vec<usize>; 3] = [
+            (0..50).collect(),
+            (0..50).rev().collect(),
+            (0..50).step_by(3).chain([0, 1, 49, 0]).collect(),
+        ];
+        for order in orders {
+            for i in order {
+                assert_eq!(key_found(&mut keys, series[i]), Some((i, i as u128)));
+            }
+        }
+        assert_eq!(key_found(&mut keys, series_hash(b"m,a=val50")), None);
+        // An entry handed out earlier is checked against the series asked for.
+        assert_eq!(keys.entry_at(3, series[3]).map(|e| e.key), Some(3));
+        assert_eq!(keys.entry_at(3, series[4]).map(|e| e.key), Some(4));
+        assert_eq!(keys.entry_at(usize::MAX, series[5]).map(|e| e.key), Some(5));
+        assert!(keys.entry_at(3, series_hash(b"m,a=val50")).is_none());
     }
 
     #[test]
@@ -2107,12 +2296,12 @@ mod tests {
         };
         while let Some(r) = lines.next_into(&mut l) {
             let series = series_hash(r.expect("parses"));
-            let sub = SeriesKeys::resolve(series, &l, "m", "db", &known);
+            let (sub, _) = SeriesKeys::resolve(series, &l, "m", "db", &known);
             assert_eq!(sub.key, subtable_key(&l, "m", None).0);
             assert_eq!(sub.name.as_str(), subtable_name(&l, "m", None));
             assert_eq!(sub.route_hash, hash_table_name("db", sub.name.as_str()));
             // The hash follows the database of the write.
-            let other = SeriesKeys::resolve(series, &l, "m", "db2", &known);
+            let (other, _) = SeriesKeys::resolve(series, &l, "m", "db2", &known);
             assert_eq!(other.route_hash, hash_table_name("db2", sub.name.as_str()));
             seen.push(sub.key);
         }
@@ -2147,7 +2336,7 @@ mod tests {
                     user,
                 }),
             };
-            SeriesKeys::resolve(series, &l, "known_m", db, &known)
+            SeriesKeys::resolve(series, &l, "known_m", db, &known).0
         };
         assert!(!resolve("u", "db").known, "not in the set yet");
         assert!(!resolve("u", "db").known, "a no is asked again");
@@ -2178,7 +2367,7 @@ mod tests {
         let in_body = |name: &str| (name == "known_m").then_some(5usize);
         let look =
             |series, db, scope, body| SeriesKeys::thread_series(series, db, scope, body, in_body);
-        let Some(ThreadLook::Known(sub, si)) = look(series, "db", scope("u"), 1) else {
+        let Some(ThreadLook::Known(sub, si, at)) = look(series, "db", scope("u"), 1) else {
             panic!("known");
         };
         assert_eq!(si, 5);
@@ -2201,8 +2390,12 @@ mod tests {
             block: 2,
             table: 3,
         };
-        assert!(SeriesKeys::note_body(series, slot));
-        assert!(!SeriesKeys::note_body(other, slot), "not in the map");
+        assert!(SeriesKeys::note_body(at, series, slot));
+        assert!(!SeriesKeys::note_body(at, other, slot), "not in the map");
+        assert!(
+            SeriesKeys::note_body(usize::MAX, series, slot),
+            "found by its key when not where it was"
+        );
         assert!(matches!(look(series, "db", None, 7), Some(ThreadLook::InBody(s)) if s == slot));
         // Other scopes asked meanwhile: the yes is learnt again by resolving the line.
         assert!(look(series, "db", scope("u"), 8).is_none());
