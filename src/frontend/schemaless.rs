@@ -284,6 +284,12 @@ struct SeriesKeys {
     /// series a probe of a map was a cache miss per line).
     entries: Vec<SeriesEntry>,
     last: usize,
+    /// Subtable key -> the first entry with it: two spellings of one series (tags in
+    /// another order, say) share a subtable, and their entries are marked
+    /// ([`SeriesEntry::shared`]).
+    subtables: HashMap<u128, u32, foldhash::fast::RandomState>,
+    /// How many times the map started over (when full).
+    clears: u64,
     /// The STABLE (lower-cased name) of entries, by [`SeriesEntry::stable`].
     stables: Vec<String>,
     bytes: usize,
@@ -312,6 +318,8 @@ struct SeriesEntry {
     stable: u32,
     /// Where the body being converted on this thread put the series' rows.
     body: BodySlot,
+    /// Another entry has the same subtable (see [`SeriesKeys::subtables`]).
+    shared: bool,
 }
 
 /// Where one body put a series' rows: the body ([`next_body`]), the index of the STABLE
@@ -338,9 +346,10 @@ fn next_body() -> u64 {
 enum ThreadLook {
     /// The body being converted already put the series' rows here.
     InBody(BodySlot),
-    /// The subtable exists, with the index of its STABLE among the body's and of the
-    /// series' entry in the map (for [`SeriesKeys::note_body`]).
-    Known(Resolved, usize, usize),
+    /// The subtable exists, with the index of its STABLE among the body's, of the series'
+    /// entry in the map (for [`SeriesKeys::note_body`]), and whether another series of the
+    /// map has the same subtable.
+    Known(Resolved, usize, usize, bool),
 }
 
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
@@ -357,9 +366,9 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bytes per entry: the entry and its slot in `index` (key, position, control byte and
-    /// spare room).
-    const ENTRY_BYTES: usize = 128;
+    /// Bytes per entry: the entry and its slots in `index` and `subtables` (key, position,
+    /// control byte and spare room).
+    const ENTRY_BYTES: usize = 160;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -373,6 +382,8 @@ impl SeriesKeys {
             index: HashMap::default(),
             entries: Vec::new(),
             last: usize::MAX,
+            subtables: HashMap::default(),
+            clears: 0,
             stables: Vec::new(),
             bytes: 0,
             bytes_max,
@@ -435,6 +446,8 @@ impl SeriesKeys {
         let known_stable = if full {
             self.index.clear();
             self.entries.clear();
+            self.subtables.clear();
+            self.clears += 1;
             self.stables.clear();
             self.bytes = 0;
             self.last = usize::MAX;
@@ -451,6 +464,18 @@ impl SeriesKeys {
             }
         };
         let at = self.entries.len();
+        let shared = match self.subtables.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(at as u32);
+                false
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                if let Some(first) = self.entries.get_mut(*o.get() as usize) {
+                    first.shared = true;
+                }
+                true
+            }
+        };
         self.entries.push(SeriesEntry {
             series,
             key,
@@ -458,6 +483,7 @@ impl SeriesKeys {
             known: 0,
             stable: stable as u32,
             body: BodySlot::default(),
+            shared,
         });
         self.index.insert(series, at as u32);
         self.bytes += Self::ENTRY_BYTES;
@@ -549,8 +575,30 @@ impl SeriesKeys {
                 contains: &never,
                 scope,
             };
+            let shared = e.shared;
             let sub = e.resolved(db, route_epoch, Some(known_epoch), &known);
-            Some(ThreadLook::Known(sub, si, at))
+            Some(ThreadLook::Known(sub, si, at, shared))
+        })
+    }
+
+    /// How many times this thread's map has started over.
+    fn clears() -> u64 {
+        SERIES_KEYS.with(|k| k.borrow().clears)
+    }
+
+    /// Whether a line of series `series` (its entry at `at`) may be placed in body `body`
+    /// without the body's map of subtables: its entry is there, no other series shares its
+    /// subtable, the body has not placed it, and the map has not started over since it
+    /// had started over `clears` times (which would have dropped the slots of series the
+    /// body placed). Then no other line of the body has placed its subtable.
+    fn alone_in_body(at: usize, series: u128, body: u64, clears: u64) -> bool {
+        SERIES_KEYS.with(|k| {
+            let mut k = k.borrow_mut();
+            if k.clears != clears {
+                return false;
+            }
+            k.entry_at(at, series)
+                .is_some_and(|e| !e.shared && e.body.body != body)
         })
     }
 
@@ -932,8 +980,9 @@ struct Series {
 /// index of its STABLE in the body), or nothing yet.
 enum Looked {
     Body(u128, Series),
-    /// With the index of its STABLE in the body and of its entry in the thread's map.
-    Thread(u128, Resolved, usize, usize),
+    /// With the index of its STABLE in the body, of its entry in the thread's map, and
+    /// whether another series there has the same subtable.
+    Thread(u128, Resolved, usize, usize, bool),
     Miss(u128),
 }
 
@@ -971,7 +1020,9 @@ fn look_up(
             },
         ),
         (_, Some(s)) => Looked::Body(h, *s),
-        (Some(ThreadLook::Known(sub, si, at)), None) => Looked::Thread(h, sub, si, at),
+        (Some(ThreadLook::Known(sub, si, at, shared)), None) => {
+            Looked::Thread(h, sub, si, at, shared)
+        }
         (None, None) => Looked::Miss(h),
     }
 }
@@ -1048,6 +1099,27 @@ fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
 
 fn ts_collision(field: &str) -> String {
     format!("field '{field}' collides with the timestamp column '{TS_COLUMN}'")
+}
+
+/// A body's subtables by key: (STABLE, block, index in it) ([`Schemaless::prepare_known_schemas`]).
+type SubtableMap = HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState>;
+
+/// Enters the subtables placed without the map into it, once; from then on every subtable
+/// placed goes into it (`mapped`). Sized then, for the series the body is expected to hold.
+fn map_placed(
+    subtables: &mut SubtableMap,
+    unmapped: &mut Vec<(u128, (usize, usize, u32))>,
+    mapped: &mut bool,
+    series_est: usize,
+) {
+    if *mapped {
+        return;
+    }
+    subtables.reserve(series_est.max(unmapped.len()));
+    for (key, place) in unmapped.drain(..) {
+        subtables.entry(key).or_insert(place);
+    }
+    *mapped = true;
 }
 
 /// Rows to reserve in a new block of STABLE `st`: its vgroup's share of the body, so that
@@ -1365,9 +1437,22 @@ impl Schemaless {
             },
             Default::default(),
         );
-        // Subtable key (see `subtable_key`) -> (STABLE, block, index in it).
-        let mut subtables: HashMap<u128, (usize, usize, u32), foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(series_est, Default::default());
+        // Subtable key (see `subtable_key`) -> (STABLE, block, index in it), of every
+        // subtable the body placed once `mapped` is true. Until then, a line whose series'
+        // entry in this thread's map shares its subtable with no other entry is placed
+        // without it (with 1,000s of series its inserts were cache misses, 6% of the CPU)
+        // and noted in `unmapped`: the body's slot in that entry is then the only way another
+        // line reaches the subtable. Anything else (a shared subtable, `child_table_tag`, a
+        // map that started over, another thread after an `await`) maps them first
+        // (`map_placed`).
+        let mut subtables: SubtableMap = HashMap::default();
+        let mut mapped = child_table_tag.is_some();
+        if mapped {
+            subtables.reserve(series_est);
+        }
+        let mut unmapped: Vec<(u128, (usize, usize, u32))> = Vec::new();
+        let this_thread = SERIES_KEYS.with(|k| k as *const _ as usize);
+        let clears = SeriesKeys::clears();
         let mut line = Line::default();
         let mut lines = parse_lines(body);
         // A line whose series key this body has already resolved to a subtable, or whose
@@ -1412,12 +1497,12 @@ impl Schemaless {
             };
             let (h, hit, thread_hit) = match look {
                 Looked::Body(h, s) => (h, Some(s), None),
-                Looked::Thread(h, sub, si, at) => (h, None, Some((sub, si, at))),
+                Looked::Thread(h, sub, si, at, shared) => (h, None, Some((sub, si, at, shared))),
                 Looked::Miss(h) => (h, None, None),
             };
             let si = match (hit, &thread_hit) {
                 (Some(s), _) => s.stable,
-                (None, Some((_, si, _))) => *si,
+                (None, Some((_, si, _, _))) => *si,
                 (None, None) => {
                     let name = lower_case(&line.measurement);
                     if !valid_stable_name(&name) {
@@ -1430,6 +1515,10 @@ impl Schemaless {
                             // Cached by the client; a STABLE that does not exist yet is the
                             // slow path's to create.
                             let schema = self.client.stable(db, &name).await.ok()?;
+                            if SERIES_KEYS.with(|k| k as *const _ as usize) != this_thread {
+                                // Another thread's map holds no slots of this body.
+                                map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
+                            }
                             stables.push(FastStable::new(
                                 name.into_owned(),
                                 schema,
@@ -1477,10 +1566,18 @@ impl Schemaless {
                 }
                 continue;
             }
-            if let Some((sub, _, at)) = &thread_hit {
+            if let Some((sub, _, at, shared)) = &thread_hit {
                 // A series new to this body whose subtable exists: its row goes straight onto
                 // its vgroup's block, which lists the subtable once the row has converted.
-                let (b, existing) = match subtables.get(&sub.key) {
+                if *shared {
+                    map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
+                }
+                let found = if mapped {
+                    subtables.get(&sub.key)
+                } else {
+                    None
+                };
+                let (b, existing) = match found {
                     Some((s, b, t)) if *s == si => (*b, Some(*t)),
                     Some(_) => return None,
                     None => {
@@ -1510,7 +1607,11 @@ impl Schemaless {
                 match pushed {
                     Ok(Some(t)) => {
                         if existing.is_none() {
-                            subtables.insert(sub.key, (si, b, t));
+                            if mapped {
+                                subtables.insert(sub.key, (si, b, t));
+                            } else {
+                                unmapped.push((sub.key, (si, b, t)));
+                            }
                         }
                         let slot = BodySlot {
                             body: body_id,
@@ -1585,7 +1686,16 @@ impl Schemaless {
                     usize::MAX,
                 ),
             };
-            let (b, t) = match subtables.get(&sub.key) {
+            let alone = thread.is_some() && SeriesKeys::alone_in_body(at, h, body_id, clears);
+            if !alone {
+                map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
+            }
+            let found = if mapped {
+                subtables.get(&sub.key)
+            } else {
+                None
+            };
+            let (b, t) = match found {
                 Some((s, b, t)) if *s == si => (*b, *t),
                 // A subtable named by `child_table_tag` for two STABLEs: which line wins
                 // depends on the slow path's order of STABLEs, so let it decide.
@@ -1607,7 +1717,11 @@ impl Schemaless {
                     let rows = |st: &FastStable| block_rows_est(body.len(), key.len(), route, st);
                     let b = block_for(st, &mut blocks, vg, rows)?;
                     let t = blocks.get_mut(b)?.add_table(sub.name.as_str(), tags);
-                    subtables.insert(sub.key, (si, b, t));
+                    if mapped {
+                        subtables.insert(sub.key, (si, b, t));
+                    } else {
+                        unmapped.push((sub.key, (si, b, t)));
+                    }
                     (b, t)
                 }
             };
@@ -2267,6 +2381,29 @@ mod tests {
     }
 
     #[test]
+    fn series_sharing_a_subtable_are_marked() {
+        let mut keys = SeriesKeys::new(1 << 20);
+        let s: Vec<u128> = (0..4)
+            .map(|i| series_hash(format!("m,a={i}").as_bytes()))
+            .collect();
+        keys.insert(s[0], 10, "m");
+        keys.insert(s[1], 11, "m");
+        assert!(!keys.get(s[0]).is_some_and(|e| e.shared));
+        // A second spelling of subtable 10: both are marked, the other series not.
+        keys.insert(s[2], 10, "m");
+        let shared = |k: &SeriesKeys, x: u128| k.get(x).map(|e| e.shared);
+        assert_eq!(shared(&keys, s[0]), Some(true));
+        assert_eq!(shared(&keys, s[2]), Some(true));
+        assert_eq!(shared(&keys, s[1]), Some(false));
+        // Starting over forgets them.
+        let mut small = SeriesKeys::new(2 * SeriesKeys::ENTRY_BYTES + 1);
+        small.insert(s[0], 10, "m");
+        small.insert(s[2], 10, "m");
+        assert_eq!(shared(&small, s[0]), None, "started over");
+        assert_eq!(shared(&small, s[2]), Some(false));
+    }
+
+    #[test]
     fn series_hashes_tell_series_apart() {
         let keys = [
             "m",
@@ -2367,10 +2504,11 @@ mod tests {
         let in_body = |name: &str| (name == "known_m").then_some(5usize);
         let look =
             |series, db, scope, body| SeriesKeys::thread_series(series, db, scope, body, in_body);
-        let Some(ThreadLook::Known(sub, si, at)) = look(series, "db", scope("u"), 1) else {
+        let Some(ThreadLook::Known(sub, si, at, shared)) = look(series, "db", scope("u"), 1) else {
             panic!("known");
         };
         assert_eq!(si, 5);
+        assert!(!shared, "one spelling of its subtable");
         assert!(sub.known);
         assert_eq!(sub.name.as_str(), name);
         assert_eq!(sub.route_hash, hash_table_name("db", &name));
