@@ -399,9 +399,19 @@ impl RowBlock {
         table: u32,
         fill: impl FnOnce(&mut [Column]) -> Result<bool, E>,
     ) -> Result<bool, E> {
-        if (table as usize) >= self.ends.len() {
+        if (table as usize) >= self.ends.len() || !self.fill_row(fill)? {
             return Ok(false);
         }
+        self.note_run(table, 1);
+        Ok(true)
+    }
+
+    /// Runs `fill` on the columns; true if it returned `Ok(true)` with every column one row
+    /// longer, else the columns are put back as they were (and its error returned).
+    fn fill_row<E>(
+        &mut self,
+        fill: impl FnOnce(&mut [Column]) -> Result<bool, E>,
+    ) -> Result<bool, E> {
         let len = self.num_rows();
         let filled = fill(&mut self.columns);
         if !matches!(filled, Ok(true)) || self.columns.iter().any(|c| c.len() != len + 1) {
@@ -410,7 +420,6 @@ impl RowBlock {
             }
             return filled.map(|_| false);
         }
-        self.note_run(table, 1);
         Ok(true)
     }
 
@@ -424,16 +433,8 @@ impl RowBlock {
         tags: Option<Vec<Value>>,
         fill: impl FnOnce(&mut [Column]) -> Result<bool, E>,
     ) -> Result<Option<u32>, E> {
-        if name.is_empty() || self.ends.len() >= u32::MAX as usize {
+        if name.is_empty() || self.ends.len() >= u32::MAX as usize || !self.fill_row(fill)? {
             return Ok(None);
-        }
-        let len = self.num_rows();
-        let filled = fill(&mut self.columns);
-        if !matches!(filled, Ok(true)) || self.columns.iter().any(|c| c.len() != len + 1) {
-            for c in &mut self.columns {
-                c.truncate(len);
-            }
-            return filled.map(|_| None);
         }
         let table = self.add_table(name, tags);
         self.note_run(table, 1);

@@ -975,6 +975,16 @@ struct Series {
     table: Option<(usize, u32)>,
 }
 
+impl Series {
+    /// A series of STABLE `stable` with no row placed yet.
+    fn unplaced(stable: usize) -> Series {
+        Series {
+            stable,
+            table: None,
+        }
+    }
+}
+
 /// What the fast path found for a line's series (each variant holds its [`series_hash`]):
 /// the series as this body resolved it, a subtable this thread knows to exist (with the
 /// index of its STABLE in the body), or nothing yet.
@@ -1546,18 +1556,7 @@ impl Schemaless {
             {
                 // A series this body has a subtable for: its row goes straight into the block
                 // (which puts its columns back itself if the line does not convert).
-                let mut unknown_key = false;
-                let pushed = blocks.get_mut(b)?.push_row_with(t, |cols| {
-                    let len = cols.first().map_or(0, Column::len);
-                    match push_if_known(st, &line, ts, cols, len) {
-                        Some(Ok(())) => Ok(true),
-                        Some(Err(msg)) => Err(msg),
-                        None => {
-                            unknown_key = true;
-                            Ok(false)
-                        }
-                    }
-                });
+                let pushed = blocks.get_mut(b)?.push_row_with(t, row_of(st, &line, ts));
                 match pushed {
                     Ok(true) => out.fields += line.fields.len() as u64,
                     // A key the schema lacks (or a block out of shape, which cannot be).
@@ -1572,11 +1571,7 @@ impl Schemaless {
                 if *shared {
                     map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
                 }
-                let found = if mapped {
-                    subtables.get(&sub.key)
-                } else {
-                    None
-                };
+                let found = subtables.get(&sub.key).filter(|_| mapped);
                 let (b, existing) = match found {
                     Some((s, b, t)) if *s == si => (*b, Some(*t)),
                     Some(_) => return None,
@@ -1588,18 +1583,7 @@ impl Schemaless {
                     }
                 };
                 let block = blocks.get_mut(b)?;
-                let mut unknown_key = false;
-                let fill = |cols: &mut [Column]| {
-                    let len = cols.first().map_or(0, Column::len);
-                    match push_if_known(st, &line, ts, cols, len) {
-                        Some(Ok(())) => Ok(true),
-                        Some(Err(msg)) => Err(msg),
-                        None => {
-                            unknown_key = true;
-                            Ok(false)
-                        }
-                    }
-                };
+                let fill = row_of(st, &line, ts);
                 let pushed = match existing {
                     Some(t) => block.push_row_with(t, fill).map(|ok| ok.then_some(t)),
                     None => block.push_row_with_new_table(sub.name.as_str(), None, fill),
@@ -1634,13 +1618,7 @@ impl Schemaless {
                     Ok(None) => return None,
                     Err(msg) => {
                         // The series' STABLE, for its next line, as below.
-                        series.insert(
-                            h,
-                            Series {
-                                stable: si,
-                                table: None,
-                            },
-                        );
+                        series.insert(h, Series::unplaced(si));
                         out.reject(line.line_no, msg);
                     }
                 }
@@ -1668,13 +1646,7 @@ impl Schemaless {
                 if hit.is_none() {
                     // The series' STABLE, for its next line; a line that converts enters
                     // it once, below, with its subtable.
-                    series.insert(
-                        h,
-                        Series {
-                            stable: si,
-                            table: None,
-                        },
-                    );
+                    series.insert(h, Series::unplaced(si));
                 }
                 out.reject(line.line_no, msg);
                 continue;
@@ -1690,11 +1662,7 @@ impl Schemaless {
             if !alone {
                 map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
             }
-            let found = if mapped {
-                subtables.get(&sub.key)
-            } else {
-                None
-            };
+            let found = subtables.get(&sub.key).filter(|_| mapped);
             let (b, t) = match found {
                 Some((s, b, t)) if *s == si => (*b, *t),
                 // A subtable named by `child_table_tag` for two STABLEs: which line wins
@@ -2107,6 +2075,23 @@ fn row_if_known(
         }
     }
     converted
+}
+
+/// `line`'s row as [`RowBlock::push_row_with`] takes it ([`push_if_known`] onto the block's
+/// columns): `Ok(false)` for a key the schema lacks, which sends the body to the slow path.
+fn row_of<'a>(
+    st: &'a mut FastStable,
+    line: &'a Line<'_>,
+    ts: i64,
+) -> impl FnOnce(&mut [Column]) -> Result<bool, String> + 'a {
+    move |cols| {
+        let len = cols.first().map_or(0, Column::len);
+        match push_if_known(st, line, ts, cols, len) {
+            Some(Ok(())) => Ok(true),
+            Some(Err(msg)) => Err(msg),
+            None => Ok(false),
+        }
+    }
 }
 
 /// [`row_if_known`] without putting `cols` (`len` rows long) back on failure.
