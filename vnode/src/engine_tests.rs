@@ -1331,17 +1331,15 @@ fn narrow_ranges_of_long_blocks_give_exactly_their_rows() {
     }
 }
 
-/// The write path guesses each subtable's uid from the one before it (the order of the last
-/// write, neighbouring uids) and checks the guess by name: whatever the order — the creation
+/// With a catalog of thousands of subtables, whatever the order of a write — the creation
 /// order with skips and late rows, a shuffle, subtables dropped and created again under new
 /// uids — every row lands in its own subtable.
 #[test]
-fn guessed_uids_put_every_row_in_its_own_subtable() {
+fn every_row_lands_in_its_own_subtable_in_any_order() {
     let d = tempfile::tempdir().unwrap();
     let v = Vnode::open(d.path(), cfg(64)).unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    // Guesses are made only in a catalog this big.
-    let filler: Vec<(String, i64, Row)> = (0..GUESS_TABLES_MIN)
+    let filler: Vec<(String, i64, Row)> = (0..8192)
         .map(|i| (format!("f{i}"), 0, (None, None, Some(i as i64))))
         .collect();
     write_block(&v, &filler, false);
@@ -1397,4 +1395,75 @@ fn guessed_uids_put_every_row_in_its_own_subtable() {
             );
         }
     }
+}
+
+/// A write that names an existing subtable under another STABLE is refused with the
+/// subtable's own STABLE, whether the write's STABLE has subtables here or is new, and
+/// through both write forms; the subtable keeps its rows and takes more under its own name.
+#[test]
+fn a_subtable_takes_rows_only_under_its_own_stable() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(64)).unwrap();
+    let row = |ts: i64| (ts, (Some(ts as f64), None, Some(ts)));
+    write(&v, "t1", &[row(1)]);
+    let other = |name: &str| StableSchema {
+        name: name.into(),
+        ..schema()
+    };
+    let refused = |stable: &str, block: bool| {
+        let s = other(stable);
+        let cols = columns_of(&[row(2)]);
+        let (tables, blocks) = if block {
+            let types: Vec<DataType> = s.columns.iter().map(|c| c.data_type).collect();
+            let mut b = RowBlock::new(stable, &types);
+            let i = b.add_table("t1", Some(vec![Value::Str("x".into())]));
+            assert!(b.push_rows(i, &cols, 0, 1));
+            (Vec::new(), vec![b])
+        } else {
+            let tw = TableWrite {
+                table: "t1".into(),
+                stable: stable.into(),
+                tags: Some(vec![Value::Str("x".into())]),
+                columns: cols,
+            };
+            (vec![tw], Vec::new())
+        };
+        let err = v
+            .write(&WriteBatch {
+                db: DB.into(),
+                vgroup: VgroupId(1),
+                schemas: vec![s],
+                tables,
+                blocks,
+            })
+            .unwrap_err();
+        assert!(
+            matches!(&err, VnodeError::SchemaMismatch { table, reason }
+                if table == "t1" && reason.contains("belongs to STABLE 'm'")
+                    && reason.contains(&format!("names '{stable}'"))),
+            "{stable} (block {block}): {err:?}"
+        );
+    };
+    // "n" has no subtable yet; then it gets one, so it has an id of its own.
+    refused("n", false);
+    refused("n", true);
+    let s = other("n");
+    v.write(&WriteBatch {
+        db: DB.into(),
+        vgroup: VgroupId(1),
+        schemas: vec![s],
+        tables: vec![TableWrite {
+            table: "u1".into(),
+            stable: "n".into(),
+            tags: Some(vec![Value::Str("y".into())]),
+            columns: columns_of(&[row(3)]),
+        }],
+        blocks: Vec::new(),
+    })
+    .unwrap();
+    refused("n", false);
+    refused("n", true);
+    write(&v, "t1", &[row(4)]);
+    assert_eq!(scan_all(&v, "t1", i64::MIN, i64::MAX), vec![row(1), row(4)]);
+    assert_eq!(scan_all(&v, "u1", i64::MIN, i64::MAX), vec![row(3)]);
 }

@@ -72,7 +72,7 @@ use crate::error::Result;
 use crate::flush::Frozen;
 use crate::memtable::Memtable;
 use crate::merge::{merge_runs, Run};
-use crate::meta::Meta;
+use crate::meta::{Meta, StableId};
 use crate::op::{ApplyRef, BlockRef, Op};
 use crate::tsdb::{FileSet, Window};
 use crate::wal::Wal;
@@ -551,7 +551,7 @@ pub struct VnodeCore {
     dir: PathBuf,
     cfg: VnodeConfig,
     /// Serialises mutations: validate + WAL append + apply, and freezes.
-    commit: Mutex<WriteHints>,
+    commit: Mutex<()>,
     /// Serialises file-set changes: flush, merge, compact, retention.
     bg: Mutex<()>,
     state: RwLock<State>,
@@ -782,117 +782,35 @@ struct TablePlanner<'m, 'a> {
     /// Name -> index in `creates`.
     created: HashMap<&'a str, usize, foldhash::fast::RandomState>,
     next_uid: u64,
-    /// The existing subtable resolved last: the next one is guessed from it.
-    prev: Option<TableUid>,
-    hints: &'m mut WriteHints,
-    /// Wrong guesses left before the planner stops guessing: a batch whose subtables come
-    /// in no order costs at most [`GUESSES_MAX`] of them. A right guess earns one back.
-    /// None at all below [`GUESS_TABLES_MIN`] subtables.
-    guesses_left: u32,
-}
-
-/// See `TablePlanner::guesses_left`.
-const GUESSES_MAX: u32 = 32;
-
-/// Guessing pays only when the lookup by name misses the CPU cache: a vnode with fewer
-/// subtables than this keeps its name table in the cache, and there a wrong guess (half of
-/// them in the TSBS data at 4,000 trucks, where devices skip readings and send late) cost
-/// more than the lookups it saved.
-const GUESS_TABLES_MIN: usize = 8192;
-
-/// The uids around the previous subtable's that a guess tries when the hint is wrong: a
-/// writer that skips a device (no reading this time) or sends one a little late shifts
-/// the order by a few places. Neighbouring uids are neighbouring buckets of `by_uid`.
-const NEAR_UIDS: [i64; 8] = [1, 2, 3, 4, -1, -2, -3, -4];
-
-/// What the write path learns from one write for the next, kept under the commit lock.
-///
-/// Writers list the subtables of a batch in much the same order every time (a collector
-/// walks its devices in a fixed order), so the subtable after a given one is usually the
-/// one that followed it last time. A guess checked against `by_uid` reads neighbouring
-/// buckets (the order is mostly the creation order, and [`tidal_common::UidHash`] keeps
-/// neighbouring uids in neighbouring buckets) where the lookup by name reads a random one:
-/// with 100,000s of subtables that lookup was a cache miss per row.
-#[derive(Default)]
-struct WriteHints {
-    /// Subtable -> the subtable after it in the last write that listed both in a row. At
-    /// most one entry per subtable: cleared when it outgrows the catalog (dropped subtables
-    /// leave theirs behind).
-    next: HashMap<TableUid, TableUid, tidal_common::UidHash>,
-}
-
-impl WriteHints {
-    fn bound(&mut self, tables: usize) {
-        if self.next.len() > tables.saturating_mul(2).max(1024) {
-            self.next = HashMap::default();
-        }
-    }
 }
 
 impl<'m, 'a> TablePlanner<'m, 'a> {
-    /// The existing subtable `table` is likely to be, checked: the one that followed the
-    /// previous subtable last time, or one created shortly before or after it (then
-    /// learned as the one that follows).
-    fn guess(&mut self, table: &str) -> Option<&'m Arc<TableMeta>> {
-        let prev = self.prev.filter(|_| self.guesses_left > 0)?;
-        let meta = self.meta;
-        let h = Meta::name_hash(table);
-        let hinted = self.hints.next.get(&prev).copied();
-        if let Some(t) = hinted.and_then(|u| meta.table_if_named(u, table, h)) {
-            self.guesses_left = (self.guesses_left + 1).min(GUESSES_MAX);
-            return Some(t);
-        }
-        let near = |d: i64| meta.table_if_named(TableUid(prev.0.wrapping_add_signed(d)), table, h);
-        match NEAR_UIDS.iter().find_map(|d| near(*d)) {
-            Some(t) => {
-                self.guesses_left = (self.guesses_left + 1).min(GUESSES_MAX);
-                self.hints.next.insert(prev, t.uid);
-                Some(t)
-            }
-            None => {
-                self.guesses_left -= 1;
-                None
-            }
-        }
-    }
-
+    /// The uid of subtable `table` of STABLE `stable` (whose id in `meta` is `stable_id`,
+    /// `None` if it has no subtable there yet), planning its creation with `tags` if it does
+    /// not exist.
     fn uid_of(
         &mut self,
         table: &'a str,
         stable: &str,
+        stable_id: Option<StableId>,
         tags: Option<&[Value]>,
         schema: &StableSchema,
     ) -> Result<TableUid> {
-        let guessed = self.guess(table);
-        let existing = match guessed.or_else(|| self.meta.table(table)) {
-            Some(t) => {
-                // A name the guesses missed is learned (`guess` learns its own near hits),
-                // only while guessing pays: in a batch of no order it would be a random
-                // probe more per row.
-                if guessed.is_none() {
-                    if let Some(prev) = self.prev.filter(|_| self.guesses_left > 0) {
-                        self.hints.next.insert(prev, t.uid);
-                    }
-                }
-                self.prev = Some(t.uid);
-                Some((t.uid, t.stable.as_str()))
-            }
-            None => self
-                .created
-                .get(table)
-                .and_then(|i| self.creates.get(*i))
-                .map(|t| (t.uid, t.stable.as_str())),
+        let mismatch = |owner: &str| VnodeError::SchemaMismatch {
+            table: table.to_string(),
+            reason: format!("the table belongs to STABLE '{owner}', the write names '{stable}'"),
         };
-        if let Some((uid, owner)) = existing {
-            if owner != stable {
-                return Err(VnodeError::SchemaMismatch {
-                    table: table.to_string(),
-                    reason: format!(
-                        "the table belongs to STABLE '{owner}', the write names '{stable}'"
-                    ),
-                });
+        if let Some(slot) = self.meta.lookup(table) {
+            if Some(slot.stable) != stable_id {
+                return Err(mismatch(self.meta.stable_name(slot.stable)));
             }
-            return Ok(uid);
+            return Ok(slot.uid);
+        }
+        if let Some(t) = self.created.get(table).and_then(|i| self.creates.get(*i)) {
+            if t.stable != stable {
+                return Err(mismatch(&t.stable));
+            }
+            return Ok(t.uid);
         }
         (self.owns)(table)?;
         let Some(tags) = tags else {
@@ -1130,7 +1048,7 @@ impl VnodeCore {
             comp: cfg.options.comp,
             window_units,
             cfg: cfg.clone(),
-            commit: Mutex::new(WriteHints::default()),
+            commit: Mutex::new(()),
             bg: Mutex::new(()),
             state: RwLock::new(state),
             stable_tables: Mutex::new(HashMap::new()),
@@ -1187,9 +1105,7 @@ impl VnodeCore {
         meta: &Meta,
         batch: &'a WriteBatch,
         blocks_in: &'a [BlockIn],
-        hints: &mut WriteHints,
     ) -> Result<ApplyRef<'a>> {
-        hints.bound(meta.num_tables());
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
         for s in &batch.schemas {
             let e = newest.entry(s.name.as_str()).or_insert(s);
@@ -1222,19 +1138,18 @@ impl VnodeCore {
             creates: Vec::new(),
             created: HashMap::default(),
             next_uid: meta.next_uid,
-            prev: None,
-            hints,
-            guesses_left: if meta.num_tables() < GUESS_TABLES_MIN {
-                0
-            } else {
-                GUESSES_MAX
-            },
         };
         let mut rows = Vec::with_capacity(batch.tables.len());
         let oldest = self.oldest_writable_ts();
         for tw in &batch.tables {
             let schema = schema_of(&tw.stable, &tw.table)?;
-            let uid = tables.uid_of(&tw.table, &tw.stable, tw.tags.as_deref(), schema)?;
+            let uid = tables.uid_of(
+                &tw.table,
+                &tw.stable,
+                meta.stable_id(&tw.stable),
+                tw.tags.as_deref(),
+                schema,
+            )?;
             check_columns(&tw.table, schema, &tw.columns)?;
             if let Some(ts) = tw.columns.first().map(block::ts_slice) {
                 if let Some(min) = ts.iter().min() {
@@ -1262,9 +1177,10 @@ impl VnodeCore {
             };
             check_columns(&label, schema, b.columns())?;
             let mut uids = Vec::with_capacity(b.num_tables());
+            let stable_id = meta.stable_id(b.stable());
             for i in 0..b.num_tables() {
                 let name = b.table(i);
-                uids.push(tables.uid_of(name, b.stable(), b.tags(i), schema)?);
+                uids.push(tables.uid_of(name, b.stable(), stable_id, b.tags(i), schema)?);
             }
             let ts = b.columns().first().map(block::ts_slice).unwrap_or(&[]);
             if let Some((at, min)) = ts.iter().enumerate().min_by_key(|(_, t)| **t) {
@@ -1407,12 +1323,12 @@ impl VnodeCore {
                 got: batch.db.clone(),
             });
         }
-        let mut guard = self.commit.lock();
+        let guard = self.commit.lock();
         self.wal.check_poisoned()?;
         self.make_room()?;
         let mut plan = {
             let st = self.state.read();
-            self.plan_write(&st.meta, batch, &blocks, &mut guard)?
+            self.plan_write(&st.meta, batch, &blocks)?
         };
         let outcome = WriteOutcome {
             rows: plan
@@ -2983,7 +2899,7 @@ impl VnodeCore {
             .map(|m| m.len())
             .unwrap_or(0);
         VnodeStats {
-            tables: st.meta.tables.len() as u64,
+            tables: st.meta.num_tables() as u64,
             rows_written: self.rows_written.load(Ordering::Relaxed),
             mem_bytes: st.mem.bytes() + st.frozen.as_ref().map(|f| f.mem.bytes()).unwrap_or(0),
             wal_bytes: self.wal.bytes(),

@@ -2,14 +2,18 @@
 //! next subtable uid.
 //!
 //! Owns: name -> table, uid -> table, stable -> schema. Invariants: `by_uid` and `by_name` hold
-//! exactly the tables of `tables` (the same `Arc`s, so a lookup by uid — the hot path of
-//! LAST_ROW over many subtables — is one hash probe and listing tables copies no names or
-//! tags), and `by_uid` beside each its name's [`Meta::name_hash`]; every table's stable is in
-//! `stables`; `next_uid` is greater than every uid ever handed out (also of dropped tables), so
+//! exactly the tables of `tables` (`by_uid` the same `Arc`s, so a lookup by uid — the hot path
+//! of LAST_ROW over many subtables — is one hash probe and listing tables copies no names or
+//! tags; `by_name` each one's uid and STABLE, see [`names`]); every STABLE a table names has an
+//! id in `stable_ids`, never reused; every table's stable is in `stables`; `next_uid` is greater than every uid ever handed out (also of dropped tables), so
 //! uids are never reused. The catalog is made durable by the WAL (creates/drops/schema records)
 //! and by the snapshot in the manifest.
 
+mod names;
+
 use crate::codec::{DResult, Reader, Writer};
+use names::NameKey;
+pub use names::{NameSlot, StableId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,13 +25,16 @@ pub struct Meta {
     pub stables: BTreeMap<String, Arc<StableSchema>>,
     /// Ordered, for listings (SHOW, scans of a STABLE list subtables by name).
     pub tables: BTreeMap<String, Arc<TableMeta>>,
-    /// The same tables hashed by name: the write path resolves every subtable of a batch by
-    /// name, and with 100,000s of subtables a tree walk of string compares per subtable costs
-    /// more than the rest of its write.
-    by_name: HashMap<String, Arc<TableMeta>, foldhash::fast::RandomState>,
-    /// With each table's [`Meta::name_hash`], so that a guessed uid is checked against a
-    /// name without reading the table (see [`Meta::table_if_named`]).
-    by_uid: HashMap<TableUid, (u64, Arc<TableMeta>), UidHash>,
+    /// The same tables hashed by name, to their uid and STABLE: the write path resolves every
+    /// subtable of a batch by name, and with 100,000s of subtables a tree walk of string
+    /// compares per subtable cost more than the rest of its write (see [`names`] for why the
+    /// entries hold the names themselves).
+    by_name: HashMap<NameKey, NameSlot, Fast>,
+    by_uid: HashMap<TableUid, Arc<TableMeta>, UidHash>,
+    /// STABLE name -> its id in `by_name`'s entries, and the names by id: ids are handed out
+    /// on first sight and never taken back (a catalog sees few STABLEs).
+    stable_ids: HashMap<String, StableId, Fast>,
+    stable_names: Vec<String>,
     pub next_uid: u64,
     /// Tag indexes: (stable, tag position) -> value -> its subtables with that value, by name
     /// (the same `Arc`s as `tables`, so a lookup returns them without another search).
@@ -132,14 +139,15 @@ impl Meta {
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
         // A hash probe rules out the tree walk of a removal for a new name.
-        if self.by_name.contains_key(&t.name) {
+        if self.by_name.contains_key(t.name.as_bytes()) {
             self.remove_table(&t.name);
         }
         let t = Arc::new(t);
         self.bump(&t.stable);
-        self.by_uid
-            .insert(t.uid, (Meta::name_hash(&t.name), t.clone()));
-        self.by_name.insert(t.name.clone(), t.clone());
+        let stable = self.intern_stable(&t.stable);
+        self.by_uid.insert(t.uid, t.clone());
+        self.by_name
+            .insert(NameKey::new(&t.name), NameSlot { uid: t.uid, stable });
         let indexes = match self.tag_index.get_mut(t.stable.as_str()) {
             Some(v) => v,
             None => self.tag_index.entry(t.stable.clone()).or_default(),
@@ -159,7 +167,7 @@ impl Meta {
         let t = self.tables.remove(name)?;
         self.bump(&t.stable);
         self.by_uid.remove(&t.uid);
-        self.by_name.remove(name);
+        self.by_name.remove(name.as_bytes());
         for (k, idx) in self
             .tag_index
             .get_mut(t.stable.as_str())
@@ -182,7 +190,7 @@ impl Meta {
     /// Positions past its STABLE's tags are skipped: the live path checks them against the
     /// same schema, so only a damaged record could name one, and it must not allocate for it.
     pub fn set_tags(&mut self, name: &str, tags: &[(usize, Value)]) -> Option<Arc<TableMeta>> {
-        let old = self.by_name.get(name)?;
+        let old = self.table(name)?;
         let width = self.stables.get(&old.stable).map_or(0, |s| s.tags.len());
         let mut t = TableMeta::clone(old);
         // A subtable created before an ADD TAG holds fewer values than its schema has tags.
@@ -197,7 +205,7 @@ impl Meta {
         // Replacing the entry moves it between the buckets of every tag index of its STABLE
         // and bumps the STABLE's version, so cached `StableTables` are rebuilt.
         self.insert_table(t);
-        self.by_name.get(name).cloned()
+        self.table(name).cloned()
     }
 
     /// Whether tag `k` of `stable` has an index.
@@ -249,31 +257,39 @@ impl Meta {
         Some(names.into_values().collect())
     }
 
-    /// The live subtable named `name` (one hash probe).
+    /// The live subtable named `name`.
     pub fn table(&self, name: &str) -> Option<&Arc<TableMeta>> {
-        self.by_name.get(name)
+        let slot = self.by_name.get(name.as_bytes())?;
+        self.by_uid.get(&slot.uid)
     }
 
-    /// Subtable `uid` if it is named `name`, whose [`Meta::name_hash`] is `name_hash`: a
-    /// writer that guesses a name's uid checks the guess with this (see `TablePlanner` in
-    /// lib.rs). A guess reads a neighbouring bucket of `by_uid` ([`UidHash`]), where
-    /// [`Meta::table`] reads a random one of `by_name`; a wrong one is told by the hash alone.
-    pub fn table_if_named(
-        &self,
-        uid: TableUid,
-        name: &str,
-        name_hash: u64,
-    ) -> Option<&Arc<TableMeta>> {
-        match self.by_uid.get(&uid) {
-            Some((h, t)) if *h == name_hash && t.name == name => Some(t),
-            _ => None,
+    /// The uid and STABLE of the live subtable named `name`: one hash probe, which reads no
+    /// memory beyond the index's own bucket for a name of up to [`names::INLINE_BYTES`].
+    pub fn lookup(&self, name: &str) -> Option<NameSlot> {
+        self.by_name.get(name.as_bytes()).copied()
+    }
+
+    /// The id [`Meta::lookup`] gives the subtables of STABLE `stable`; `None` if no
+    /// subtable of it was ever listed here.
+    pub fn stable_id(&self, stable: &str) -> Option<StableId> {
+        self.stable_ids.get(stable).copied()
+    }
+
+    /// The STABLE of id `id` (empty for an id this catalog did not hand out).
+    pub fn stable_name(&self, id: StableId) -> &str {
+        self.stable_names
+            .get(id.0 as usize)
+            .map_or("", String::as_str)
+    }
+
+    fn intern_stable(&mut self, stable: &str) -> StableId {
+        if let Some(id) = self.stable_ids.get(stable) {
+            return *id;
         }
-    }
-
-    /// The hash [`Meta::table_if_named`] compares (fixed: it is not a map's own hash).
-    pub fn name_hash(name: &str) -> u64 {
-        use std::hash::BuildHasher;
-        foldhash::fast::FixedState::with_seed(0x7469_6461_6c00).hash_one(name)
+        let id = StableId(self.stable_names.len() as u32);
+        self.stable_names.push(stable.to_string());
+        self.stable_ids.insert(stable.to_string(), id);
+        id
     }
 
     pub fn has_uid(&self, uid: TableUid) -> bool {
@@ -285,7 +301,7 @@ impl Meta {
     }
 
     pub fn table_by_uid(&self, uid: TableUid) -> Option<&TableMeta> {
-        self.by_uid.get(&uid).map(|(_, t)| &**t)
+        self.by_uid.get(&uid).map(|t| &**t)
     }
 
     pub fn tables_of(&self, stable: &str) -> Vec<String> {
@@ -387,32 +403,35 @@ mod tests {
     }
 
     #[test]
-    fn a_guessed_uid_is_taken_only_with_its_name() {
+    fn lookups_follow_creates_replacements_and_drops() {
         let mut m = Meta::new();
-        for uid in 1..=3u64 {
-            m.insert_table(table(uid, &format!("t{uid}"), "s", &["x"]));
+        let long = "l".repeat(names::INLINE_BYTES + 10);
+        for (uid, name, stable) in [(1, "t1", "s"), (2, "t2", "s"), (3, long.as_str(), "r")] {
+            m.insert_table(table(uid, name, stable, &["x"]));
         }
-        let uid = |m: &Meta, uid: u64, name: &str| {
-            m.table_if_named(TableUid(uid), name, Meta::name_hash(name))
-                .map(|t| t.uid.0)
-        };
-        assert_eq!(uid(&m, 2, "t2"), Some(2));
-        assert_eq!(uid(&m, 2, "t3"), None, "another name");
-        let t2 = Meta::name_hash("t2");
-        assert_eq!(
-            m.table_if_named(TableUid(2), "t2", t2).map(|t| t.uid.0),
-            Some(2)
-        );
-        assert!(
-            m.table_if_named(TableUid(2), "t2", t2 ^ 1).is_none(),
-            "another hash"
-        );
-        assert_eq!(uid(&m, 9, "t3"), None, "no such uid");
-        // t2 dropped and created again: uid 2 is gone, the name is uid 4.
-        m.insert_table(table(4, "t2", "s", &["y"]));
-        assert_eq!(uid(&m, 2, "t2"), None);
-        assert_eq!(uid(&m, 4, "t2"), Some(4));
-        m.remove_table("t3");
-        assert_eq!(uid(&m, 3, "t3"), None);
+        let (s, r) = (m.stable_id("s").unwrap(), m.stable_id("r").unwrap());
+        assert_ne!(s, r);
+        assert_eq!((m.stable_name(s), m.stable_name(r)), ("s", "r"));
+        assert_eq!(m.stable_id("q"), None);
+        let slot = |m: &Meta, name: &str| m.lookup(name).map(|n| (n.uid.0, n.stable));
+        assert_eq!(slot(&m, "t2"), Some((2, s)));
+        assert_eq!(slot(&m, &long), Some((3, r)));
+        assert_eq!(slot(&m, "t"), None);
+        assert_eq!(slot(&m, &long[1..]), None);
+        assert_eq!(m.table(&long).map(|t| t.uid.0), Some(3));
+        // t2 dropped and created again in another STABLE: the name is uid 4 of "r".
+        m.insert_table(table(4, "t2", "r", &["y"]));
+        assert_eq!(slot(&m, "t2"), Some((4, r)));
+        assert!(!m.has_uid(TableUid(2)));
+        m.remove_table(&long);
+        assert_eq!(slot(&m, &long), None);
+        assert_eq!(m.table(&long).map(|t| t.uid.0), None);
+        // A STABLE dropped and created again keeps its id.
+        m.remove_table("t1");
+        m.remove_table("t2");
+        m.remove_stable("s");
+        m.insert_table(table(5, "t5", "s", &["z"]));
+        assert_eq!(slot(&m, "t5"), Some((5, s)));
+        assert_eq!(m.num_tables(), 1);
     }
 }
