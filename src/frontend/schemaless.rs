@@ -540,9 +540,12 @@ impl SeriesKeys {
     }
 
     /// What this thread's map knows of series `series`: where body `body` put its rows,
-    /// or else its subtable when that is known to exist in `scope` for `db` and its STABLE
-    /// is one `in_body` accepts (by name, giving back its index in the body). Either lets
-    /// a line skip its tags. Only a subtable the fast path once resolved is in the map, and
+    /// or else its subtable when that is known to exist in `known`'s scope for `db` and its
+    /// STABLE is one `in_body` accepts (by name, giving back its index in the body). Either
+    /// lets a line skip its tags. An entry not yet known to exist in the scope is asked of
+    /// `known` here (and a yes remembered): a series' second line on a thread, once the
+    /// first has created its subtable, is then not converted the slow way (with 100,000s of
+    /// series that was a line in eight). Only a subtable the fast path once resolved is in the map, and
     /// it did so only with every tag key of the series already in the STABLE's schema
     /// (which only grows), so nothing the tags would have told is missed; a subtable
     /// dropped since fails the write, which is then sent again with every tag
@@ -550,7 +553,7 @@ impl SeriesKeys {
     fn thread_series(
         series: u128,
         db: &str,
-        scope: Option<KnownScope<'_>>,
+        known: &Known<'_>,
         body: u64,
         in_body: impl FnOnce(&str) -> Option<usize>,
     ) -> Option<ThreadLook> {
@@ -563,21 +566,13 @@ impl SeriesKeys {
                 return Some(ThreadLook::InBody(slot));
             }
             let route_epoch = k.route_epoch_for(db);
-            let known_epoch = k.known_epoch_for(scope?, db);
+            let known_epoch = k.known_epoch_for(known.scope?, db);
             let k = &mut *k;
             let e = k.entries.get_mut(at)?;
-            if e.known != known_epoch {
-                return None;
-            }
             let si = in_body(k.stables.get(e.stable as usize)?)?;
-            let never = |_: &str| false;
-            let known = Known {
-                contains: &never,
-                scope,
-            };
             let shared = e.shared;
-            let sub = e.resolved(db, route_epoch, Some(known_epoch), &known);
-            Some(ThreadLook::Known(sub, si, at, shared))
+            let sub = e.resolved(db, route_epoch, Some(known_epoch), known);
+            sub.known.then_some(ThreadLook::Known(sub, si, at, shared))
         })
     }
 
@@ -1014,10 +1009,10 @@ fn look_up(
     h: u128,
     series: &HashMap<u128, Series, PrehashedState>,
     stables: &[FastStable],
-    thread: Option<(&str, Option<KnownScope<'_>>, u64)>,
+    thread: Option<(&str, &Known<'_>, u64)>,
 ) -> Looked {
-    let from_thread = thread.and_then(|(db, scope, body)| {
-        SeriesKeys::thread_series(h, db, scope, body, |name| {
+    let from_thread = thread.and_then(|(db, known, body)| {
+        SeriesKeys::thread_series(h, db, known, body, |name| {
             stables.iter().position(|s| s.name == name)
         })
     });
@@ -1474,7 +1469,7 @@ impl Schemaless {
         // This thread's series map serves the lines of this body (not with
         // `child_table_tag`, which names subtables otherwise).
         let body_id = next_body();
-        let thread = (child_table_tag.is_none()).then_some((db, known.scope, body_id));
+        let thread = (child_table_tag.is_none()).then_some((db, known, body_id));
         loop {
             let mut looked_up: Option<Looked> = None;
             let parsed = if skip_tags.ask() {
@@ -2487,25 +2482,47 @@ mod tests {
             })
         };
         let in_body = |name: &str| (name == "known_m").then_some(5usize);
-        let look =
-            |series, db, scope, body| SeriesKeys::thread_series(series, db, scope, body, in_body);
+        let look_as = |series,
+                       db,
+                       scope: Option<KnownScope<'_>>,
+                       body,
+                       in_body: &dyn Fn(&str) -> Option<usize>| {
+            let user = scope.map_or("", |s| s.user);
+            let contains = |t: &str| {
+                asked.fetch_add(1, Ordering::Relaxed);
+                set.contains(user, db, t)
+            };
+            let known = Known {
+                contains: &contains,
+                scope,
+            };
+            SeriesKeys::thread_series(series, db, &known, body, in_body)
+        };
+        let look = |series, db, scope, body| look_as(series, db, scope, body, &in_body);
         let Some(ThreadLook::Known(sub, si, at, shared)) = look(series, "db", scope("u"), 1) else {
             panic!("known");
         };
+        assert_eq!(asked.load(Ordering::Relaxed), 6, "remembered, not asked");
         assert_eq!(si, 5);
         assert!(!shared, "one spelling of its subtable");
         assert!(sub.known);
         assert_eq!(sub.name.as_str(), name);
         assert_eq!(sub.route_hash, hash_table_name("db", &name));
         assert!(
-            SeriesKeys::thread_series(series, "db", scope("u"), 1, |_| None).is_none(),
+            look_as(series, "db", scope("u"), 1, &|_| None).is_none(),
             "its STABLE is not in the body"
         );
         let other = series_hash(b"known_m,a=2");
-        assert!(look(other, "db", scope("u"), 1).is_none());
+        assert!(look(other, "db", scope("u"), 1).is_none(), "not in the map");
+        assert_eq!(asked.load(Ordering::Relaxed), 6);
+        // Other scopes are asked, and answer no.
         assert!(look(series, "db", scope("u2"), 1).is_none());
         assert!(look(series, "db2", scope("u"), 1).is_none());
-        assert!(look(series, "db", None, 1).is_none());
+        assert_eq!(asked.load(Ordering::Relaxed), 8);
+        assert!(
+            look(series, "db", None, 1).is_none(),
+            "no scope: never remembered"
+        );
         // Where a body put the series' rows is that body's alone.
         let slot = BodySlot {
             body: 7,
@@ -2520,19 +2537,30 @@ mod tests {
             "found by its key when not where it was"
         );
         assert!(matches!(look(series, "db", None, 7), Some(ThreadLook::InBody(s)) if s == slot));
-        // Other scopes asked meanwhile: the yes is learnt again by resolving the line.
-        assert!(look(series, "db", scope("u"), 8).is_none());
-        assert!(resolve("u", "db").known);
-        assert_eq!(asked.load(Ordering::Relaxed), 7);
+        // Other scopes asked meanwhile: the yes is asked for again, then remembered.
         assert!(matches!(
             look(series, "db", scope("u"), 8),
             Some(ThreadLook::Known(..))
         ));
+        assert_eq!(asked.load(Ordering::Relaxed), 9);
+        assert!(matches!(
+            look(series, "db", scope("u"), 8),
+            Some(ThreadLook::Known(..))
+        ));
+        assert!(resolve("u", "db").known);
+        assert_eq!(asked.load(Ordering::Relaxed), 9);
         // The set forgot (a known subtable was gone): the remembered yes no longer holds.
         set.clear();
         assert!(look(series, "db", scope("u"), 8).is_none());
         assert!(!resolve("u", "db").known);
-        assert_eq!(asked.load(Ordering::Relaxed), 8);
+        assert_eq!(asked.load(Ordering::Relaxed), 11);
+        // Known again: the thread's map learns it on the next look, without a resolve.
+        set.insert_all(&[KnownSubtables::key("u", "db", &name)]);
+        assert!(matches!(
+            look(series, "db", scope("u"), 9),
+            Some(ThreadLook::Known(..))
+        ));
+        assert_eq!(asked.load(Ordering::Relaxed), 12);
     }
 
     #[test]
