@@ -101,6 +101,10 @@ pub struct Prepared {
     /// The schema of every STABLE the blocks use, as the writes must carry them.
     pub schemas: Vec<StableSchema>,
     pub blocks: Vec<RowBlock>,
+    /// The routing map the blocks were built with and the index of each block's vgroup in
+    /// it, when each block holds the subtables of one vgroup (the fast path builds them so):
+    /// the write then need not hash every subtable name again to find out.
+    pub vgroups: Option<(Arc<RouteTable>, Vec<usize>)>,
 }
 
 /// Options of a schemaless write.
@@ -1327,9 +1331,21 @@ impl Schemaless {
         // same one unless it was refreshed meanwhile; the writer re-routes if it is stale).
         let route = self.client.route(db).await?;
         let mut groups: BTreeMap<usize, Vec<RowBlock>> = BTreeMap::new();
-        for b in p.blocks {
-            for (vg, part) in b.split_by(|t| route.index_of(db, t)) {
-                groups.entry(vg).or_default().push(part);
+        let placed = p
+            .vgroups
+            .filter(|(r, vgs)| Arc::ptr_eq(r, &route) && vgs.len() == p.blocks.len());
+        match placed {
+            Some((_, vgs)) => {
+                for (b, vg) in p.blocks.into_iter().zip(vgs) {
+                    groups.entry(vg).or_default().push(b);
+                }
+            }
+            None => {
+                for b in p.blocks {
+                    for (vg, part) in b.split_by(|t| route.index_of(db, t)) {
+                        groups.entry(vg).or_default().push(part);
+                    }
+                }
             }
         }
         let writes = groups.into_iter().map(|(vg, blocks)| {
@@ -1388,7 +1404,10 @@ impl Schemaless {
             .prepare_known_schemas(db, &route, body, opts, known)
             .await
         {
-            Some(p) => p,
+            Some((mut p, vgroups)) => {
+                p.vgroups = Some((route.clone(), vgroups));
+                p
+            }
             None => {
                 self.prepare_reconciling(db, &route, body, opts, known)
                     .await?
@@ -1408,7 +1427,8 @@ impl Schemaless {
     /// schema change (or anything else this path does not handle); nothing has been done
     /// then, and [`Schemaless::prepare_reconciling`] starts over. When it returns a result,
     /// it is the one `prepare_reconciling` would give: the same rows and the same rejected
-    /// lines with the same messages.
+    /// lines with the same messages. Each block holds the subtables of one vgroup: returned
+    /// with the index in `route` of each block's.
     async fn prepare_known_schemas(
         &self,
         db: &str,
@@ -1416,7 +1436,7 @@ impl Schemaless {
         body: &[u8],
         opts: &SchemalessOptions,
         known: &Known<'_>,
-    ) -> Option<Prepared> {
+    ) -> Option<(Prepared, Vec<usize>)> {
         let db_precision = Precision::from(route.precision);
         let now = route.precision.now();
         let child_table_tag = opts.child_table_tag.as_deref();
@@ -1709,13 +1729,31 @@ impl Schemaless {
             }
             out.fields += line.fields.len() as u64;
         }
-        blocks.retain(|b| b.num_tables() > 0);
+        let mut vgroup_of = vec![usize::MAX; blocks.len()];
+        for st in &stables {
+            for (vg, b) in st.blocks.iter().enumerate() {
+                if let Some(slot) = b.and_then(|b| vgroup_of.get_mut(b)) {
+                    *slot = vg;
+                }
+            }
+        }
+        let (blocks, vgroups): (Vec<RowBlock>, Vec<usize>) = blocks
+            .into_iter()
+            .zip(vgroup_of)
+            .filter(|(b, _)| b.num_tables() > 0)
+            .unzip();
+        // Every block was made for a vgroup (`block_for`).
+        if vgroups.contains(&usize::MAX) {
+            return None;
+        }
         out.errors.sort_by_key(|e| e.line);
-        Some(Prepared {
+        let p = Prepared {
             outcome: out,
             schemas: stables.into_iter().map(|s| s.index.schema).collect(),
             blocks,
-        })
+            vgroups: None,
+        };
+        Some((p, vgroups))
     }
 
     /// [`Schemaless::prepare`] in full: every line parsed and kept, the STABLEs created or
@@ -1845,6 +1883,7 @@ impl Schemaless {
             outcome: out,
             schemas,
             blocks,
+            vgroups: None,
         })
     }
 
