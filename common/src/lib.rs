@@ -12,6 +12,7 @@
 pub mod batch;
 pub mod histogram;
 pub mod ids;
+pub mod names;
 pub mod route;
 pub mod schema;
 pub mod status;

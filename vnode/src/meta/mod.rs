@@ -12,11 +12,11 @@
 mod names;
 
 use crate::codec::{DResult, Reader, Writer};
-use names::NameKey;
 pub use names::{NameSlot, StableId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use tidal_common::names::NameKey;
 use tidal_common::{StableSchema, TableMeta, TableUid, UidHash, Value};
 
 #[derive(Default, Clone)]
@@ -61,8 +61,51 @@ type TagIndex = HashMap<TagKey, TagSet, Fast>;
 /// Source of [`Meta`]'s STABLE versions.
 static NEXT_VERSION: AtomicU64 = AtomicU64::new(1);
 
-/// The subtables with one tag value, by name.
-type TagSet = BTreeMap<String, Arc<TableMeta>>;
+/// The subtables with one tag value, by name. The first tag, always indexed, usually names
+/// the device, so most of its values have one subtable: held without a tree then (a tree's
+/// node was about 400 bytes and an allocation per subtable created).
+#[derive(Clone)]
+enum TagSet {
+    One(Arc<TableMeta>),
+    Many(BTreeMap<String, Arc<TableMeta>>),
+}
+
+impl TagSet {
+    /// Adds `t`, replacing a subtable of its name.
+    fn insert(&mut self, t: Arc<TableMeta>) {
+        match self {
+            TagSet::One(x) if x.name == t.name => *x = t,
+            TagSet::One(x) => {
+                let mut m = BTreeMap::new();
+                m.insert(x.name.clone(), x.clone());
+                m.insert(t.name.clone(), t);
+                *self = TagSet::Many(m);
+            }
+            TagSet::Many(m) => {
+                m.insert(t.name.clone(), t);
+            }
+        }
+    }
+
+    /// Removes subtable `name`; true when the set is empty then.
+    fn remove(&mut self, name: &str) -> bool {
+        match self {
+            TagSet::One(x) => x.name == name,
+            TagSet::Many(m) => {
+                m.remove(name);
+                m.is_empty()
+            }
+        }
+    }
+
+    /// The subtables, by name.
+    fn tables(&self) -> Box<dyn Iterator<Item = &Arc<TableMeta>> + '_> {
+        match self {
+            TagSet::One(x) => Box::new(std::iter::once(x)),
+            TagSet::Many(m) => Box::new(m.values()),
+        }
+    }
+}
 
 /// A tag value as a hashable key (floats by their bits, -0.0 as 0.0).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -156,9 +199,7 @@ impl Meta {
             indexes.push((0, TagIndex::default()));
         }
         for (k, idx) in indexes.iter_mut() {
-            idx.entry(tag_key(&t, *k))
-                .or_default()
-                .insert(t.name.clone(), t.clone());
+            add_to_set(idx, tag_key(&t, *k), &t);
         }
         self.tables.insert(t.name.clone(), t);
     }
@@ -175,11 +216,8 @@ impl Meta {
             .flatten()
         {
             let key = tag_key(&t, *k);
-            if let Some(set) = idx.get_mut(&key) {
-                set.remove(name);
-                if set.is_empty() {
-                    idx.remove(&key);
-                }
+            if idx.get_mut(&key).is_some_and(|set| set.remove(name)) {
+                idx.remove(&key);
             }
         }
         Some(t)
@@ -222,9 +260,7 @@ impl Meta {
     pub fn build_tag_index(&mut self, stable: &str, k: usize) {
         let mut idx = TagIndex::default();
         for t in self.tables.values().filter(|t| t.stable == stable) {
-            idx.entry(tag_key(t, k))
-                .or_default()
-                .insert(t.name.clone(), t.clone());
+            add_to_set(&mut idx, tag_key(t, k), t);
         }
         let indexes = self.tag_index.entry(stable.to_string()).or_default();
         match indexes.iter_mut().find(|(i, _)| *i == k) {
@@ -247,12 +283,12 @@ impl Meta {
             .filter_map(|v| idx.get(&TagKey::of(v)))
             .collect();
         if let [one] = sets.as_slice() {
-            return Some(one.values().collect());
+            return Some(one.tables().collect());
         }
         // Several values: each set is sorted by name; a value listed twice is one set.
         let mut names: BTreeMap<&String, &Arc<TableMeta>> = BTreeMap::new();
         for set in sets {
-            names.extend(set.iter());
+            names.extend(set.tables().map(|t| (&t.name, t)));
         }
         Some(names.into_values().collect())
     }
@@ -264,7 +300,8 @@ impl Meta {
     }
 
     /// The uid and STABLE of the live subtable named `name`: one hash probe, which reads no
-    /// memory beyond the index's own bucket for a name of up to [`names::INLINE_BYTES`].
+    /// memory beyond the index's own bucket for a name of up to
+    /// [`tidal_common::names::INLINE_BYTES`].
     pub fn lookup(&self, name: &str) -> Option<NameSlot> {
         self.by_name.get(name.as_bytes()).copied()
     }
@@ -342,6 +379,15 @@ impl Meta {
     }
 }
 
+fn add_to_set(idx: &mut TagIndex, key: TagKey, t: &Arc<TableMeta>) {
+    match idx.entry(key) {
+        std::collections::hash_map::Entry::Occupied(mut o) => o.get_mut().insert(t.clone()),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(TagSet::One(t.clone()));
+        }
+    }
+}
+
 fn tag_key(t: &TableMeta, k: usize) -> TagKey {
     TagKey::of(t.tags.get(k).unwrap_or(&Value::Null))
 }
@@ -391,6 +437,21 @@ mod tests {
         assert_eq!(names(&m, "a", 0, "x"), Some(vec![]));
         assert_eq!(m.table("a2").map(|t| t.uid), Some(TableUid(5)));
         assert_eq!(m.next_uid, 6);
+        // A value shared by two subtables, then by one again; sets of several values merge
+        // by name.
+        m.insert_table(table(6, "a9", "a", &["z", "east"]));
+        assert_eq!(names(&m, "a", 0, "z"), Some(vec!["a0".into(), "a9".into()]));
+        let both = m
+            .tables_by_tag("a", 0, &[Value::Str("z".into()), Value::Str("y".into())])
+            .map(|ts| ts.iter().map(|t| t.name.clone()).collect::<Vec<_>>());
+        assert_eq!(both, Some(vec!["a0".into(), "a2".into(), "a9".into()]));
+        m.remove_table("a9");
+        assert_eq!(names(&m, "a", 0, "z"), Some(vec!["a0".to_string()]));
+        assert_eq!(
+            names(&m, "a", 1, "east"),
+            Some(vec![]),
+            "a9's value went with it"
+        );
         // Building again gives the same sets; a dropped STABLE's indexes go with it.
         m.build_tag_index("a", 1);
         assert_eq!(names(&m, "a", 1, "north"), Some(vec!["a0".to_string()]));
@@ -405,7 +466,7 @@ mod tests {
     #[test]
     fn lookups_follow_creates_replacements_and_drops() {
         let mut m = Meta::new();
-        let long = "l".repeat(names::INLINE_BYTES + 10);
+        let long = "l".repeat(tidal_common::names::INLINE_BYTES + 10);
         for (uid, name, stable) in [(1, "t1", "s"), (2, "t2", "s"), (3, long.as_str(), "r")] {
             m.insert_table(table(uid, name, stable, &["x"]));
         }
