@@ -1456,7 +1456,7 @@ impl VnodeCore {
         self.wal.check_poisoned()?;
         {
             let st = self.state.read();
-            if !st.meta.stables.contains_key(stable) && st.meta.tables_of(stable).is_empty() {
+            if !st.meta.stables.contains_key(stable) && !st.meta.has_tables_of(stable) {
                 return Ok(0);
             }
         }
@@ -1574,13 +1574,7 @@ impl VnodeCore {
                 return Some(t.clone());
             }
         }
-        let metas: Vec<Arc<TableMeta>> = st
-            .meta
-            .tables
-            .values()
-            .filter(|t| t.stable == stable)
-            .cloned()
-            .collect();
+        let metas = st.meta.sorted_tables(Some(stable));
         let built = Arc::new(StableTables::build(schema, version, metas));
         let mut cache = self.stable_tables.lock();
         // Drop what belongs to STABLEs that are gone (the map is otherwise bounded by the
@@ -1604,14 +1598,7 @@ impl VnodeCore {
 
     /// All subtables, or those of one STABLE; sorted by name.
     pub fn tables(&self, stable: Option<&str>) -> Vec<Arc<TableMeta>> {
-        self.state
-            .read()
-            .meta
-            .tables
-            .values()
-            .filter(|t| stable.is_none_or(|s| t.stable == s))
-            .cloned()
-            .collect()
+        self.state.read().meta.sorted_tables(stable)
     }
 
     /// The schema and requested column types of a live subtable.
@@ -2557,14 +2544,7 @@ impl VnodeCore {
 
     /// Every subtable's uid, ascending (what [`VnodeCore::warm_last_rows`] walks).
     pub fn table_uids(&self) -> Vec<TableUid> {
-        let mut uids: Vec<TableUid> = self
-            .state
-            .read()
-            .meta
-            .tables
-            .values()
-            .map(|t| t.uid)
-            .collect();
+        let mut uids: Vec<TableUid> = self.state.read().meta.uids().collect();
         uids.sort_unstable();
         uids
     }
