@@ -480,7 +480,7 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
                 tidal_common::vgroup_index(tidal_common::hash_table_name(db, table), ctx.vgroups);
             ctx.subtables
                 .write()
-                .insert(NameKey::new(table), Subtable { schema, group });
+                .insert(table, Subtable { schema, group });
             Ok(())
         }
         other => Err(format!("command type {other} is not supported")),
@@ -695,12 +695,13 @@ impl WorkerCtx {
         let mut metrics = 0u64;
         let mut acc = Blocks::with_capacity(self.tables_per_chunk.load(Ordering::Relaxed));
         let subtables = self.subtables.read();
+        let mut last = usize::MAX;
         for (i, raw) in chunk.text.split(|b| *b == b'\n').enumerate() {
             if raw.is_empty() {
                 continue;
             }
             let line_no = chunk.first_line + i;
-            match self.tdengine_row(raw, &subtables, &mut acc) {
+            match self.tdengine_row(raw, &subtables, &mut last, &mut acc) {
                 Ok(n) => {
                     rows += 1;
                     metrics += n;
@@ -748,6 +749,7 @@ impl WorkerCtx {
         &self,
         raw: &'c [u8],
         subtables: &SubtableMap,
+        last: &mut usize,
         acc: &mut Blocks<'c>,
     ) -> Result<u64, String> {
         let text = std::str::from_utf8(raw).map_err(|_| "line is not valid UTF-8".to_string())?;
@@ -769,7 +771,7 @@ impl WorkerCtx {
         let (ti, si) = match found {
             Some(x) => x,
             None => {
-                let sub = subtables.get(table.as_bytes()).ok_or_else(|| {
+                let sub = subtables.find(table, last).ok_or_else(|| {
                     format!("table '{table}' was not declared by a '3,' line before its rows")
                 })?;
                 let ti = match acc
@@ -797,11 +799,64 @@ impl WorkerCtx {
     }
 }
 
-/// Subtables by name, as declared by `3,` lines. Each entry holds what a row needs (a short
-/// name too, see [`NameKey`]): with 100,000s of subtables, every row of a chunk looks its
-/// subtable up here once, and `String` keys and shared entries made that three cache misses
-/// (the bucket, the key's bytes, the entry), a fifth of the loader's CPU at 100,000 trucks.
-type SubtableMap = HashMap<NameKey, Subtable, foldhash::fast::RandomState>;
+/// Subtables by name, as declared by `3,` lines, in the order declared. With 100,000s of
+/// subtables every row of a chunk looks its subtable up here (a chunk holds a row or two of
+/// each), and a probe of a map of them was a cache miss per row, a fifth of the loader's CPU
+/// at 100,000 trucks. A file lists its devices in much the same order every interval, the
+/// order they were declared in, so a row's subtable is usually among the few declared after
+/// (or just before) the last one found: those are checked first, in memory order, and their
+/// entries hold the names themselves ([`NameKey`]).
+#[derive(Default)]
+struct SubtableMap {
+    entries: Vec<(NameKey, Subtable)>,
+    /// Name -> index in `entries`.
+    index: HashMap<NameKey, u32, foldhash::fast::RandomState>,
+}
+
+impl SubtableMap {
+    /// Declares `name` (again: its entry is replaced in place).
+    fn insert(&mut self, name: &str, sub: Subtable) {
+        if let Some(e) = self
+            .index
+            .get(name.as_bytes())
+            .and_then(|&i| self.entries.get_mut(i as usize))
+        {
+            e.1 = sub;
+            return;
+        }
+        self.index
+            .insert(NameKey::new(name), self.entries.len() as u32);
+        self.entries.push((NameKey::new(name), sub));
+    }
+
+    /// Subtable `name`, looked for first around `last` (the index of the last one found,
+    /// which this updates).
+    fn find(&self, name: &str, last: &mut usize) -> Option<&Subtable> {
+        const AHEAD: usize = 8;
+        const BEHIND: usize = 4;
+        let name = name.as_bytes();
+        let from = last.wrapping_add(1);
+        let near = self
+            .entries
+            .get(from..)
+            .and_then(|r| r.get(..AHEAD.min(r.len())))
+            .and_then(|r| r.iter().position(|(k, _)| k.as_bytes() == name))
+            .map(|d| from + d)
+            .or_else(|| {
+                let lo = last.saturating_sub(BEHIND);
+                self.entries
+                    .get(lo..*last)
+                    .and_then(|r| r.iter().rposition(|(k, _)| k.as_bytes() == name))
+                    .map(|d| lo + d)
+            });
+        let i = match near {
+            Some(i) => i,
+            None => *self.index.get(name)? as usize,
+        };
+        *last = i;
+        self.entries.get(i).map(|(_, s)| s)
+    }
+}
 
 /// One chunk's rows being collected: a block per (STABLE, vgroup), so the writer queues each
 /// block whole, and the chunk's subtables.
@@ -1132,6 +1187,10 @@ fn push_null(col: &mut Column) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    use tidal_common::ColumnDef;
 
     #[test]
     fn tuples() {
@@ -1274,5 +1333,67 @@ mod tests {
         }
         assert_eq!(idx.get(3, "t3", at), Some((3, 1)));
         assert_eq!(idx.get(3, "t4", at), None);
+    }
+
+    /// Whatever order rows name their subtables in (declaration order with skips and late
+    /// rows, backwards, at random), each finds its own, and a subtable declared again takes
+    /// its new declaration.
+    #[test]
+    fn subtables_are_found_in_any_order() {
+        let schema = |n: &str| {
+            Arc::new(StableSchema {
+                db: "db".into(),
+                name: n.into(),
+                version: tidal_common::SchemaVersion(1),
+                columns: vec![ColumnDef::new("ts", DataType::Timestamp)],
+                tags: vec![],
+            })
+        };
+        let (a, b) = (schema("a"), schema("b"));
+        let mut m = SubtableMap::default();
+        let names: Vec<String> = (0..100).map(|i| format!("truck_{i}")).collect();
+        for (i, n) in names.iter().enumerate() {
+            m.insert(
+                n,
+                Subtable {
+                    schema: a.clone(),
+                    group: i,
+                },
+            );
+        }
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut orders: Vec<Vec<usize>> = vec![(0..100).collect(), (0..100).rev().collect()];
+        orders.push((0..100).filter(|_| rng.random_bool(0.8)).collect());
+        let mut late: Vec<usize> = (0..100).collect();
+        for i in (0..98).step_by(7) {
+            late.swap(i, i + 2);
+        }
+        orders.push(late);
+        let mut shuffled: Vec<usize> = (0..100).collect();
+        shuffled.shuffle(&mut rng);
+        orders.push(shuffled);
+        for order in &orders {
+            let mut last = usize::MAX;
+            for &i in order {
+                let sub = m.find(&names[i], &mut last).expect("declared");
+                assert_eq!(sub.group, i, "{}", names[i]);
+                assert_eq!(last, i);
+            }
+        }
+        let mut last = 5;
+        assert!(m.find("truck_100", &mut last).is_none());
+        assert!(m.find("truck_", &mut last).is_none());
+        assert_eq!(last, 5, "a miss leaves the guess where it was");
+        m.insert(
+            "truck_7",
+            Subtable {
+                schema: b.clone(),
+                group: 700,
+            },
+        );
+        let mut last = 6;
+        let sub = m.find("truck_7", &mut last).expect("declared");
+        assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
+        assert_eq!(m.entries.len(), 100);
     }
 }
