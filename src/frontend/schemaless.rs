@@ -549,11 +549,11 @@ impl SeriesKeys {
     /// lets a line skip its tags. An entry not yet known to exist in the scope is asked of
     /// `known` here (and a yes remembered): a series' second line on a thread, once the
     /// first has created its subtable, is then not converted the slow way (with 100,000s of
-    /// series that was a line in eight). Only a subtable the fast path once resolved is in the map, and
-    /// it did so only with every tag key of the series already in the STABLE's schema
-    /// (which only grows), so nothing the tags would have told is missed; a subtable
-    /// dropped since fails the write, which is then sent again with every tag
-    /// ([`Schemaless::write`]).
+    /// series a thread sees each only a few times). Only a subtable the fast path once
+    /// resolved is in the map, and it did so only with every tag key of the series already
+    /// in the STABLE's schema (which only grows), so nothing the tags would have told is
+    /// missed; a subtable dropped since fails the write, which is then sent again with every
+    /// tag ([`Schemaless::write`]).
     fn thread_series(
         series: u128,
         db: &str,

@@ -7,8 +7,9 @@
 //! exactly the same tables, each one's uid and STABLE (see [`names`]); listings sort by name
 //! when asked ([`Meta::sorted_tables`]); every STABLE a table names has an id in
 //! `stable_ids`, never reused; every table's stable is in `stables`; `next_uid` is greater
-//! than every uid ever handed out (also of dropped tables), so uids are never reused. The catalog is made durable by the WAL (creates/drops/schema records)
-//! and by the snapshot in the manifest.
+//! than every uid ever handed out (also of dropped tables), so uids are never reused. The
+//! catalog is made durable by the WAL (creates/drops/schema records) and by the snapshot in
+//! the manifest.
 
 mod names;
 

@@ -2,8 +2,9 @@
 //!
 //! Owns: one entry per live subtable, keyed by a [`tidal_common::names::NameKey`] (the name
 //! held in the entry itself when it is short, as TSBS's and schemaless writes' names are),
-//! with the subtable's uid and its STABLE as a small id ([`StableId`]). Invariant: an entry's name is exactly the subtable's name (lookups compare every byte, so
-//! no two names ever share an entry).
+//! with the subtable's uid and its STABLE as a small id ([`StableId`]). Invariant: an
+//! entry's name is exactly the subtable's name (lookups compare every byte, so no two names
+//! ever share an entry).
 //!
 //! Why: the write path resolves every subtable of every batch by name. With 100,000s of
 //! subtables, the former map of `String` keys to shared table entries read three places in
