@@ -24,7 +24,7 @@
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
 
-use crate::frontend::schemaless::{Known, Schemaless, SchemalessOptions};
+use crate::frontend::schemaless::{position_near, Known, Schemaless, SchemalessOptions};
 use crate::server::BoxError;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -832,23 +832,8 @@ impl SubtableMap {
     /// Subtable `name`, looked for first around `last` (the index of the last one found,
     /// which this updates).
     fn find(&self, name: &str, last: &mut usize) -> Option<&Subtable> {
-        const AHEAD: usize = 8;
-        const BEHIND: usize = 4;
         let name = name.as_bytes();
-        let from = last.wrapping_add(1);
-        let near = self
-            .entries
-            .get(from..)
-            .and_then(|r| r.get(..AHEAD.min(r.len())))
-            .and_then(|r| r.iter().position(|(k, _)| k.as_bytes() == name))
-            .map(|d| from + d)
-            .or_else(|| {
-                let lo = last.saturating_sub(BEHIND);
-                self.entries
-                    .get(lo..*last)
-                    .and_then(|r| r.iter().rposition(|(k, _)| k.as_bytes() == name))
-                    .map(|d| lo + d)
-            });
+        let near = position_near(&self.entries, *last, 8, 4, |(k, _)| k.as_bytes() == name);
         let i = match near {
             Some(i) => i,
             None => *self.index.get(name)? as usize,

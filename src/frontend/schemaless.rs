@@ -267,6 +267,29 @@ impl std::hash::Hasher for Prehashed {
 
 type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
 
+/// The index of the item `is` picks among the `ahead` after `last` (first match), else the
+/// `behind` before it (nearest first); `None` if neither holds it (the caller then probes its
+/// index). Items kept in the order a feed first named them are named again in much the same
+/// order, so the next one is usually just after the last one found, in memory order, where a
+/// probe of a map of 100,000s was a cache miss. `last` may be `usize::MAX` (none yet).
+pub(crate) fn position_near<T>(
+    items: &[T],
+    last: usize,
+    ahead: usize,
+    behind: usize,
+    is: impl Fn(&T) -> bool,
+) -> Option<usize> {
+    let from = last.wrapping_add(1);
+    let after = items.get(from..).unwrap_or(&[]);
+    let after = after.get(..ahead).unwrap_or(after);
+    if let Some(d) = after.iter().position(&is) {
+        return Some(from + d);
+    }
+    let lo = last.saturating_sub(behind);
+    let before = items.get(lo..last).unwrap_or(&[]);
+    before.iter().rposition(is).map(|d| lo + d)
+}
+
 /// The subtables of series keys ([`series_hash`] of the key as written; [`subtable_key`],
 /// without `child_table_tag`), across bodies. A feed repeats its series in every body, and
 /// with thousands of devices a body of a few thousand lines sees most of its series once:
@@ -408,21 +431,9 @@ impl SeriesKeys {
     /// if it is there, else from `index`. A feed's order varies a little between intervals
     /// (a device skips one, a late point comes a few lines on), so the guess is a window.
     fn find(&mut self, series: u128) -> Option<usize> {
-        const AHEAD: usize = 8;
-        const BEHIND: usize = 8;
-        let from = self.last.wrapping_add(1);
-        let ahead = self.entries.get(from..).unwrap_or(&[]);
-        let ahead = ahead.get(..AHEAD).unwrap_or(ahead);
-        let i = match ahead.iter().position(|e| e.series == series) {
-            Some(d) => from + d,
-            None => {
-                let lo = self.last.saturating_sub(BEHIND);
-                let behind = self.entries.get(lo..self.last).unwrap_or(&[]);
-                match behind.iter().rposition(|e| e.series == series) {
-                    Some(d) => lo + d,
-                    None => *self.index.get(&series)? as usize,
-                }
-            }
+        let i = match position_near(&self.entries, self.last, 8, 8, |e| e.series == series) {
+            Some(i) => i,
+            None => *self.index.get(&series)? as usize,
         };
         self.last = i;
         Some(i)
