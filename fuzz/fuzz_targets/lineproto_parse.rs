@@ -1,7 +1,8 @@
 //! Arbitrary bytes into the line protocol parser: it must never panic or hang, every error
 //! must carry a 1-based line and column, and every parsed line must survive a serialize →
 //! parse round trip unchanged. Parsed again with every series key it gave called known
-//! (`next_into_known`), the body gives the same keys, fields, timestamps and errors.
+//! (`next_into_known`), the body gives the same keys, fields, timestamps and errors; so it
+//! does with the field keys of the lines before forgotten at every line.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,6 +23,16 @@ fuzz_target!(|data: &[u8]| {
         got.push(r.map(|k| (k, l.fields.clone(), l.timestamp)));
     }
     assert_eq!(got, want);
+    let mut alone = Vec::new();
+    let mut lines = parse_lines(data);
+    loop {
+        lines.forget_field_keys();
+        let Some(r) = lines.next_into(&mut l) else {
+            break;
+        };
+        alone.push(r.map(|k| (k, l.fields.clone(), l.timestamp)));
+    }
+    assert_eq!(alone, want);
     for r in parse_lines(data) {
         match r {
             Err(e) => {

@@ -509,11 +509,23 @@ fn duplicate_keys_are_found_among_many() {
 type Outcome = Vec<Result<(String, String, String, String, Option<i64>), ParseError>>;
 
 fn pass(body: &[u8], known: Option<&std::collections::HashSet<Vec<u8>>>) -> (Outcome, usize) {
+    pass_with(body, known, false)
+}
+
+/// [`pass`], forgetting the field keys of the lines before at every line when `forget`.
+fn pass_with(
+    body: &[u8],
+    known: Option<&std::collections::HashSet<Vec<u8>>>,
+    forget: bool,
+) -> (Outcome, usize) {
     let mut lines = parse_lines(body);
     let mut l = Line::default();
     let mut out = Vec::new();
     let mut skipped = 0;
     loop {
+        if forget {
+            lines.forget_field_keys();
+        }
         let mut asked: Option<bool> = None;
         let r = match known {
             None => lines.next_into(&mut l),
@@ -544,9 +556,17 @@ fn pass(body: &[u8], known: Option<&std::collections::HashSet<Vec<u8>>>) -> (Out
 
 /// Parses `body` without known keys, with none known and with all its keys known: the
 /// same keys, fields, timestamps and errors every time (the skipped lines lack only their
-/// measurement and tags). Returns how many lines skipped their tags.
+/// measurement and tags), and the same as each line parsed without the field keys of the
+/// lines before. Returns how many lines skipped their tags.
 fn same_with_known_keys(body: &[u8], what: &str) -> usize {
     let (want, _) = pass(body, None);
+    let (alone, _) = pass_with(body, None, true);
+    assert_eq!(
+        alone,
+        want,
+        "{what}, field keys remembered: {:?}",
+        String::from_utf8_lossy(body)
+    );
     let keys: std::collections::HashSet<Vec<u8>> = want
         .iter()
         .filter_map(|r| r.as_ref().ok().map(|o| o.0.as_bytes().to_vec()))
@@ -584,13 +604,20 @@ fn known_series_keys_skip_the_tags_and_change_nothing_else() {
         // repeat a key and some fail at every place.
         let mut body = Vec::new();
         for _ in 0..1 + next(8) {
-            let templates: [&[u8]; 6] = [
+            // The last five share field keys in other orders, repeats, prefixes and
+            // escapes (what the memo of the lines' field keys must tell apart).
+            let templates: [&[u8]; 11] = [
                 b"m,t=a f=1 5\n",
                 b"m\\ x,t\\,1=a\\=b f=1i,g=\"q\" 7\n",
                 b"m,t=a,u=b f=2\r\n",
                 b"m,t=a f=\"x\ny\" 9\n",
                 b"m\\,t=a\\\\ f=1\n",
                 b"w\\\rz,t=\\a f=1 3\n",
+                b"m,t=a g=2,f=1.5 5\n",
+                b"m,t=a f=1,g=2i,f=3 5\n",
+                b"m,t=a f=1,fg=2,g=-3 5\n",
+                b"m,t=a f\\==1,f=2 5\n",
+                b"m,t=a f=1,g=2,h=t 5\n",
             ];
             let mut line = templates[next(templates.len())].to_vec();
             if next(3) == 0 {
@@ -659,5 +686,141 @@ fn whole_numbers_take_the_fast_float_path_exactly() {
         let want: f64 = text.parse().expect("float text");
         let got = simple_float(text.as_bytes()).expect("fast path");
         assert_eq!(got.to_bits(), want.to_bits(), "{text}");
+    }
+}
+
+/// The one-pass number reader gives what the general path gives for the same value text,
+/// and takes only values that end where the general path's would.
+#[test]
+fn plain_numbers_read_as_the_general_path_does() {
+    fn general(raw: &str) -> Option<FieldValue<'static>> {
+        if let Some(f) = simple_float(raw.as_bytes()) {
+            return Some(FieldValue::Float(f));
+        }
+        if let Some(d) = raw.strip_suffix('i') {
+            return is_integer_text(d.as_bytes(), true)
+                .then(|| parse_int(d.as_bytes()))
+                .flatten()
+                .map(FieldValue::Int);
+        }
+        raw.parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(FieldValue::Float)
+    }
+    let same = |a: &FieldValue<'_>, b: &FieldValue<'_>| match (a, b) {
+        (FieldValue::Float(x), FieldValue::Float(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    };
+    let mut x: u64 = 0x243f_6a88_85a3_08d3;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let alphabet = b"0123456789012345.-i";
+    let ends: [&[u8]; 8] = [b",", b" ", b"\t", b"\n", b"", b"x", b"\r", b"u"];
+    let mut taken = 0;
+    for _ in 0..50_000 {
+        let len = 1 + next(20) as usize;
+        let raw: Vec<u8> = (0..len)
+            .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+            .collect();
+        let end = ends[next(ends.len() as u64) as usize];
+        let text = [raw.as_slice(), end].concat();
+        let Some((got, n)) = plain_number(&text) else {
+            continue;
+        };
+        taken += 1;
+        let raw = std::str::from_utf8(&raw).expect("ascii");
+        assert_eq!(n, raw.len(), "{raw:?} {end:?}");
+        assert!(
+            matches!(end, b"," | b" " | b"\t" | b"\n" | b""),
+            "{raw:?} {end:?}"
+        );
+        let want = general(raw).expect("the general path takes it");
+        assert!(same(&got, &want), "{raw:?}: {got:?} against {want:?}");
+    }
+    assert!(taken > 2_000, "only {taken} values took the plain path");
+}
+
+/// Lines that repeat the field keys of the line before, and lines that change them in
+/// every way, give the fields each would alone.
+#[test]
+fn remembered_field_keys_change_no_line() {
+    let body = b"m f=1,g=2,h=3 1\n\
+        m f=4,g=5,h=6 2\n\
+        m f=7,g=8 3\n\
+        m f=9,g=10,h=11,k=12 4\n\
+        m g=1,f=2,h=3 5\n\
+        m g=1,g=2,f=3 6\n\
+        m g=1,f=2,g=4 7\n\
+        m g\\==1,f=2 8\n\
+        m g=1,f\\ x=2 9\n\
+        m gg=1,f=2 10\n\
+        m g=1,f 11\n\
+        m g=1,f=2 12\n\
+        m f=1 13\n";
+    let (want, _) = pass_with(body, None, true);
+    let (got, _) = pass(body, None);
+    assert_eq!(got, want);
+    let fields: Vec<String> = got
+        .iter()
+        .map(|r| match r {
+            Ok(o) => o.3.clone(),
+            Err(e) => e.kind.to_string(),
+        })
+        .collect();
+    assert!(
+        fields[5].contains("\"g\", Float(2.0)), (\"f\", Float(3.0))"),
+        "{}",
+        fields[5]
+    );
+    assert!(
+        fields[6].contains("\"g\", Float(4.0)), (\"f\", Float(2.0))"),
+        "{}",
+        fields[6]
+    );
+    assert!(fields[7].contains("\"g=\""), "{}", fields[7]);
+    assert!(fields[8].contains("\"f x\""), "{}", fields[8]);
+    assert!(fields[9].contains("\"gg\""), "{}", fields[9]);
+    assert!(
+        fields[10].contains("missing '=' after field key 'f'"),
+        "{}",
+        fields[10]
+    );
+    assert!(fields[11].contains("\"f\", Float(2.0)"), "{}", fields[11]);
+}
+
+#[test]
+fn same_bytes_is_equality() {
+    let keys = [
+        "",
+        "a",
+        "ab",
+        "abc",
+        "abcd",
+        "abce",
+        "bbcd",
+        "abcde",
+        "abcdefg",
+        "abcdefgh",
+        "abcdefgi",
+        "bbcdefgh",
+        "abcdefghi",
+        "abcdxfghi",
+        "latitude",
+        "longitude",
+        "fuel_consumption",
+        "fuel_consumptiom",
+        "guel_consumption",
+        "nominal_fuel_consumption",
+        "nominal_fuel_consumptioN",
+    ];
+    for a in keys {
+        for b in keys {
+            assert_eq!(same_bytes(a.as_bytes(), b.as_bytes()), a == b, "{a} {b}");
+        }
     }
 }

@@ -934,7 +934,7 @@ impl FastStable {
     /// [`SchemaIndex::column`] of the field key at position `pos` of a line.
     fn column(&mut self, pos: usize, k: &str) -> Option<usize> {
         if let Some((name, i)) = self.recent.get(pos) {
-            if same_key(name, k) {
+            if tidal_lineproto::same_bytes(name.as_bytes(), k.as_bytes()) {
                 return Some(*i);
             }
         }
@@ -951,30 +951,6 @@ impl FastStable {
         }
         Some(i)
     }
-}
-
-/// `a == b` for the short keys of line protocol without a call to `memcmp`: a key of 4 to
-/// 16 bytes is two overlapping word comparisons (field keys are compared once per field).
-fn same_key(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    if a.len() <= 16 {
-        if let Some(same) = ends_equal::<8>(a, b).or_else(|| ends_equal::<4>(a, b)) {
-            return same;
-        }
-    }
-    a == b
-}
-
-/// Whether the first and the last `N` bytes of `a` and `b` are equal; `None` if they are
-/// shorter than `N`. For equal lengths of at most `2N` bytes, that is whether they are equal.
-fn ends_equal<const N: usize>(a: &[u8], b: &[u8]) -> Option<bool> {
-    Some(
-        a.first_chunk::<N>()? == b.first_chunk::<N>()?
-            && a.last_chunk::<N>()? == b.last_chunk::<N>()?,
-    )
 }
 
 /// What a series key (as written) resolved to in one body: its STABLE and, once a line of it
@@ -2785,38 +2761,6 @@ mod tests {
         ] {
             for (pos, k) in keys.iter().enumerate() {
                 assert_eq!(st.column(pos, k), ix.column(k), "{keys:?} at {pos}");
-            }
-        }
-    }
-
-    #[test]
-    fn same_key_is_equality() {
-        let keys = [
-            "",
-            "a",
-            "ab",
-            "abc",
-            "abcd",
-            "abce",
-            "bbcd",
-            "abcde",
-            "abcdefg",
-            "abcdefgh",
-            "abcdefgi",
-            "bbcdefgh",
-            "abcdefghi",
-            "abcdxfghi",
-            "latitude",
-            "longitude",
-            "fuel_consumption",
-            "fuel_consumptiom",
-            "guel_consumption",
-            "nominal_fuel_consumption",
-            "nominal_fuel_consumptioN",
-        ];
-        for a in keys {
-            for b in keys {
-                assert_eq!(same_key(a, b), a == b, "{a} {b}");
             }
         }
     }
