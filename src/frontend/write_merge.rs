@@ -25,7 +25,7 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use tidal_client::{Client, ClientError, RouteTable, WriteOutcome};
-use tidal_common::{ColumnData, RowBlock, StableSchema, StatusCode};
+use tidal_common::{write, Column, ColumnData, RowBlock, StableSchema, StatusCode};
 use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Most rows one merged RPC carries (the first request of an RPC is always taken whole).
@@ -444,11 +444,19 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
         segments.sort_by_key(|(idx, _)| *idx);
         for segs in segments.chunk_by_mut(|a, b| a.0 == b.0) {
             in_time_order(blocks, segs);
-            for &(idx, (j, start, end)) in segs.iter() {
-                merged.push_rows(idx, blocks[j].columns(), start, end);
-            }
         }
-        out.push(merged);
+        let flat: Vec<write::Segment> = segments
+            .iter()
+            .map(|&(idx, (j, start, end))| (idx, j, start, end))
+            .collect();
+        let sources: Vec<&[Column]> = blocks.iter().map(RowBlock::columns).collect();
+        if merged.push_segments(&sources, &flat) {
+            out.push(merged);
+        } else {
+            // Not reached: the group's blocks all fit the first's shape (`accepts`). Sent
+            // as they are rather than lost.
+            out.extend(group.iter().map(|&j| blocks[j].clone()));
+        }
     }
     out
 }
