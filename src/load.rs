@@ -24,7 +24,7 @@
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
 
-use crate::frontend::schemaless::{position_near, Known, Schemaless, SchemalessOptions};
+use crate::frontend::schemaless::{Known, NearCursor, Schemaless, SchemalessOptions};
 use crate::server::BoxError;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -695,13 +695,13 @@ impl WorkerCtx {
         let mut metrics = 0u64;
         let mut acc = Blocks::with_capacity(self.tables_per_chunk.load(Ordering::Relaxed));
         let subtables = self.subtables.read();
-        let mut last = usize::MAX;
+        let mut cursor = NearCursor::default();
         for (i, raw) in chunk.text.split(|b| *b == b'\n').enumerate() {
             if raw.is_empty() {
                 continue;
             }
             let line_no = chunk.first_line + i;
-            match self.tdengine_row(raw, &subtables, &mut last, &mut acc) {
+            match self.tdengine_row(raw, &subtables, &mut cursor, &mut acc) {
                 Ok(n) => {
                     rows += 1;
                     metrics += n;
@@ -749,7 +749,7 @@ impl WorkerCtx {
         &self,
         raw: &'c [u8],
         subtables: &SubtableMap,
-        last: &mut usize,
+        cursor: &mut NearCursor,
         acc: &mut Blocks<'c>,
     ) -> Result<u64, String> {
         let text = std::str::from_utf8(raw).map_err(|_| "line is not valid UTF-8".to_string())?;
@@ -771,7 +771,7 @@ impl WorkerCtx {
         let (ti, si) = match found {
             Some(x) => x,
             None => {
-                let sub = subtables.find(table, last).ok_or_else(|| {
+                let sub = subtables.find(table, cursor).ok_or_else(|| {
                     format!("table '{table}' was not declared by a '3,' line before its rows")
                 })?;
                 let ti = match acc
@@ -829,16 +829,16 @@ impl SubtableMap {
         self.entries.push((NameKey::new(name), sub));
     }
 
-    /// Subtable `name`, looked for first around `last` (the index of the last one found,
-    /// which this updates).
-    fn find(&self, name: &str, last: &mut usize) -> Option<&Subtable> {
+    /// Subtable `name`, looked for first near `cursor` (which this updates).
+    fn find(&self, name: &str, cursor: &mut NearCursor) -> Option<&Subtable> {
         let name = name.as_bytes();
-        let near = position_near(&self.entries, *last, 8, 4, |(k, _)| k.as_bytes() == name);
-        let i = match near {
-            Some(i) => i,
-            None => *self.index.get(name)? as usize,
-        };
-        *last = i;
+        let i = cursor.find(
+            &self.entries,
+            8,
+            4,
+            |(k, _)| k.as_bytes() == name,
+            || self.index.get(name).map(|&i| i as usize),
+        )?;
         self.entries.get(i).map(|(_, s)| s)
     }
 }
@@ -1358,17 +1358,15 @@ mod tests {
         shuffled.shuffle(&mut rng);
         orders.push(shuffled);
         for order in &orders {
-            let mut last = usize::MAX;
+            let mut cursor = NearCursor::default();
             for &i in order {
-                let sub = m.find(&names[i], &mut last).expect("declared");
+                let sub = m.find(&names[i], &mut cursor).expect("declared");
                 assert_eq!(sub.group, i, "{}", names[i]);
-                assert_eq!(last, i);
             }
         }
-        let mut last = 5;
-        assert!(m.find("truck_100", &mut last).is_none());
-        assert!(m.find("truck_", &mut last).is_none());
-        assert_eq!(last, 5, "a miss leaves the guess where it was");
+        let mut cursor = NearCursor::default();
+        assert!(m.find("truck_100", &mut cursor).is_none());
+        assert!(m.find("truck_", &mut cursor).is_none());
         m.insert(
             "truck_7",
             Subtable {
@@ -1376,8 +1374,8 @@ mod tests {
                 group: 700,
             },
         );
-        let mut last = 6;
-        let sub = m.find("truck_7", &mut last).expect("declared");
+        let mut cursor = NearCursor::default();
+        let sub = m.find("truck_7", &mut cursor).expect("declared");
         assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
         assert_eq!(m.entries.len(), 100);
     }
