@@ -824,3 +824,51 @@ fn same_bytes_is_equality() {
         }
     }
 }
+
+/// Digits read eight at a time give what a digit at a time gives, for every length up to
+/// the limit, with anything after them, and eight-byte groups with one non-digit anywhere.
+#[test]
+fn leading_digits_read_eight_at_a_time_exactly() {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for _ in 0..20_000 {
+        let len = next(23) as usize;
+        let mut text: Vec<u8> = (0..len).map(|_| b'0' + next(10) as u8).collect();
+        if next(3) == 0 && len > 0 {
+            // A byte next to the digit range, or any byte, somewhere.
+            let bytes = [b'/', b':', b' ', b'\n', b'-', 0x80, 0xff, b'0' + 0x40];
+            let at = next(len as u64) as usize;
+            text[at] = bytes[next(bytes.len() as u64) as usize];
+        }
+        text.extend_from_slice(b" rest");
+        let n = text
+            .iter()
+            .position(|b| !b.is_ascii_digit())
+            .unwrap_or(text.len());
+        let want = match n {
+            0 | 20.. => None,
+            _ => parse_u64(&text[..n]).map(|v| (v, n)),
+        };
+        assert_eq!(
+            leading_digits(&text),
+            want,
+            "{:?}",
+            String::from_utf8_lossy(&text)
+        );
+    }
+    assert_eq!(
+        leading_digits(b"1451606400000000000"),
+        Some((1_451_606_400_000_000_000, 19))
+    );
+    assert_eq!(
+        leading_digits(b"9999999999999999999"),
+        Some((9_999_999_999_999_999_999, 19))
+    );
+    assert_eq!(leading_digits(b"00000000000000000000"), None);
+    assert_eq!(leading_digits(b""), None);
+}
