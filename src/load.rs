@@ -804,8 +804,9 @@ impl WorkerCtx {
 /// each), and a probe of a map of them was a cache miss per row, a fifth of the loader's CPU
 /// at 100,000 trucks. A file lists its devices in much the same order every interval, the
 /// order they were declared in, so a row's subtable is usually among the few declared after
-/// (or just before) the last one found: those are checked first, in memory order, and their
-/// entries hold the names themselves ([`NameKey`]).
+/// (or just before) the last one found, or after the last late one probed for
+/// ([`NearCursor`]): those are checked first, in memory order, and their entries hold the
+/// names themselves ([`NameKey`]).
 #[derive(Default)]
 struct SubtableMap {
     entries: Vec<(NameKey, Subtable)>,
