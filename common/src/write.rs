@@ -416,32 +416,18 @@ impl RowBlock {
             // Checked above: every source has column i, of dst's type.
             let src = |source: usize| sources.get(source).and_then(|cols| cols.get(i));
             let len = dst.len();
-            match &mut dst.data {
-                ColumnData::Bool(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::Bool(b) => Some(b),
-                    _ => None,
-                }),
-                ColumnData::Int(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::Int(b) => Some(b),
-                    _ => None,
-                }),
-                ColumnData::UInt(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::UInt(b) => Some(b),
-                    _ => None,
-                }),
-                ColumnData::Float(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::Float(b) => Some(b),
-                    _ => None,
-                }),
-                ColumnData::Str(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::Str(b) => Some(b),
-                    _ => None,
-                }),
-                ColumnData::Timestamp(a) => gather(a, segs, |s| match &src(s)?.data {
-                    ColumnData::Timestamp(b) => Some(b),
-                    _ => None,
-                }),
+            // One arm per type: the sources' column of the same variant as dst's.
+            macro_rules! gather_as {
+                ($($v:ident),*) => {
+                    match &mut dst.data {
+                        $(ColumnData::$v(a) => gather(a, segs, |s| match &src(s)?.data {
+                            ColumnData::$v(b) => Some(b),
+                            _ => None,
+                        }),)*
+                    }
+                };
             }
+            gather_as!(Bool, Int, UInt, Float, Str, Timestamp);
             let with_nulls =
                 |&(_, source, _, _): &Segment| src(source).is_some_and(|c| !c.nulls.is_empty());
             if dst.nulls.is_empty() && !segs.iter().any(with_nulls) {
