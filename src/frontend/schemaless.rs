@@ -364,6 +364,10 @@ struct SeriesKeys {
     /// shuffled file at 4,000 trucks): checked first, in memory order, they spare the probe
     /// of `index` (with 1,000s of series a probe of a map was a cache miss per line).
     entries: Vec<SeriesEntry>,
+    /// The low 64 bits of each entry's series key, in `entries`' order: the window around
+    /// the cursor is scanned here, 8 bytes an entry instead of an 80-byte entry each, so it
+    /// can be 40 entries wide (TSBS's late points come dozens of lines after their turn).
+    series_lo: Vec<u64>,
     cursor: NearCursor,
     /// Subtable key -> the first entry with it: two spellings of one series (tags in
     /// another order, say) share a subtable, and their entries are marked
@@ -462,6 +466,7 @@ impl SeriesKeys {
         SeriesKeys {
             index: HashMap::default(),
             entries: Vec::new(),
+            series_lo: Vec::new(),
             cursor: NearCursor::default(),
             subtables: HashMap::default(),
             clears: 0,
@@ -486,13 +491,21 @@ impl SeriesKeys {
     /// (a device skips one, a late point comes a few lines on), so the guess is a window.
     fn find(&mut self, series: u128) -> Option<usize> {
         let index = &self.index;
-        self.cursor.find(
-            &self.entries,
-            8,
-            8,
-            |e| e.series == series,
-            || index.get(&series).map(|&i| i as usize),
-        )
+        let lo = series as u64;
+        let probe = || index.get(&series).map(|&i| i as usize);
+        match self
+            .cursor
+            .find(&self.series_lo, 32, 8, |&s| s == lo, probe)
+        {
+            // The whole key decides: an entry whose low half is the same is another series.
+            Some(i) if self.entries.get(i).is_some_and(|e| e.series == series) => Some(i),
+            Some(_) => {
+                let i = probe()?;
+                self.cursor.at(i);
+                Some(i)
+            }
+            None => None,
+        }
     }
 
     /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:
@@ -517,6 +530,7 @@ impl SeriesKeys {
         let known_stable = if full {
             self.index.clear();
             self.entries.clear();
+            self.series_lo.clear();
             self.subtables.clear();
             self.clears += 1;
             self.stables.clear();
@@ -547,6 +561,7 @@ impl SeriesKeys {
                 true
             }
         };
+        self.series_lo.push(series as u64);
         self.entries.push(SeriesEntry {
             series,
             key,
@@ -2418,6 +2433,32 @@ mod tests {
         let stable_of = |k: &SeriesKeys, s: u128| k.get(s).map(|e| e.stable);
         assert_eq!(stable_of(&keys, series[1]), Some(1));
         assert_eq!(stable_of(&keys, series[2]), Some(0));
+        assert_eq!(keys.series_lo.len(), keys.entries.len());
+    }
+
+    /// `SeriesKeys::find` scans the low halves of the keys near its cursor but answers by
+    /// the whole key: series that share a low half, in any order, each find their own entry,
+    /// and a series not there is not found.
+    #[test]
+    fn series_sharing_a_low_half_find_their_own_entries() {
+        let mut keys = SeriesKeys::new(1 << 20);
+        let twins: Vec<u128> = (1..=4u128).map(|hi| (hi << 64) | 0xabcd).collect();
+        let others: Vec<u128> = (0..100)
+            .map(|i| series_hash(format!("m,a={i}").as_bytes()))
+            .collect();
+        for (i, s) in twins.iter().chain(&others).enumerate() {
+            assert_eq!(keys.insert(*s, i as u128, "m"), i);
+        }
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [1, 3, 0, 2]] {
+            for i in order {
+                assert_eq!(keys.find(twins[i]), Some(i), "twin {i}");
+                assert_eq!(keys.find(others[i]), Some(4 + i));
+            }
+        }
+        assert_eq!(keys.find((5u128 << 64) | 0xabcd), None);
+        for (i, s) in others.iter().enumerate().rev() {
+            assert_eq!(keys.find(*s), Some(4 + i));
+        }
     }
 
     #[test]
