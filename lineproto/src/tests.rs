@@ -689,6 +689,16 @@ fn whole_numbers_take_the_fast_float_path_exactly() {
     }
 }
 
+/// A seeded xorshift stream: each call gives a number below its argument.
+fn below(mut x: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
 /// The one-pass number reader gives what the general path gives for the same value text,
 /// and takes only values that end where the general path's would.
 #[test]
@@ -712,13 +722,7 @@ fn plain_numbers_read_as_the_general_path_does() {
         (FieldValue::Float(x), FieldValue::Float(y)) => x.to_bits() == y.to_bits(),
         _ => a == b,
     };
-    let mut x: u64 = 0x243f_6a88_85a3_08d3;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = below(0x243f_6a88_85a3_08d3);
     let alphabet = b"0123456789012345.-i";
     let ends: [&[u8]; 8] = [b",", b" ", b"\t", b"\n", b"", b"x", b"\r", b"u"];
     let mut taken = 0;
@@ -829,13 +833,7 @@ fn same_bytes_is_equality() {
 /// the limit, with anything after them, and eight-byte groups with one non-digit anywhere.
 #[test]
 fn leading_digits_read_eight_at_a_time_exactly() {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut next = below(0x9e37_79b9_7f4a_7c15);
     for _ in 0..20_000 {
         let len = next(23) as usize;
         let mut text: Vec<u8> = (0..len).map(|_| b'0' + next(10) as u8).collect();
