@@ -222,9 +222,10 @@ pub struct KnownScope<'a> {
     user: &'a str,
 }
 
-/// Most bytes the [`SeriesKeys`] maps of a process hold together (about 96 bytes per series:
-/// the keys are held as hashes, not as written): each thread's map gets an equal share of it
-/// (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over when that is full.
+/// Most bytes the [`SeriesKeys`] maps of a process hold together (about 170 bytes per series,
+/// [`SeriesKeys::ENTRY_BYTES`]: the keys are held as hashes, not as written): each thread's
+/// map gets an equal share of it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over
+/// when that is full.
 pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
 /// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
 pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
@@ -451,9 +452,9 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bytes per entry: the entry and its slots in `index` and `subtables` (key, position,
-    /// control byte and spare room).
-    const ENTRY_BYTES: usize = 160;
+    /// Bytes per entry: the entry (80), its key's low half in `series_lo` (8) and its slots
+    /// in `index` and `subtables` (key, position, control byte and spare room).
+    const ENTRY_BYTES: usize = 168;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
