@@ -1170,96 +1170,89 @@ fn ends_equal<const N: usize>(a: &[u8], b: &[u8]) -> Option<bool> {
     )
 }
 
+/// The decimal text at the start of a value: `-?digits[.digits]` with 1 to 15 digits (at
+/// most one `.`), scanned up to the first byte that does not continue it.
+struct Decimal {
+    neg: bool,
+    /// The digits as an integer (below 10^15 < 2^53, so exact in f64).
+    mantissa: u64,
+    /// Digits after the `.`, if there is one.
+    frac: Option<usize>,
+    /// Bytes scanned.
+    len: usize,
+}
+
+impl Decimal {
+    /// `None` if `s` starts with no digit (after a `-`) or with more than 15 of them.
+    fn prefix(s: &[u8]) -> Option<Decimal> {
+        let neg = s.first() == Some(&b'-');
+        let mut i = usize::from(neg);
+        let mut mantissa: u64 = 0;
+        let mut digits = 0usize;
+        let mut dot: Option<usize> = None;
+        loop {
+            match s.get(i) {
+                Some(&b) if b.is_ascii_digit() => {
+                    digits += 1;
+                    if digits > 15 {
+                        return None;
+                    }
+                    mantissa = mantissa * 10 + u64::from(b - b'0');
+                }
+                Some(b'.') if dot.is_none() => dot = Some(digits),
+                _ => break,
+            }
+            i += 1;
+        }
+        (digits > 0).then_some(Decimal {
+            neg,
+            mantissa,
+            frac: dot.map(|d| digits - d),
+            len: i,
+        })
+    }
+
+    /// The value: the digits and the power of ten are both exact in f64, so their one IEEE
+    /// division is the correctly rounded value, the same as `str::parse` gives (Clinger's
+    /// fast path).
+    fn to_f64(&self) -> Option<f64> {
+        let v = match self.frac {
+            None | Some(0) => self.mantissa as f64,
+            Some(frac) => self.mantissa as f64 / EXACT_POWERS_OF_TEN.get(frac)?,
+        };
+        Some(if self.neg { -v } else { v })
+    }
+}
+
 /// A field value at the start of `s` that [`simple_float`] takes, or such digits (no `.`)
 /// with an `i`, ending at a byte that ends a value in every case (`,`, space, tab, newline
 /// or the end): the value and its length, read in one pass instead of finding the value's
 /// end first. Gives what the general path would for those bytes; `None` for anything else.
 #[inline(always)]
 fn plain_number(s: &[u8]) -> Option<(FieldValue<'static>, usize)> {
-    let neg = s.first() == Some(&b'-');
-    let mut i = usize::from(neg);
-    let mut mantissa: u64 = 0;
-    let mut digits = 0usize;
-    let mut dot: Option<usize> = None;
-    loop {
-        match s.get(i) {
-            Some(&b) if b.is_ascii_digit() => {
-                digits += 1;
-                if digits > 15 {
-                    return None;
-                }
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-            }
-            Some(b'.') if dot.is_none() => dot = Some(digits),
-            _ => break,
-        }
-        i += 1;
-    }
-    if digits == 0 {
-        return None;
-    }
-    let int = dot.is_none() && s.get(i) == Some(&b'i');
-    let len = i + usize::from(int);
+    let d = Decimal::prefix(s)?;
+    let int = d.frac.is_none() && s.get(d.len) == Some(&b'i');
+    let len = d.len + usize::from(int);
     if !matches!(s.get(len), None | Some(b',' | b' ' | b'\t' | b'\n')) {
         return None;
     }
     if int {
         // 15 digits fit an i64 either way.
-        let v = mantissa as i64;
-        return Some((FieldValue::Int(if neg { -v } else { v }), len));
+        let v = d.mantissa as i64;
+        return Some((FieldValue::Int(if d.neg { -v } else { v }), len));
     }
-    let frac = dot.map_or(0, |d| digits - d);
-    let v = if frac == 0 {
-        mantissa as f64
-    } else {
-        // As `simple_float`: below 10^15 < 2^53, exact; one correctly rounded division.
-        mantissa as f64 / EXACT_POWERS_OF_TEN.get(frac)?
-    };
-    Some((FieldValue::Float(if neg { -v } else { v }), len))
+    Some((FieldValue::Float(d.to_f64()?), len))
 }
 
 /// The usual float text (`-?digits[.digits]`, no exponent, at most 15 significant digits)
-/// without the general parser: the digits as an integer below 2^53 and the power of ten are
-/// both exact in f64, so their one IEEE division is the correctly rounded value, the same
-/// as `str::parse` gives (Clinger's fast path). `None` for anything else, which then takes
-/// the general path.
+/// without the general parser ([`Decimal`]). `None` for anything else, which then takes the
+/// general path.
 fn simple_float(s: &[u8]) -> Option<f64> {
-    let (neg, body) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    let mut mantissa: u64 = 0;
-    let mut digits = 0usize;
-    let mut frac: Option<usize> = None;
-    for &b in body {
-        match b {
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > 15 {
-                    return None;
-                }
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                if let Some(f) = frac.as_mut() {
-                    *f += 1;
-                }
-            }
-            b'.' if frac.is_none() => frac = Some(0),
-            _ => return None,
-        }
-    }
-    if digits == 0 {
+    let d = Decimal::prefix(s)?;
+    if d.len != s.len() {
         return None;
     }
-    let frac = frac.unwrap_or(0);
-    if frac == 0 {
-        // A whole number: no division.
-        let v = mantissa as f64;
-        return Some(if neg { -v } else { v });
-    }
-    let scale = EXACT_POWERS_OF_TEN.get(frac)?;
-    // 15 digits stay below 10^15 < 2^53, so `mantissa` converts exactly.
-    let v = mantissa as f64 / scale;
-    Some(if neg { -v } else { v })
+    d.to_f64()
 }
 
 impl fmt::Display for Precision {
