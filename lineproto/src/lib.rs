@@ -1244,6 +1244,24 @@ fn plain_number(s: &[u8]) -> Option<(FieldValue<'static>, usize)> {
     Some((FieldValue::Float(d.to_f64()?), len))
 }
 
+/// The decimal number at the start of `s` (`-?digits[.digits]`, 1 to 15 digits, no exponent)
+/// and how many bytes it takes: the value `str::parse::<f64>` gives for those bytes. `None` if
+/// `s` does not start with one; the caller checks what follows it.
+pub fn decimal_prefix(s: &[u8]) -> Option<(f64, usize)> {
+    let d = Decimal::prefix(s)?;
+    Some((d.to_f64()?, d.len))
+}
+
+/// The integer at the start of `s` (`-?digits`, 1 to 19 digits, within i64) and how many
+/// bytes it takes: the value `str::parse::<i64>` gives for those bytes. `None` if `s` does not
+/// start with one; the caller checks what follows it.
+pub fn integer_prefix(s: &[u8]) -> Option<(i64, usize)> {
+    let neg = s.first() == Some(&b'-');
+    let (v, n) = leading_digits(s.get(usize::from(neg)..)?)?;
+    let v = i64::try_from(v).ok()?;
+    Some((if neg { -v } else { v }, n + usize::from(neg)))
+}
+
 /// The usual float text (`-?digits[.digits]`, no exponent, at most 15 significant digits)
 /// without the general parser ([`Decimal`]). `None` for anything else, which then takes the
 /// general path.

@@ -749,6 +749,59 @@ fn plain_numbers_read_as_the_general_path_does() {
     assert!(taken > 2_000, "only {taken} values took the plain path");
 }
 
+/// The number prefixes read what `str::parse` reads from the same bytes, and stop where the
+/// number does.
+#[test]
+fn number_prefixes_read_as_str_parse_does() {
+    let mut next = below(0x1319_8a2e_0370_7344);
+    let alphabet = b"01234567890123456789.-+e";
+    let (mut floats, mut ints) = (0, 0);
+    for _ in 0..50_000 {
+        let len = next(24) as usize;
+        let text: Vec<u8> = (0..len)
+            .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+            .collect();
+        let as_str = |n: usize| std::str::from_utf8(&text[..n]).expect("ascii");
+        if let Some((v, n)) = decimal_prefix(&text) {
+            floats += 1;
+            // It stops where a decimal does: not before a digit or a first `.`.
+            let rest = &text[n..];
+            assert!(
+                !rest.first().is_some_and(u8::is_ascii_digit),
+                "{:?}",
+                as_str(len)
+            );
+            let want: f64 = as_str(n).parse().expect("str::parse takes it");
+            assert_eq!(v.to_bits(), want.to_bits(), "{:?}", as_str(n));
+        }
+        if let Some((v, n)) = integer_prefix(&text) {
+            ints += 1;
+            assert!(
+                !text.get(n).is_some_and(u8::is_ascii_digit),
+                "{:?}",
+                as_str(len)
+            );
+            assert_eq!(Ok(v), as_str(n).parse::<i64>(), "{:?}", as_str(n));
+        }
+        // And takes every integer of up to 18 digits that parse reads.
+        let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+        if (1..=18).contains(&digits) {
+            assert_eq!(integer_prefix(&text).map(|(_, n)| n), Some(digits));
+        }
+    }
+    assert!(
+        floats > 5_000 && ints > 5_000,
+        "{floats} floats, {ints} integers"
+    );
+    assert_eq!(
+        integer_prefix(b"-9223372036854775807,"),
+        Some((-i64::MAX, 20))
+    );
+    assert_eq!(integer_prefix(b"9223372036854775808"), None);
+    assert_eq!(decimal_prefix(b"-.5)"), Some((-0.5, 3)));
+    assert_eq!(decimal_prefix(b"1234567890123456"), None);
+}
+
 /// Lines that repeat the field keys of the line before, and lines that change them in
 /// every way, give the fields each would alone.
 #[test]
