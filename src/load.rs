@@ -759,7 +759,7 @@ impl WorkerCtx {
                 (table, n, Values::Text(values))
             }
         };
-        let h = std::hash::BuildHasher::hash_one(&acc.hasher, table);
+        let h = name_hash(table);
         let targets = &acc.targets;
         let found = acc
             .index
@@ -767,7 +767,7 @@ impl WorkerCtx {
         let (ti, si) = match found {
             Some(x) => x,
             None => {
-                let sub = subtables.find(table, cursor).ok_or_else(|| {
+                let sub = subtables.find(table, h, cursor).ok_or_else(|| {
                     format!("table '{table}' was not declared by a '3,' line before its rows")
                 })?;
                 let ti = match acc
@@ -853,13 +853,23 @@ fn plain_row(raw: &[u8]) -> Option<(&str, u64, usize)> {
 /// at 100,000 trucks. A file lists its devices in much the same order every interval, the
 /// order they were declared in, so a row's subtable is usually among the few declared after
 /// (or just before) the last one found, or after the last late one probed for
-/// ([`NearCursor`]): those are checked first, in memory order, and their entries hold the
-/// names themselves ([`NameKey`]).
+/// ([`NearCursor`]): those are checked first, in memory order, by the names' hashes
+/// (`hashes`, 8 bytes an entry, so the window can be 40 entries wide: TSBS's late rows come
+/// dozens of rows after their turn), and a hit is checked against the name itself.
 #[derive(Default)]
 struct SubtableMap {
     entries: Vec<(NameKey, Subtable)>,
+    /// [`name_hash`] of each entry's name, in `entries`' order.
+    hashes: Vec<u64>,
     /// Name -> index in `entries`.
     index: HashMap<NameKey, u32, foldhash::fast::RandomState>,
+}
+
+/// The hash of a subtable name that [`SubtableMap`] and a chunk's [`NameIndex`] share, so a
+/// row's name is hashed once. Fixed, not random: both only ever compare hashes and then
+/// names, and a collision costs a lookup, not a wrong answer.
+fn name_hash(name: &str) -> u64 {
+    std::hash::BuildHasher::hash_one(&foldhash::fast::FixedState::with_seed(0x7464_616c), name)
 }
 
 impl SubtableMap {
@@ -876,18 +886,29 @@ impl SubtableMap {
         self.index
             .insert(NameKey::new(name), self.entries.len() as u32);
         self.entries.push((NameKey::new(name), sub));
+        self.hashes.push(name_hash(name));
     }
 
-    /// Subtable `name`, looked for first near `cursor` (which this updates).
-    fn find(&self, name: &str, cursor: &mut NearCursor) -> Option<&Subtable> {
+    /// Subtable `name`, whose [`name_hash`] is `h`, looked for first near `cursor` (which this
+    /// updates).
+    fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
         let name = name.as_bytes();
-        let i = cursor.find(
-            &self.entries,
-            8,
-            4,
-            |(k, _)| k.as_bytes() == name,
-            || self.index.get(name).map(|&i| i as usize),
-        )?;
+        let probe = || self.index.get(name).map(|&i| i as usize);
+        let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
+            i if self
+                .entries
+                .get(i)
+                .is_some_and(|(k, _)| k.as_bytes() == name) =>
+            {
+                i
+            }
+            // Another name with the same hash: only the map can tell.
+            _ => {
+                let i = probe()?;
+                cursor.at(i);
+                i
+            }
+        };
         self.entries.get(i).map(|(_, s)| s)
     }
 }
@@ -898,7 +919,6 @@ struct Blocks<'c> {
     targets: Vec<Target>,
     /// Subtable -> (index in `targets`, index of the subtable in that target).
     index: NameIndex<'c>,
-    hasher: foldhash::fast::RandomState,
 }
 
 /// Subtable name -> a position, keyed by the name's hash and checked against a copy of the
@@ -957,7 +977,6 @@ impl Blocks<'_> {
         Blocks {
             targets: Vec::new(),
             index: NameIndex::with_capacity(tables),
-            hasher: Default::default(),
         }
     }
 }
@@ -1619,13 +1638,29 @@ mod tests {
         for order in &orders {
             let mut cursor = NearCursor::default();
             for &i in order {
-                let sub = m.find(&names[i], &mut cursor).expect("declared");
-                assert_eq!(sub.group, i, "{}", names[i]);
+                let sub = m.find(&names[i], name_hash(&names[i]), &mut cursor);
+                assert_eq!(sub.expect("declared").group, i, "{}", names[i]);
+            }
+        }
+        // The hash only narrows the search: given another name's hash (as if the two
+        // collided) or one no name has, the name still decides.
+        for order in &orders {
+            let mut cursor = NearCursor::default();
+            for &i in order {
+                let other = name_hash(&names[(i + 1) % 100]);
+                for h in [other, 0] {
+                    let sub = m.find(&names[i], h, &mut cursor);
+                    assert_eq!(sub.expect("declared").group, i, "{}", names[i]);
+                }
             }
         }
         let mut cursor = NearCursor::default();
-        assert!(m.find("truck_100", &mut cursor).is_none());
-        assert!(m.find("truck_", &mut cursor).is_none());
+        assert!(m
+            .find("truck_100", name_hash("truck_100"), &mut cursor)
+            .is_none());
+        assert!(m
+            .find("truck_", name_hash("truck_1"), &mut cursor)
+            .is_none());
         m.insert(
             "truck_7",
             Subtable {
@@ -1634,7 +1669,9 @@ mod tests {
             },
         );
         let mut cursor = NearCursor::default();
-        let sub = m.find("truck_7", &mut cursor).expect("declared");
+        let sub = m
+            .find("truck_7", name_hash("truck_7"), &mut cursor)
+            .expect("declared");
         assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
         assert_eq!(m.entries.len(), 100);
     }
