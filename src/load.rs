@@ -178,6 +178,8 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             totals: totals.clone(),
             schemas: HashMap::new(),
             declared: HashMap::new(),
+            pending: Vec::new(),
+            tag_slots: HashMap::new(),
             vgroups: vgroups as u32,
         };
         let file = args.file.clone();
@@ -275,6 +277,9 @@ fn crossbeam_channel(cap: usize) -> (ChunkTx, ChunkRx) {
 type ChunkTx = std::sync::mpsc::SyncSender<Chunk>;
 type ChunkRx = Arc<parking_lot::Mutex<std::sync::mpsc::Receiver<Chunk>>>;
 
+/// Each tag a `3,` line names, and its place among its STABLE's tags (`None`: not one).
+type TagSlots = Vec<(String, Option<usize>)>;
+
 /// What the reader thread needs besides the file.
 struct ReaderCtx {
     subtables: Subtables,
@@ -285,8 +290,15 @@ struct ReaderCtx {
     totals: Arc<Totals>,
     /// STABLEs created by `2,` lines.
     schemas: HashMap<String, Arc<StableSchema>>,
-    /// Subtables declared since the last chunk, per STABLE, with their tags and no rows.
-    declared: HashMap<String, RowBlock>,
+    /// Subtables declared since the last chunk, per STABLE and vgroup, with their tags and no
+    /// rows.
+    declared: HashMap<(String, usize), RowBlock>,
+    /// Subtables declared since the last chunk, in order: they join `subtables` together
+    /// before the chunk is sent (one write lock per chunk, not per line, while workers read).
+    pending: Vec<(String, Subtable)>,
+    /// Per STABLE, the tag list of its last `3,` line and the place of each of those tags in
+    /// the STABLE (`None`: not one of its tags, ignored).
+    tag_slots: HashMap<String, (String, TagSlots)>,
     /// Vgroups of the database: a subtable's group is computed once, when it is declared.
     vgroups: u32,
 }
@@ -295,6 +307,12 @@ impl ReaderCtx {
     /// Hands the subtables declared since the last chunk to the writer, ahead of the chunk
     /// that uses them (the writer keeps their tags for every batch until one is acknowledged).
     fn hand_over_declared(&mut self) -> Result<(), BoxError> {
+        if !self.pending.is_empty() {
+            let mut map = self.subtables.write();
+            for (name, sub) in self.pending.drain(..) {
+                map.insert(&name, sub);
+            }
+        }
         let Some(w) = &self.writer else {
             self.declared.clear();
             return Ok(());
@@ -395,6 +413,8 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
     };
     match kind {
         "2" => {
+            // The tags' places are the new schema's.
+            ctx.tag_slots.remove(stable);
             let Some(client) = client else {
                 // Dry run: the schema as the statement gives it, so rows are parsed into
                 // columns of their types as in a load.
@@ -426,42 +446,41 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
         }
         "3" => {
             // create table <t> using <stable> (<tag names>) tags (<values>)
-            let lower = sql.to_ascii_lowercase();
-            let names_at = lower
-                .find(" using ")
-                .and_then(|u| lower[u..].find('(').map(|p| u + p))
-                .ok_or_else(|| format!("no tag name list in '{sql}'"))?;
-            let tags_kw = lower
-                .find(" tags ")
-                .or_else(|| lower.find(" tags("))
-                .ok_or_else(|| format!("no TAGS in '{sql}'"))?;
-            let names_text = sql
-                .get(names_at..tags_kw)
-                .ok_or_else(|| format!("bad tag name list in '{sql}'"))?
-                .trim();
-            let names: Vec<String> = names_text
-                .trim_start_matches('(')
-                .trim_end_matches(')')
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .collect();
-            let values_text = sql.get(tags_kw + 5..).unwrap_or("").trim();
-            let values = parse_tuple(values_text)?;
-            if values.len() != names.len() {
-                return Err(format!(
-                    "{} tag names but {} tag values in '{sql}'",
-                    names.len(),
-                    values.len()
-                ));
-            }
+            let (names_text, values_text) = subtable_sql_parts(sql)?;
             let Some(schema) = ctx.schemas.get(stable).cloned() else {
                 return Err(format!(
                     "subtable {table} uses STABLE {stable}, which was not created"
                 ));
             };
+            // Every `3,` line of a STABLE names the same tags: their places are looked up once.
+            let slots = match ctx.tag_slots.get(stable) {
+                Some((text, slots)) if text == names_text => slots,
+                _ => {
+                    let slots = names_text
+                        .trim_start_matches('(')
+                        .trim_end_matches(')')
+                        .split(',')
+                        .map(|n| (n.trim().to_string(), schema.tag_index(n.trim())))
+                        .collect();
+                    let e = (names_text.to_string(), slots);
+                    &ctx.tag_slots
+                        .entry(stable.to_string())
+                        .insert_entry(e)
+                        .into_mut()
+                        .1
+                }
+            };
+            let values = parse_tuple(values_text)?;
+            if values.len() != slots.len() {
+                return Err(format!(
+                    "{} tag names but {} tag values in '{sql}'",
+                    slots.len(),
+                    values.len()
+                ));
+            }
             let mut tags = vec![Value::Null; schema.tags.len()];
-            for (n, v) in names.iter().zip(values) {
-                if let Some(i) = schema.tag_index(n) {
+            for ((n, slot), v) in slots.iter().zip(values) {
+                if let Some(i) = *slot {
                     let def = &schema.tags[i];
                     tags[i] = def
                         .data_type
@@ -469,22 +488,55 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
                         .map_err(|e| format!("tag '{n}' of {table}: {e}"))?;
                 }
             }
+            let group =
+                tidal_common::vgroup_index(tidal_common::hash_table_name(db, table), ctx.vgroups);
             if ctx.writer.is_some() {
+                // One block per vgroup, so the writer queues each as it is.
                 let types: Vec<_> = schema.columns.iter().map(|c| c.data_type).collect();
                 ctx.declared
-                    .entry(schema.name.clone())
+                    .entry((schema.name.clone(), group))
                     .or_insert_with(|| RowBlock::new(schema.name.clone(), &types))
                     .add_table(table, Some(tags));
             }
-            let group =
-                tidal_common::vgroup_index(tidal_common::hash_table_name(db, table), ctx.vgroups);
-            ctx.subtables
-                .write()
-                .insert(table, Subtable { schema, group });
+            ctx.pending
+                .push((table.to_string(), Subtable { schema, group }));
             Ok(())
         }
         other => Err(format!("command type {other} is not supported")),
     }
+}
+
+/// The tag name list `(<names>)` and the tag values `(<values>)` of a `3,` line's
+/// `create table <t> using <stable> (<names>) tags (<values>)` (keywords in any case).
+fn subtable_sql_parts(sql: &str) -> Result<(&str, &str), String> {
+    let using = find_word(sql, "using").ok_or_else(|| format!("no tag name list in '{sql}'"))?;
+    let names_at = sql
+        .get(using..)
+        .and_then(|r| r.find('('))
+        .map(|p| using + p)
+        .ok_or_else(|| format!("no tag name list in '{sql}'"))?;
+    let tags_kw = find_word(sql, "tags").ok_or_else(|| format!("no TAGS in '{sql}'"))?;
+    let names_text = sql
+        .get(names_at..tags_kw)
+        .ok_or_else(|| format!("bad tag name list in '{sql}'"))?
+        .trim();
+    let values_text = sql.get(tags_kw + 4..).unwrap_or("").trim();
+    Ok((names_text, values_text))
+}
+
+/// Where the first ` <word> ` or ` <word>(` (`word` in lower case, matched in any case)
+/// starts in `s`, after its leading space.
+fn find_word(s: &str, word: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    let w = word.as_bytes();
+    (0..b.len()).find_map(|i| {
+        let at = i + 1;
+        let after = b.get(at + w.len());
+        (b[i] == b' '
+            && b.get(at..at + w.len())?.eq_ignore_ascii_case(w)
+            && (after == Some(&b' ') || (after == Some(&b'(') && word == "tags")))
+            .then_some(at)
+    })
 }
 
 /// The STABLE a `2,` line's `create table <stable> (<columns>) tags (<tags>)` defines, read
@@ -1571,6 +1623,38 @@ mod tests {
                     assert_eq!(x, y, "row {r}");
                 }
             }
+        }
+    }
+
+    /// A `3,` line's tag names and values are found with the keywords in any case, and a
+    /// line without them says what is missing.
+    #[test]
+    fn subtable_lines_split_into_tag_names_and_values() {
+        let tsbs = "create table r_truck_0 using readings (name,fleet) tags ('truck_0','North')";
+        assert_eq!(
+            subtable_sql_parts(tsbs),
+            Ok(("(name,fleet)", "('truck_0','North')"))
+        );
+        assert_eq!(
+            subtable_sql_parts("CREATE TABLE t USING st (a, b) TAGS(1, 'x y')"),
+            Ok(("(a, b)", "(1, 'x y')"))
+        );
+        assert_eq!(
+            subtable_sql_parts("create table t Using st(a) Tags (2)"),
+            Ok(("(a)", "(2)"))
+        );
+        // A name that only contains a keyword is not one.
+        assert_eq!(
+            subtable_sql_parts("create table usingtags using st (a) tags (2)"),
+            Ok(("(a)", "(2)"))
+        );
+        for (bad, why) in [
+            ("create table t st (a) tags (1)", "no tag name list"),
+            ("create table t using st tags (1)", "bad tag name list"),
+            ("create table t using st (a) (1)", "no TAGS"),
+        ] {
+            let e = subtable_sql_parts(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 

@@ -97,6 +97,19 @@ fn three_load_paths_give_exact_counts() {
     assert!(out.contains(&format!("loaded {total} rows")), "{out}");
     check_counts(&c, "viatd", "readings", "tbname", per_table);
     check_counts(&c, "viatd", "diagnostics", "tbname", per_table);
+    // The `3,` lines' tags too.
+    check_counts(&c, "viatd", "readings", "name", per_table);
+    check_counts(&c, "viatd", "diagnostics", "name", per_table);
+    assert_eq!(
+        rows(&c.ok(
+            "viatd",
+            "SELECT DISTINCT fleet, model FROM readings WHERE tbname = 'r_truck_3'"
+        )),
+        rows(&c.ok(
+            "viahttp",
+            "SELECT DISTINCT fleet, model FROM readings WHERE name = 'truck_3'"
+        ))
+    );
     assert_eq!(
         rows(&c.ok("viatd", "SELECT count(*) FROM r_truck_3")),
         vec![per_table.to_string()]
