@@ -35,7 +35,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidal_client::{Client, Writer, WriterConfig};
-use tidal_common::names::NameKey;
 use tidal_common::{Column, ColumnData, DataType, RowBlock, RowBlockParts, StableSchema, Value};
 
 /// Read buffer of the decompressing reader.
@@ -184,7 +183,13 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
         };
         let file = args.file.clone();
         let format = args.format;
-        let chunk_rows = batch.saturating_mul(vgroups);
+        // A tenth short of a batch per vgroup: a chunk of one STABLE's rows (TSBS writes an
+        // interval's readings, then its diagnostics) spreads over the vgroups within a few
+        // percent of evenly, and a block just over a batch would be cut and copied by the
+        // writer rather than queued whole.
+        let chunk_rows = (batch.saturating_mul(vgroups) / 10)
+            .saturating_mul(9)
+            .max(1);
         std::thread::spawn(move || read_chunks(&file, format, chunk_rows, tx, ctx))
     };
     let turns = Arc::new(Turns::default());
@@ -908,13 +913,20 @@ fn plain_row(raw: &[u8]) -> Option<(&str, u64, usize)> {
 /// ([`NearCursor`]): those are checked first, in memory order, by the names' hashes
 /// (`hashes`, 8 bytes an entry, so the window can be 40 entries wide: TSBS's late rows come
 /// dozens of rows after their turn), and a hit is checked against the name itself.
-#[derive(Default)]
 struct SubtableMap {
-    entries: Vec<(NameKey, Subtable)>,
-    /// [`name_hash`] of each entry's name, in `entries`' order.
+    /// [`name_hash`], but for tests of colliding hashes.
+    hash: fn(&str) -> u64,
+    /// The names one after another, entry `i`'s ending at `ends[i]`: a window's names share
+    /// cache lines (an entry holding its own name took a line or more each, and checking a
+    /// hash hit against it was a cache miss a row).
+    names: String,
+    ends: Vec<usize>,
+    /// [`name_hash`] of each entry's name.
     hashes: Vec<u64>,
-    /// Name -> index in `entries`.
-    index: HashMap<NameKey, u32, foldhash::fast::RandomState>,
+    subs: Vec<Subtable>,
+    /// [`name_hash`] -> the first entry with it; entries whose hash an earlier one has.
+    by_hash: HashMap<u64, u32, foldhash::fast::RandomState>,
+    collided: HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
 /// The hash of a subtable name that [`SubtableMap`] and a chunk's [`NameIndex`] share, so a
@@ -924,44 +936,78 @@ fn name_hash(name: &str) -> u64 {
     std::hash::BuildHasher::hash_one(&foldhash::fast::FixedState::with_seed(0x7464_616c), name)
 }
 
-impl SubtableMap {
-    /// Declares `name` (again: its entry is replaced in place).
-    fn insert(&mut self, name: &str, sub: Subtable) {
-        if let Some(e) = self
-            .index
-            .get(name.as_bytes())
-            .and_then(|&i| self.entries.get_mut(i as usize))
-        {
-            e.1 = sub;
-            return;
+impl Default for SubtableMap {
+    fn default() -> Self {
+        SubtableMap {
+            hash: name_hash,
+            names: String::new(),
+            ends: Vec::new(),
+            hashes: Vec::new(),
+            subs: Vec::new(),
+            by_hash: HashMap::default(),
+            collided: HashMap::default(),
         }
-        self.index
-            .insert(NameKey::new(name), self.entries.len() as u32);
-        self.entries.push((NameKey::new(name), sub));
-        self.hashes.push(name_hash(name));
+    }
+}
+
+impl SubtableMap {
+    fn name(&self, i: usize) -> &str {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).copied().unwrap_or(0),
+            None => 0,
+        };
+        let end = self.ends.get(i).copied().unwrap_or(0);
+        self.names.get(start..end).unwrap_or("")
     }
 
-    /// Subtable `name`, whose [`name_hash`] is `h`, looked for first near `cursor` (which this
-    /// updates).
-    fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
-        let name = name.as_bytes();
-        let probe = || self.index.get(name).map(|&i| i as usize);
-        let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
-            i if self
-                .entries
-                .get(i)
-                .is_some_and(|(k, _)| k.as_bytes() == name) =>
-            {
-                i
+    /// The entry of `name` (whose hash is `h`), from the maps.
+    fn position(&self, name: &str, h: u64) -> Option<usize> {
+        let i = match self.by_hash.get(&h) {
+            Some(&i) if self.name(i as usize) == name => i,
+            Some(_) => *self.collided.get(name)?,
+            None => return None,
+        };
+        Some(i as usize)
+    }
+
+    /// Declares `name` (again: its entry is replaced in place).
+    fn insert(&mut self, name: &str, sub: Subtable) {
+        let h = (self.hash)(name);
+        if let Some(i) = self.position(name, h) {
+            if let Some(e) = self.subs.get_mut(i) {
+                *e = sub;
             }
-            // Another name with the same hash: only the map can tell.
+            return;
+        }
+        let i = self.subs.len() as u32;
+        self.names.push_str(name);
+        self.ends.push(self.names.len());
+        self.hashes.push(h);
+        self.subs.push(sub);
+        match self.by_hash.entry(h) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(i);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.collided.insert(name.to_string(), i);
+            }
+        }
+    }
+
+    /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, looked for first near
+    /// `cursor` (which this updates).
+    fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
+        let probe = || self.position(name, h);
+        let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
+            i if self.name(i) == name => i,
+            // Another name with the same hash: only the maps can tell.
             _ => {
                 let i = probe()?;
                 cursor.at(i);
                 i
             }
         };
-        self.entries.get(i).map(|(_, s)| s)
+        self.subs.get(i)
     }
 }
 
@@ -1684,7 +1730,8 @@ mod tests {
 
     /// Whatever order rows name their subtables in (declaration order with skips and late
     /// rows, backwards, at random), each finds its own, and a subtable declared again takes
-    /// its new declaration.
+    /// its new declaration; also when every name has the same hash (only names tell them
+    /// apart) or a few do.
     #[test]
     fn subtables_are_found_in_any_order() {
         let schema = |n: &str| {
@@ -1697,17 +1744,7 @@ mod tests {
             })
         };
         let (a, b) = (schema("a"), schema("b"));
-        let mut m = SubtableMap::default();
         let names: Vec<String> = (0..100).map(|i| format!("truck_{i}")).collect();
-        for (i, n) in names.iter().enumerate() {
-            m.insert(
-                n,
-                Subtable {
-                    schema: a.clone(),
-                    group: i,
-                },
-            );
-        }
         let mut rng = StdRng::seed_from_u64(3);
         let mut orders: Vec<Vec<usize>> = vec![(0..100).collect(), (0..100).rev().collect()];
         orders.push((0..100).filter(|_| rng.random_bool(0.8)).collect());
@@ -1719,44 +1756,40 @@ mod tests {
         let mut shuffled: Vec<usize> = (0..100).collect();
         shuffled.shuffle(&mut rng);
         orders.push(shuffled);
-        for order in &orders {
-            let mut cursor = NearCursor::default();
-            for &i in order {
-                let sub = m.find(&names[i], name_hash(&names[i]), &mut cursor);
-                assert_eq!(sub.expect("declared").group, i, "{}", names[i]);
+        let hashes: [fn(&str) -> u64; 3] = [name_hash, |_| 7, |n| name_hash(n) % 3];
+        for hash in hashes {
+            let mut m = SubtableMap {
+                hash,
+                ..SubtableMap::default()
+            };
+            for (i, n) in names.iter().enumerate() {
+                let sub = Subtable {
+                    schema: a.clone(),
+                    group: i,
+                };
+                m.insert(n, sub);
             }
-        }
-        // The hash only narrows the search: given another name's hash (as if the two
-        // collided) or one no name has, the name still decides.
-        for order in &orders {
-            let mut cursor = NearCursor::default();
-            for &i in order {
-                let other = name_hash(&names[(i + 1) % 100]);
-                for h in [other, 0] {
-                    let sub = m.find(&names[i], h, &mut cursor);
+            for order in &orders {
+                let mut cursor = NearCursor::default();
+                for &i in order {
+                    let sub = m.find(&names[i], hash(&names[i]), &mut cursor);
                     assert_eq!(sub.expect("declared").group, i, "{}", names[i]);
                 }
             }
-        }
-        let mut cursor = NearCursor::default();
-        assert!(m
-            .find("truck_100", name_hash("truck_100"), &mut cursor)
-            .is_none());
-        assert!(m
-            .find("truck_", name_hash("truck_1"), &mut cursor)
-            .is_none());
-        m.insert(
-            "truck_7",
-            Subtable {
+            let mut cursor = NearCursor::default();
+            for missing in ["truck_100", "truck_", ""] {
+                assert!(m.find(missing, hash(missing), &mut cursor).is_none());
+            }
+            let sub = Subtable {
                 schema: b.clone(),
                 group: 700,
-            },
-        );
-        let mut cursor = NearCursor::default();
-        let sub = m
-            .find("truck_7", name_hash("truck_7"), &mut cursor)
-            .expect("declared");
-        assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
-        assert_eq!(m.entries.len(), 100);
+            };
+            m.insert("truck_7", sub);
+            let mut cursor = NearCursor::default();
+            let sub = m.find("truck_7", hash("truck_7"), &mut cursor);
+            let sub = sub.expect("declared");
+            assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
+            assert_eq!(m.subs.len(), 100);
+        }
     }
 }
