@@ -50,12 +50,12 @@ use tidal_common::{
     WriteBatch,
 };
 use tidal_proto::convert::{
-    batch_from_wire, column_defs_to_wire, row_block_to_wire, schema_from_wire, schema_to_wire,
-    write_to_wire,
+    batch_from_wire, column_defs_to_wire, schema_from_wire, schema_to_wire, write_to_wire,
 };
 use tidal_proto::v1::{
     self, dnode_client::DnodeClient, mnode_client::MnodeClient, sql_client::SqlClient,
 };
+use tidal_proto::write_wire::{encode_write_request, EncodedWrite};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 /// Largest gRPC message the client sends or accepts (the servers' default limit).
@@ -703,33 +703,23 @@ impl Client {
                     ));
                 };
                 let mut omitted = false;
-                let wire_blocks: Vec<v1::RowBlock> = blocks
+                let schemas: Vec<v1::StableSchema> = schemas
                     .iter()
-                    .map(|b| {
-                        row_block_to_wire(b, |t| {
-                            let send = all_tags || !known(t);
-                            omitted |= !send;
-                            send
-                        })
-                    })
+                    .filter(|s| blocks.iter().any(|b| b.stable() == s.name))
+                    .map(schema_to_wire)
                     .collect();
-                let req = v1::WriteRequest {
-                    db: db.to_string(),
-                    vgroup_id: vg.id.0,
-                    schemas: schemas
-                        .iter()
-                        .filter(|s| blocks.iter().any(|b| b.stable() == s.name))
-                        .map(schema_to_wire)
-                        .collect(),
-                    tables: Vec::new(),
-                    blocks: wire_blocks,
-                };
-                // The stub is made here, in the caller's task, so that a forwarding client's
-                // call carries the caller's token.
-                let stub = self.dnode(&vg.addr);
+                let refs: Vec<&RowBlock> = blocks.iter().map(|b| b.as_ref()).collect();
+                let req = encode_write_request(db, vg.id.0, &schemas, &refs, |t| {
+                    let send = all_tags || !known(t);
+                    omitted |= !send;
+                    send
+                });
+                // The channel is made here, in the caller's task, so that a forwarding
+                // client's call carries the caller's token.
+                let channel = self.channel(&vg.addr).map(|c| self.intercepted(c));
                 let task = tokio::spawn(async move {
-                    match stub {
-                        Ok(mut d) => send_write(&mut d, req).await,
+                    match channel {
+                        Ok(c) => send_encoded_write(c, EncodedWrite(req.into())).await,
                         Err(e) => Err(e),
                     }
                 });
@@ -871,6 +861,37 @@ async fn send_write(
     req: v1::WriteRequest,
 ) -> Result<WriteOutcome, ClientError> {
     let resp = d.write(req).await.map_err(ClientError::from)?.into_inner();
+    Ok(WriteOutcome {
+        rows: resp.rows,
+        tables_created: resp.tables_created,
+        attempts: 1,
+    })
+}
+
+/// [`send_write`] of a request already encoded ([`encode_write_request`]): the same call,
+/// through tonic's prost codec as the generated stub makes it.
+async fn send_encoded_write(
+    channel: AuthChannel,
+    req: EncodedWrite,
+) -> Result<WriteOutcome, ClientError> {
+    let mut grpc = tonic::client::Grpc::new(channel)
+        .max_decoding_message_size(MESSAGE_BYTES_MAX)
+        .max_encoding_message_size(MESSAGE_BYTES_MAX);
+    grpc.ready().await.map_err(|e| {
+        ClientError::from(tonic::Status::unknown(format!(
+            "Service was not ready: {e}"
+        )))
+    })?;
+    let codec = tonic_prost::ProstCodec::<EncodedWrite, v1::WriteResponse>::default();
+    let path = http::uri::PathAndQuery::from_static("/tidal.v1.Dnode/Write");
+    let mut req = tonic::Request::new(req);
+    req.extensions_mut()
+        .insert(tonic::GrpcMethod::new("tidal.v1.Dnode", "Write"));
+    let resp = grpc
+        .unary(req, path, codec)
+        .await
+        .map_err(ClientError::from)?
+        .into_inner();
     Ok(WriteOutcome {
         rows: resp.rows,
         tables_created: resp.tables_created,
