@@ -486,18 +486,36 @@ impl Tables {
         self.tags.insert(table.to_string(), tags.to_vec());
     }
 
-    /// Gives the subtables of `blocks` that have no tags the remembered ones.
+    /// Gives the subtables of `blocks` (one batch, applied in order) that have no tags the
+    /// remembered ones, unless an earlier block of the batch carries them: the vnode creates
+    /// the subtable there, before it reaches the later block.
+    ///
+    /// Why the exception: a caller that declares subtables in a block of their own (as
+    /// `tidal load` does) queues their rows right after it, usually into the same batch, and
+    /// every tag list then went out, was decoded and was checked twice.
     fn complete(&self, blocks: &mut [RowBlock]) {
         if self.tags.is_empty() {
             return;
         }
-        for b in blocks {
+        // (block, subtable, its tags), found first, given after.
+        let mut todo: Vec<(usize, u32, &Vec<Value>)> = Vec::new();
+        let mut carried: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+        for (k, b) in blocks.iter().enumerate() {
             for i in 0..b.num_tables() {
-                if b.tags(i).is_none() {
+                if b.tags(i).is_none() && !carried.contains(b.table(i)) {
                     if let Some(t) = self.tags.get(b.table(i)) {
-                        b.offer_tags(i as u32, Some(t.clone()));
+                        todo.push((k, i as u32, t));
                     }
                 }
+            }
+            let given = todo.iter().rev().take_while(|(tk, _, _)| *tk == k);
+            let given: Vec<usize> = given.map(|(_, i, _)| *i as usize).collect();
+            let tagged = (0..b.num_tables()).filter(|&i| b.tags(i).is_some());
+            carried.extend(tagged.chain(given).map(|i| b.table(i)));
+        }
+        for (k, i, t) in todo {
+            if let Some(b) = blocks.get_mut(k) {
+                b.offer_tags(i, Some(t.clone()));
             }
         }
     }
@@ -942,5 +960,58 @@ impl BlockingWriter {
     pub fn close(self) -> Result<(), ClientError> {
         let BlockingWriter { rt, writer } = self;
         rt.block_on(writer.close())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidal_common::DataType;
+
+    fn block(tables: &[(&str, Option<i64>)]) -> RowBlock {
+        let mut b = RowBlock::new("st", &[DataType::Timestamp]);
+        for (n, tag) in tables {
+            let i = b.add_table(n, tag.map(|t| vec![Value::Int(t)]));
+            assert!(b.push_row(i, &[Value::Timestamp(1)]));
+        }
+        b
+    }
+
+    fn tags(b: &RowBlock) -> Vec<Option<i64>> {
+        (0..b.num_tables())
+            .map(|i| b.tags(i).map(|t| t[0].as_i64().unwrap_or(-1)))
+            .collect()
+    }
+
+    /// A batch's subtables get their remembered tags, except where an earlier block of the
+    /// batch carries (or was just given) them; a block before the one carrying them still
+    /// gets them, and tags a block has are kept.
+    #[test]
+    fn complete_gives_tags_unless_an_earlier_block_carries_them() {
+        let mut t = Tables::default();
+        for (n, v) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
+            t.offer(n, &[Value::Int(v)]);
+        }
+        let mut blocks = vec![
+            block(&[("d", None)]),
+            block(&[("a", None), ("b", Some(20))]),
+            block(&[("c", None), ("b", None), ("a", None), ("d", Some(40))]),
+            block(&[("c", None), ("e", None)]),
+        ];
+        t.complete(&mut blocks);
+        let got: Vec<_> = blocks.iter().map(tags).collect();
+        assert_eq!(
+            got,
+            vec![
+                vec![Some(4)],
+                vec![Some(1), Some(20)],
+                vec![Some(3), None, None, Some(40)],
+                vec![None, None],
+            ]
+        );
+        // Nothing remembered: nothing given.
+        let mut blocks = vec![block(&[("a", None)])];
+        Tables::default().complete(&mut blocks);
+        assert_eq!(tags(&blocks[0]), vec![None]);
     }
 }
