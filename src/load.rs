@@ -8,7 +8,7 @@
 //!   `1,<subtable>,<n>,(<ts_ms>,<v1>,...,<vn>)`.
 //!
 //! Pipeline: one reader thread decompresses (`.gz`, `.zst` or plain, chosen by extension) and
-//! cuts the file into chunks of `--batch-size` rows per vgroup on line boundaries; `--workers`
+//! cuts the file into chunks of nine tenths of `--batch-size` rows per vgroup on line boundaries; `--workers`
 //! threads parse chunks into row blocks (one set of columns per STABLE and vgroup per chunk,
 //! no allocation per row) and feed one batching [`Writer`], which groups rows per vgroup into
 //! batches of `--batch-size` rows and keeps several in flight. A chunk spans every vgroup so
