@@ -1121,13 +1121,22 @@ impl Target {
     /// Appends the row `(<v1>,...,<vn>)` of subtable `table`: every value parsed into its
     /// column, or nothing appended and the reason returned.
     fn push_row(&mut self, table: u32, tuple: &str) -> Result<(), String> {
+        self.push_parsed(table, |t| t.parse_into(tuple))
+    }
+
+    /// Appends the row of subtable `table` that `parse` appends to the columns, or, if it
+    /// fails, puts the columns back as they were.
+    fn push_parsed<E>(
+        &mut self,
+        table: u32,
+        parse: impl FnOnce(&mut Target) -> Result<(), E>,
+    ) -> Result<(), E> {
         let len = self.runs_rows();
-        let res = self.parse_into(tuple);
-        if res.is_err() {
+        if let Err(e) = parse(self) {
             for c in &mut self.columns {
                 c.truncate(len);
             }
-            return res;
+            return Err(e);
         }
         match self.runs.last_mut() {
             Some((t, n)) if *t == table => *n += 1,
@@ -1141,29 +1150,16 @@ impl Target {
     /// bare token without spaces or quotes, as bytes. `false` (nothing appended) for anything
     /// else, which `push_row` then parses; a row this takes, `push_row` reads the same way.
     fn push_row_plain(&mut self, table: u32, tuple: &[u8]) -> bool {
-        let len = self.runs_rows();
-        if self.parse_plain(trim_ascii_end(tuple)).is_none() {
-            for c in &mut self.columns {
-                c.truncate(len);
-            }
-            return false;
-        }
-        match self.runs.last_mut() {
-            Some((t, n)) if *t == table => *n += 1,
-            _ => self.runs.push((table, 1)),
-        }
-        true
+        let tuple = trim_ascii_end(tuple);
+        self.push_parsed(table, |t| t.parse_plain(tuple).ok_or(()))
+            .is_ok()
     }
 
     fn parse_plain(&mut self, tuple: &[u8]) -> Option<()> {
         let mut rest = tuple.strip_prefix(b"(")?.strip_suffix(b")")?;
         let ncols = self.columns.len();
-        for (i, (col, def)) in self
-            .columns
-            .iter_mut()
-            .zip(self.schema.columns.iter())
-            .enumerate()
-        {
+        let columns = self.columns.iter_mut().zip(&self.schema.columns);
+        for (i, (col, def)) in columns.enumerate() {
             let len = push_plain(col, def.data_type, rest)?;
             // Each value but the last ends at a comma, the last at the end.
             rest = match rest.get(len) {

@@ -148,36 +148,32 @@ pub fn value_from_wire(v: &v1::Value) -> Value {
 
 // ---------- columns and batches ----------
 
+/// `Column.kind` of a column's data.
+pub(crate) fn wire_kind(c: &Column) -> u32 {
+    match &c.data {
+        ColumnData::Bool(_) => 0,
+        ColumnData::Int(_) => 1,
+        ColumnData::UInt(_) => 2,
+        ColumnData::Float(_) => 3,
+        ColumnData::Str(_) => 4,
+        ColumnData::Timestamp(_) => 5,
+    }
+}
+
 pub fn column_to_wire(c: &Column) -> v1::Column {
     let mut w = v1::Column {
+        kind: wire_kind(c),
         len: c.len() as u32,
         ..Default::default()
     };
     match &c.data {
-        ColumnData::Bool(v) => {
-            w.kind = 0;
-            w.bools = v.clone();
+        ColumnData::Bool(v) => w.bools = v.clone(),
+        ColumnData::Int(v) | ColumnData::Timestamp(v) => {
+            w.fixed = fixed_bytes(v, |x| x.to_le_bytes())
         }
-        ColumnData::Int(v) => {
-            w.kind = 1;
-            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
-        }
-        ColumnData::UInt(v) => {
-            w.kind = 2;
-            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
-        }
-        ColumnData::Float(v) => {
-            w.kind = 3;
-            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
-        }
-        ColumnData::Str(v) => {
-            w.kind = 4;
-            w.strs = v.clone();
-        }
-        ColumnData::Timestamp(v) => {
-            w.kind = 5;
-            w.fixed = fixed_bytes(v, |x| x.to_le_bytes());
-        }
+        ColumnData::UInt(v) => w.fixed = fixed_bytes(v, |x| x.to_le_bytes()),
+        ColumnData::Float(v) => w.fixed = fixed_bytes(v, |x| x.to_le_bytes()),
+        ColumnData::Str(v) => w.strs = v.clone(),
     }
     if c.nulls.iter().any(|n| *n) {
         let mut bits = vec![0u8; c.nulls.len().div_ceil(8)];
@@ -473,8 +469,27 @@ pub fn write_to_wire(b: &WriteBatch) -> v1::WriteRequest {
 
 /// A [`RowBlock`] on the wire; subtable i's tags are sent only when `send_tags(name)` (a
 /// sender that knows a subtable exists leaves its tags out).
-pub fn row_block_to_wire(b: &RowBlock, mut send_tags: impl FnMut(&str) -> bool) -> v1::RowBlock {
+pub fn row_block_to_wire(b: &RowBlock, send_tags: impl FnMut(&str) -> bool) -> v1::RowBlock {
     let (names, ends) = b.names();
+    let (tagged, tags) = tags_to_wire(b, send_tags);
+    v1::RowBlock {
+        stable: b.stable().to_string(),
+        names: names.as_bytes().to_vec(),
+        name_ends: ends.to_vec(),
+        tagged,
+        tags,
+        run_tables: b.runs().iter().map(|r| r.0).collect(),
+        run_rows: b.runs().iter().map(|r| r.1).collect(),
+        columns: b.columns().iter().map(column_to_wire).collect(),
+    }
+}
+
+/// `RowBlock.tagged` and `RowBlock.tags` of `b`: the subtables with tags that `send_tags`
+/// says to send, asked once each in order.
+pub(crate) fn tags_to_wire(
+    b: &RowBlock,
+    mut send_tags: impl FnMut(&str) -> bool,
+) -> (Vec<u32>, Vec<v1::TagValues>) {
     let mut tagged = Vec::new();
     let mut tags = Vec::new();
     for i in 0..b.num_tables() {
@@ -487,16 +502,7 @@ pub fn row_block_to_wire(b: &RowBlock, mut send_tags: impl FnMut(&str) -> bool) 
             }
         }
     }
-    v1::RowBlock {
-        stable: b.stable().to_string(),
-        names: names.as_bytes().to_vec(),
-        name_ends: ends.to_vec(),
-        tagged,
-        tags,
-        run_tables: b.runs().iter().map(|r| r.0).collect(),
-        run_rows: b.runs().iter().map(|r| r.1).collect(),
-        columns: b.columns().iter().map(column_to_wire).collect(),
-    }
+    (tagged, tags)
 }
 
 pub fn row_block_from_wire(w: v1::RowBlock) -> R<RowBlock> {

@@ -11,7 +11,7 @@
 //! Invariant: the output decodes as the `WriteRequest` it stands for, byte for byte the same
 //! as prost's encoding of it (the tests compare them), so the server is unchanged.
 
-use crate::convert::value_to_wire;
+use crate::convert::{tags_to_wire, wire_kind};
 use crate::v1;
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
@@ -96,18 +96,7 @@ struct Block<'a> {
 
 impl<'a> Block<'a> {
     fn new(b: &'a RowBlock, send_tags: &mut impl FnMut(&str) -> bool) -> Block<'a> {
-        let mut tagged = Vec::new();
-        let mut tags = Vec::new();
-        for i in 0..b.num_tables() {
-            if let Some(t) = b.tags(i) {
-                if send_tags(b.table(i)) {
-                    tagged.push(i as u32);
-                    tags.push(v1::TagValues {
-                        values: t.iter().map(value_to_wire).collect(),
-                    });
-                }
-            }
-        }
+        let (tagged, tags) = tags_to_wire(b, send_tags);
         let columns: Vec<usize> = b.columns().iter().map(column_len).collect();
         let (names, ends) = b.names();
         let runs = b.runs();
@@ -152,18 +141,6 @@ impl<'a> Block<'a> {
     }
 }
 
-/// `Column.kind` of each kind of data (as `column_to_wire` sets it).
-fn kind(c: &Column) -> u32 {
-    match &c.data {
-        ColumnData::Bool(_) => 0,
-        ColumnData::Int(_) => 1,
-        ColumnData::UInt(_) => 2,
-        ColumnData::Float(_) => 3,
-        ColumnData::Str(_) => 4,
-        ColumnData::Timestamp(_) => 5,
-    }
-}
-
 /// Bytes of the NULL bitmap `column_to_wire` sends: none without a NULL.
 fn nulls_bytes(c: &Column) -> usize {
     if c.nulls.iter().any(|n| *n) {
@@ -175,7 +152,7 @@ fn nulls_bytes(c: &Column) -> usize {
 
 /// The encoded size of `column_to_wire(c)`.
 fn column_len(c: &Column) -> usize {
-    let mut n = uint32_len(1, kind(c));
+    let mut n = uint32_len(1, wire_kind(c));
     match &c.data {
         ColumnData::Bool(v) if !v.is_empty() => n += delimited_len(2, v.len()),
         ColumnData::Str(v) => n += v.iter().map(|s| string_field_len(6, s)).sum::<usize>(),
@@ -189,7 +166,7 @@ fn column_len(c: &Column) -> usize {
 
 /// `column_to_wire(c)` encoded, in prost's field order.
 fn put_column(out: &mut Vec<u8>, c: &Column) {
-    put_uint32(out, 1, kind(c));
+    put_uint32(out, 1, wire_kind(c));
     match &c.data {
         ColumnData::Bool(v) if !v.is_empty() => {
             encode_key(2, WireType::LengthDelimited, out);
