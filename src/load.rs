@@ -916,17 +916,15 @@ fn plain_row(raw: &[u8]) -> Option<(&str, u64, usize)> {
 struct SubtableMap {
     /// [`name_hash`], but for tests of colliding hashes.
     hash: fn(&str) -> u64,
-    /// The names one after another, entry `i`'s ending at `ends[i]`: a window's names share
-    /// cache lines (an entry holding its own name took a line or more each, and checking a
-    /// hash hit against it was a cache miss a row).
-    names: String,
-    ends: Vec<usize>,
+    /// The entries' names, packed: a window's names share cache lines (an entry holding its
+    /// own name took a line or more each, and checking a hash hit against it was a cache miss
+    /// a row).
+    names: PackedNames,
     /// [`name_hash`] of each entry's name.
     hashes: Vec<u64>,
     subs: Vec<Subtable>,
-    /// [`name_hash`] -> the first entry with it; entries whose hash an earlier one has.
-    by_hash: HashMap<u64, u32, foldhash::fast::RandomState>,
-    collided: HashMap<String, u32, foldhash::fast::RandomState>,
+    /// Name -> entry.
+    index: NameIndex<String, u32>,
 }
 
 /// The hash of a subtable name that [`SubtableMap`] and a chunk's [`NameIndex`] share, so a
@@ -940,33 +938,18 @@ impl Default for SubtableMap {
     fn default() -> Self {
         SubtableMap {
             hash: name_hash,
-            names: String::new(),
-            ends: Vec::new(),
+            names: PackedNames::default(),
             hashes: Vec::new(),
             subs: Vec::new(),
-            by_hash: HashMap::default(),
-            collided: HashMap::default(),
+            index: NameIndex::with_capacity(0),
         }
     }
 }
 
 impl SubtableMap {
-    fn name(&self, i: usize) -> &str {
-        let start = match i.checked_sub(1) {
-            Some(p) => self.ends.get(p).copied().unwrap_or(0),
-            None => 0,
-        };
-        let end = self.ends.get(i).copied().unwrap_or(0);
-        self.names.get(start..end).unwrap_or("")
-    }
-
-    /// The entry of `name` (whose hash is `h`), from the maps.
+    /// The entry of `name` (whose hash is `h`), from the index.
     fn position(&self, name: &str, h: u64) -> Option<usize> {
-        let i = match self.by_hash.get(&h) {
-            Some(&i) if self.name(i as usize) == name => i,
-            Some(_) => *self.collided.get(name)?,
-            None => return None,
-        };
+        let i = self.index.get(h, name, |i| self.names.get(i))?;
         Some(i as usize)
     }
 
@@ -979,19 +962,10 @@ impl SubtableMap {
             }
             return;
         }
-        let i = self.subs.len() as u32;
-        self.names.push_str(name);
-        self.ends.push(self.names.len());
+        let i = self.names.push(name);
         self.hashes.push(h);
         self.subs.push(sub);
-        match self.by_hash.entry(h) {
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(i);
-            }
-            std::collections::hash_map::Entry::Occupied(_) => {
-                self.collided.insert(name.to_string(), i);
-            }
-        }
+        self.index.insert(h, name, i);
     }
 
     /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, looked for first near
@@ -999,7 +973,7 @@ impl SubtableMap {
     fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
         let probe = || self.position(name, h);
         let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
-            i if self.name(i) == name => i,
+            i if self.names.get(i as u32) == name => i,
             // Another name with the same hash: only the maps can tell.
             _ => {
                 let i = probe()?;
@@ -1016,20 +990,20 @@ impl SubtableMap {
 struct Blocks<'c> {
     targets: Vec<Target>,
     /// Subtable -> (index in `targets`, index of the subtable in that target).
-    index: NameIndex<'c>,
+    index: NameIndex<&'c str, (u32, u32)>,
 }
 
-/// Subtable name -> a position, keyed by the name's hash and checked against a copy of the
-/// name the caller keeps (densely, in its block): a key borrowed from the chunk would point
-/// back into text read long before, a cache miss per row.
-#[derive(Default)]
-struct NameIndex<'c> {
-    by_hash: HashMap<u64, (u32, u32), foldhash::fast::RandomState>,
+/// Subtable name -> a position `P`, keyed by the name's hash and checked against a copy of the
+/// name the caller keeps (densely: a chunk's in its block, the subtable map's packed): a key
+/// borrowed from the chunk would point back into text read long before, a cache miss per row.
+/// Only names whose hash another name took first are kept here, as `K`.
+struct NameIndex<K, P> {
+    by_hash: HashMap<u64, P, foldhash::fast::RandomState>,
     /// Names whose hash another name took first.
-    collided: HashMap<&'c str, (u32, u32), foldhash::fast::RandomState>,
+    collided: HashMap<K, P, foldhash::fast::RandomState>,
 }
 
-impl<'c> NameIndex<'c> {
+impl<K: std::borrow::Borrow<str> + std::hash::Hash + Eq, P: Copy> NameIndex<K, P> {
     fn with_capacity(n: usize) -> Self {
         NameIndex {
             by_hash: HashMap::with_capacity_and_hasher(n, Default::default()),
@@ -1042,12 +1016,7 @@ impl<'c> NameIndex<'c> {
     }
 
     /// The position of `name` (whose hash is `h`); `name_at` gives the name at a position.
-    fn get<'a>(
-        &self,
-        h: u64,
-        name: &str,
-        name_at: impl Fn((u32, u32)) -> &'a str,
-    ) -> Option<(u32, u32)> {
+    fn get<'a>(&self, h: u64, name: &str, name_at: impl Fn(P) -> &'a str) -> Option<P> {
         match self.by_hash.get(&h) {
             Some(&pos) if name_at(pos) == name => Some(pos),
             Some(_) => self.collided.get(name).copied(),
@@ -1056,13 +1025,16 @@ impl<'c> NameIndex<'c> {
     }
 
     /// Adds `name` (not present), whose hash is `h`.
-    fn insert(&mut self, h: u64, name: &'c str, pos: (u32, u32)) {
+    fn insert<'n>(&mut self, h: u64, name: &'n str, pos: P)
+    where
+        K: From<&'n str>,
+    {
         match self.by_hash.entry(h) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(pos);
             }
             std::collections::hash_map::Entry::Occupied(_) => {
-                self.collided.insert(name, pos);
+                self.collided.insert(K::from(name), pos);
             }
         }
     }
@@ -1083,8 +1055,7 @@ impl Blocks<'_> {
 struct Target {
     schema: Arc<StableSchema>,
     group: usize,
-    names: String,
-    ends: Vec<u32>,
+    names: PackedNames,
     runs: Vec<(u32, u32)>,
     columns: Vec<Column>,
 }
@@ -1099,23 +1070,18 @@ impl Target {
         Target {
             schema,
             group,
-            names: String::new(),
-            ends: Vec::new(),
+            names: PackedNames::default(),
             runs: Vec::new(),
             columns,
         }
     }
 
     fn table(&self, i: u32) -> &str {
-        let i = i as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        self.names.get(start..self.ends[i] as usize).unwrap_or("")
+        self.names.get(i)
     }
 
     fn add_table(&mut self, name: &str) -> u32 {
-        self.names.push_str(name);
-        self.ends.push(self.names.len() as u32);
-        (self.ends.len() - 1) as u32
+        self.names.push(name)
     }
 
     /// Appends the row `(<v1>,...,<vn>)` of subtable `table`: every value parsed into its
@@ -1219,7 +1185,7 @@ impl Target {
     /// to its memtable. Grouped here (a counting sort, a gather per column), the block has a
     /// run per subtable, as TSBS's own loaders send a batch per table.
     fn into_block(mut self) -> Result<RowBlock, String> {
-        let tables = self.ends.len();
+        let tables = self.names.ends.len();
         if self.runs.len() > tables {
             let (order, runs) = tidal_common::group_runs(&self.runs, tables, |t| t);
             let order: Vec<usize> = order.into_iter().map(|r| r as usize).collect();
@@ -1230,12 +1196,40 @@ impl Target {
         }
         RowBlock::from_parts(RowBlockParts {
             stable: self.schema.name.clone(),
-            names: self.names,
-            ends: self.ends,
+            names: self.names.text,
+            ends: self.names.ends,
             tags: vec![None; tables],
             runs: self.runs,
             columns: self.columns,
         })
+    }
+}
+
+/// Names one after another in one string, name `i` ending at byte `ends[i]` (the layout of a
+/// [`RowBlock`]'s subtable names).
+#[derive(Default)]
+struct PackedNames {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl PackedNames {
+    /// Name `i` ("" past the end).
+    fn get(&self, i: u32) -> &str {
+        let i = i as usize;
+        let start = match i.checked_sub(1) {
+            Some(p) => self.ends.get(p).map_or(0, |&e| e as usize),
+            None => 0,
+        };
+        let end = self.ends.get(i).map_or(0, |&e| e as usize);
+        self.text.get(start..end).unwrap_or("")
+    }
+
+    /// Adds `name`; returns its index.
+    fn push(&mut self, name: &str) -> u32 {
+        self.text.push_str(name);
+        self.ends.push(self.text.len() as u32);
+        (self.ends.len() - 1) as u32
     }
 }
 
@@ -1704,7 +1698,7 @@ mod tests {
     #[test]
     fn name_index_tells_colliding_names_apart() {
         let names: Vec<String> = (0..50).map(|i| format!("t{i}")).collect();
-        let mut idx = NameIndex::with_capacity(0);
+        let mut idx: NameIndex<&str, (u32, u32)> = NameIndex::with_capacity(0);
         let at = |(a, _): (u32, u32)| names[a as usize].as_str();
         for (i, n) in names.iter().enumerate() {
             assert_eq!(idx.get(7, n, at), None);
@@ -1716,7 +1710,7 @@ mod tests {
         }
         assert_eq!(idx.get(7, "other", at), None);
         // Distinct hashes take the fast path.
-        let mut idx = NameIndex::with_capacity(4);
+        let mut idx: NameIndex<&str, (u32, u32)> = NameIndex::with_capacity(4);
         for (i, n) in names.iter().enumerate() {
             idx.insert(i as u64, n, (i as u32, 1));
         }

@@ -861,11 +861,16 @@ async fn send_write(
     req: v1::WriteRequest,
 ) -> Result<WriteOutcome, ClientError> {
     let resp = d.write(req).await.map_err(ClientError::from)?.into_inner();
-    Ok(WriteOutcome {
+    Ok(outcome_of(resp))
+}
+
+/// One attempt's outcome as the data node reports it.
+fn outcome_of(resp: v1::WriteResponse) -> WriteOutcome {
+    WriteOutcome {
         rows: resp.rows,
         tables_created: resp.tables_created,
         attempts: 1,
-    })
+    }
 }
 
 /// [`send_write`] of a request already encoded ([`encode_write_request`]): the same call,
@@ -892,11 +897,7 @@ async fn send_encoded_write(
         .await
         .map_err(ClientError::from)?
         .into_inner();
-    Ok(WriteOutcome {
-        rows: resp.rows,
-        tables_created: resp.tables_created,
-        attempts: 1,
-    })
+    Ok(outcome_of(resp))
 }
 
 /// The host part of `host:port` (`[v6]:port` gives `v6`).
