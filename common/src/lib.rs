@@ -13,6 +13,7 @@ pub mod batch;
 pub mod histogram;
 pub mod ids;
 pub mod names;
+pub mod near;
 pub mod route;
 pub mod schema;
 pub mod status;

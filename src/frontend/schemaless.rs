@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tidal_client::{Client, RouteTable};
+pub(crate) use tidal_common::near::NearCursor;
 use tidal_common::route::{hash_table_name, vgroup_index};
 use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
@@ -267,83 +268,6 @@ impl std::hash::Hasher for Prehashed {
 }
 
 type PrehashedState = std::hash::BuildHasherDefault<Prehashed>;
-
-/// The index of the item `is` picks among the `ahead` after `last` (first match), else the
-/// `behind` before it (nearest first); `None` if neither holds it (the caller then probes its
-/// index). Items kept in the order a feed first named them are named again in much the same
-/// order, so the next one is usually just after the last one found, in memory order, where a
-/// probe of a map of 100,000s was a cache miss. `last` may be `usize::MAX` (none yet).
-pub(crate) fn position_near<T>(
-    items: &[T],
-    last: usize,
-    ahead: usize,
-    behind: usize,
-    is: impl Fn(&T) -> bool,
-) -> Option<usize> {
-    let from = last.wrapping_add(1);
-    let after = items.get(from..).unwrap_or(&[]);
-    let after = after.get(..ahead).unwrap_or(after);
-    if let Some(d) = after.iter().position(&is) {
-        return Some(from + d);
-    }
-    let lo = last.saturating_sub(behind);
-    let before = items.get(lo..last).unwrap_or(&[]);
-    before.iter().rposition(is).map(|d| lo + d)
-}
-
-/// Where [`position_near`] looks first for the next item of a feed: after the last one found
-/// near the one before (`last`), then after the last one the caller had to probe its index
-/// for (`probed`). A feed's order is shuffled locally (TSBS's late points come up to 100s of
-/// lines after their turn): when a late item was found by a probe, moving `last` to it
-/// made the next item a probe too, and the one after; keeping `last` on the run and trying
-/// after `probed` second also follows a jump to another part of the feed (a new body)
-/// after a single probe. With 4,000 trucks it halved the probes (each a cache miss).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NearCursor {
-    last: usize,
-    probed: usize,
-}
-
-impl Default for NearCursor {
-    fn default() -> Self {
-        NearCursor {
-            last: usize::MAX,
-            probed: usize::MAX,
-        }
-    }
-}
-
-impl NearCursor {
-    /// The index of the item `is` picks: near the cursor if it is there (`ahead` after and
-    /// `behind` before `last`, then `ahead` after `probed`), else `probe()`'s answer.
-    pub(crate) fn find<T>(
-        &mut self,
-        items: &[T],
-        ahead: usize,
-        behind: usize,
-        is: impl Fn(&T) -> bool,
-        probe: impl FnOnce() -> Option<usize>,
-    ) -> Option<usize> {
-        if let Some(i) = position_near(items, self.last, ahead, behind, &is) {
-            self.last = i;
-            return Some(i);
-        }
-        if self.probed != self.last {
-            if let Some(i) = position_near(items, self.probed, ahead, 0, &is) {
-                self.last = i;
-                return Some(i);
-            }
-        }
-        let i = probe()?;
-        self.probed = i;
-        Some(i)
-    }
-
-    /// Item `i` was just added or found otherwise: the next is looked for after it.
-    pub(crate) fn at(&mut self, i: usize) {
-        self.last = i;
-    }
-}
 
 /// The subtables of series keys ([`series_hash`] of the key as written; [`subtable_key`],
 /// without `child_table_tag`), across bodies. A feed repeats its series in every body, and
@@ -2872,48 +2796,6 @@ mod tests {
                 assert_eq!(st.column(pos, k), ix.column(k), "{keys:?} at {pos}");
             }
         }
-    }
-
-    /// The cursor finds every item in any order, probing only for what is not near: a late
-    /// item costs one probe and no more, and a jump to another part costs one probe.
-    #[test]
-    fn the_near_cursor_probes_once_per_late_item_or_jump() {
-        let items: Vec<u32> = (0..1000).collect();
-        let run = |order: &[u32]| -> usize {
-            let mut cursor = NearCursor::default();
-            let mut probes = 0;
-            for &x in order {
-                let got = cursor.find(
-                    &items,
-                    8,
-                    8,
-                    |&i| i == x,
-                    || {
-                        probes += 1;
-                        items.iter().position(|&i| i == x)
-                    },
-                );
-                assert_eq!(got, Some(x as usize));
-            }
-            probes
-        };
-        let in_order: Vec<u32> = (0..1000).collect();
-        assert_eq!(run(&in_order), 0);
-        // Every 50th item comes 40 places late: a probe for it, none for the next.
-        let mut late: Vec<u32> = (0..1000).filter(|i| i % 50 != 5).collect();
-        for k in (0..20).rev() {
-            let at = late.iter().position(|&i| i == 50 * k + 45).expect("there");
-            late.insert(at, 50 * k + 5);
-        }
-        assert_eq!(run(&late), 20);
-        // Two runs far apart, taken in turns of 100: a probe per turn but the first.
-        let jumps: Vec<u32> = (0..5)
-            .flat_map(|t| (t * 100..t * 100 + 100).chain(500 + t * 100..600 + t * 100))
-            .collect();
-        assert_eq!(run(&jumps), 9);
-        // Not there: the probe's answer.
-        let mut cursor = NearCursor::default();
-        assert_eq!(cursor.find(&items, 8, 8, |&i| i == 5000, || None), None);
     }
 
     #[test]

@@ -83,6 +83,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tidal_common::near::NearCursor;
 use tidal_common::{
     hash_table_name, Column, ColumnData, DataType, DbOptions, HashRange, RowBlock, RowBlockParts,
     StableSchema, StableTables, TableMeta, TableUid, Value, VgroupId, WriteBatch,
@@ -550,8 +551,10 @@ struct Signal {
 pub struct VnodeCore {
     dir: PathBuf,
     cfg: VnodeConfig,
-    /// Serialises mutations: validate + WAL append + apply, and freezes.
-    commit: Mutex<()>,
+    /// Serialises mutations: validate + WAL append + apply, and freezes. Holds where the last
+    /// write found its last subtable in the catalog's name index: the next write's subtables
+    /// are looked for just after it first ([`Meta::lookup_near`]).
+    commit: Mutex<NearCursor>,
     /// Serialises file-set changes: flush, merge, compact, retention.
     bg: Mutex<()>,
     state: RwLock<State>,
@@ -782,6 +785,7 @@ struct TablePlanner<'m, 'a> {
     /// Name -> index in `creates`.
     created: HashMap<&'a str, usize, foldhash::fast::RandomState>,
     next_uid: u64,
+    cursor: &'m mut NearCursor,
 }
 
 impl<'m, 'a> TablePlanner<'m, 'a> {
@@ -800,7 +804,7 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
             table: table.to_string(),
             reason: format!("the table belongs to STABLE '{owner}', the write names '{stable}'"),
         };
-        if let Some(slot) = self.meta.lookup(table) {
+        if let Some(slot) = self.meta.lookup_near(table, self.cursor) {
             if Some(slot.stable) != stable_id {
                 return Err(mismatch(self.meta.stable_name(slot.stable)));
             }
@@ -1048,7 +1052,7 @@ impl VnodeCore {
             comp: cfg.options.comp,
             window_units,
             cfg: cfg.clone(),
-            commit: Mutex::new(()),
+            commit: Mutex::new(NearCursor::default()),
             bg: Mutex::new(()),
             state: RwLock::new(state),
             stable_tables: Mutex::new(HashMap::new()),
@@ -1105,6 +1109,7 @@ impl VnodeCore {
         meta: &Meta,
         batch: &'a WriteBatch,
         blocks_in: &'a [BlockIn],
+        cursor: &mut NearCursor,
     ) -> Result<ApplyRef<'a>> {
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
         for s in &batch.schemas {
@@ -1138,6 +1143,7 @@ impl VnodeCore {
             creates: Vec::new(),
             created: HashMap::default(),
             next_uid: meta.next_uid,
+            cursor,
         };
         let mut rows = Vec::with_capacity(batch.tables.len());
         let oldest = self.oldest_writable_ts();
@@ -1323,12 +1329,12 @@ impl VnodeCore {
                 got: batch.db.clone(),
             });
         }
-        let guard = self.commit.lock();
+        let mut guard = self.commit.lock();
         self.wal.check_poisoned()?;
         self.make_room()?;
         let mut plan = {
             let st = self.state.read();
-            self.plan_write(&st.meta, batch, &blocks)?
+            self.plan_write(&st.meta, batch, &blocks, &mut guard)?
         };
         let outcome = WriteOutcome {
             rows: plan

@@ -14,11 +14,11 @@
 mod names;
 
 use crate::codec::{DResult, Reader, Writer};
-pub use names::{NameSlot, StableId};
+pub use names::{NameIndex, NameSlot, StableId};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tidal_common::names::NameKey;
+use tidal_common::near::NearCursor;
 use tidal_common::{StableSchema, TableMeta, TableUid, UidHash, Value};
 
 #[derive(Default, Clone)]
@@ -28,8 +28,8 @@ pub struct Meta {
     /// The same tables hashed by name, to their uid and STABLE: the write path resolves every
     /// subtable of a batch by name, and with 100,000s of subtables a tree walk of string
     /// compares per subtable cost more than the rest of its write (see [`names`] for why the
-    /// entries hold the names themselves).
-    by_name: HashMap<NameKey, NameSlot, Fast>,
+    /// entries hold the names themselves and are kept in creation order).
+    by_name: NameIndex,
     by_uid: HashMap<TableUid, Arc<TableMeta>, UidHash>,
     /// STABLE name -> its id in `by_name`'s entries, and the names by id: ids are handed out
     /// on first sight and never taken back (a catalog sees few STABLEs).
@@ -182,7 +182,7 @@ impl Meta {
     pub fn insert_table(&mut self, t: TableMeta) {
         self.next_uid = self.next_uid.max(t.uid.0 + 1);
         // A hash probe rules out the tree walk of a removal for a new name.
-        if self.by_name.contains_key(t.name.as_bytes()) {
+        if self.by_name.contains(t.name.as_bytes()) {
             self.remove_table(&t.name);
         }
         let t = Arc::new(t);
@@ -190,7 +190,7 @@ impl Meta {
         let stable = self.intern_stable(&t.stable);
         self.by_uid.insert(t.uid, t.clone());
         self.by_name
-            .insert(NameKey::new(&t.name), NameSlot { uid: t.uid, stable });
+            .insert(&t.name, NameSlot { uid: t.uid, stable });
         let indexes = match self.tag_index.get_mut(t.stable.as_str()) {
             Some(v) => v,
             None => self.tag_index.entry(t.stable.clone()).or_default(),
@@ -297,11 +297,16 @@ impl Meta {
         self.by_uid.get(&slot.uid)
     }
 
-    /// The uid and STABLE of the live subtable named `name`: one hash probe, which reads no
-    /// memory beyond the index's own bucket for a name of up to
-    /// [`tidal_common::names::INLINE_BYTES`].
+    /// The uid and STABLE of the live subtable named `name`.
+    #[cfg(test)]
     pub fn lookup(&self, name: &str) -> Option<NameSlot> {
-        self.by_name.get(name.as_bytes()).copied()
+        self.by_name.get(name.as_bytes())
+    }
+
+    /// [`Meta::lookup`], looking first just after the subtable `cursor` last found: a batch
+    /// names its subtables in much the order they were created in ([`NameIndex`]).
+    pub fn lookup_near(&self, name: &str, cursor: &mut NearCursor) -> Option<NameSlot> {
+        self.by_name.get_near(name.as_bytes(), cursor)
     }
 
     /// The id [`Meta::lookup`] gives the subtables of STABLE `stable`; `None` if no
