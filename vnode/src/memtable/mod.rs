@@ -24,8 +24,11 @@ use crate::merge::{merge_runs, Run};
 use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, UidHash, Value};
 
-/// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk).
-const PIECE_BYTES: u64 = std::mem::size_of::<Piece>() as u64;
+/// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk):
+/// as an appended piece ([`Linked`]), the larger form.
+const PIECE_BYTES: u64 = std::mem::size_of::<Linked>() as u64;
+/// Pieces per segment of [`Appended`] (40 bytes each).
+const SEGMENT_PIECES: usize = 1 << 14;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
 /// [`CHUNK_ROWS_MAX`] (a bigger block gets a chunk of its own size).
 const CHUNK_ROWS_MIN: usize = 4096;
@@ -37,6 +40,7 @@ pub struct Memtable {
     /// that walk in uid order when the batch lists subtables in creation order.
     tables: HashMap<TableUid, TableMem, UidHash>,
     chunks: Vec<Chunk>,
+    appended: Appended,
     /// Chunks still taking rows, at most one per column layout (indices into `chunks`).
     open: Vec<usize>,
     bytes: u64,
@@ -59,10 +63,118 @@ impl Chunk {
     }
 }
 
-/// Rows of one subtable: pieces in ascending, disjoint ts order.
+/// Chunk pieces that came after everything their subtable held (nearly every piece of a
+/// feed), in the order they came, across subtables; each names the one its subtable got
+/// before. With 100,000s of subtables a batch brings a row or two of each: pushing each
+/// piece onto its subtable's own list wrote to memory last touched a batch earlier (a cache
+/// miss per piece) and grew thousands of small lists by reallocation, a seventh of a data
+/// node's write CPU. Here a piece is written where the previous one of any subtable was.
+/// Segments of a fixed size, so growing never copies the pieces already held.
+#[derive(Default)]
+struct Appended {
+    segments: Vec<Vec<Linked>>,
+}
+
+struct Linked {
+    piece: Piece,
+    /// The subtable's previous appended piece.
+    prev: Option<u32>,
+}
+
+impl Appended {
+    fn len(&self) -> usize {
+        match self.segments.last() {
+            Some(last) => (self.segments.len() - 1) * SEGMENT_PIECES + last.len(),
+            None => 0,
+        }
+    }
+
+    /// Appends `piece`, whose subtable's previous appended piece is `prev`; `None` when the
+    /// log is full (4G pieces: the caller keeps the piece in its own list).
+    fn push(&mut self, piece: Piece, prev: Option<u32>) -> Result<u32, Piece> {
+        let Ok(at) = u32::try_from(self.len()) else {
+            return Err(piece);
+        };
+        if at == u32::MAX {
+            return Err(piece);
+        }
+        match self.segments.last_mut() {
+            Some(seg) if seg.len() < SEGMENT_PIECES => seg.push(Linked { piece, prev }),
+            _ => {
+                let mut seg = Vec::with_capacity(SEGMENT_PIECES);
+                seg.push(Linked { piece, prev });
+                self.segments.push(seg);
+            }
+        }
+        Ok(at)
+    }
+
+    fn get(&self, i: u32) -> Option<&Linked> {
+        let i = i as usize;
+        self.segments
+            .get(i / SEGMENT_PIECES)?
+            .get(i % SEGMENT_PIECES)
+    }
+
+    fn get_mut(&mut self, i: u32) -> Option<&mut Linked> {
+        let i = i as usize;
+        self.segments
+            .get_mut(i / SEGMENT_PIECES)?
+            .get_mut(i % SEGMENT_PIECES)
+    }
+
+    /// The pieces of the chain ending at `newest`, oldest first.
+    fn chain(&self, newest: Option<u32>) -> Vec<&Piece> {
+        let mut out = Vec::new();
+        let mut at = newest;
+        while let Some(l) = at.and_then(|i| self.get(i)) {
+            out.push(&l.piece);
+            at = l.prev;
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// A subtable's pieces as readers see them: its own list, then those appended since.
+struct Pieces<'m> {
+    held: &'m [Piece],
+    newer: Vec<&'m Piece>,
+}
+
+impl<'m> Pieces<'m> {
+    fn len(&self) -> usize {
+        self.held.len() + self.newer.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&'m Piece> {
+        match i.checked_sub(self.held.len()) {
+            None => self.held.get(i),
+            Some(j) => self.newer.get(j).copied(),
+        }
+    }
+
+    fn iter(&self) -> impl DoubleEndedIterator<Item = &'m Piece> + '_ {
+        self.held.iter().chain(self.newer.iter().copied())
+    }
+
+    /// How many leading pieces `pred` holds for (which it must for a prefix).
+    fn partition_point(&self, pred: impl Fn(&Piece) -> bool) -> usize {
+        let k = self.held.partition_point(&pred);
+        if k < self.held.len() {
+            return k;
+        }
+        k + self.newer.partition_point(|p| pred(p))
+    }
+}
+
+/// Rows of one subtable: pieces in ascending, disjoint ts order: `pieces`, then the chain of
+/// [`Appended`] pieces ending at `newest`.
 #[derive(Default)]
 struct TableMem {
     pieces: Vec<Piece>,
+    /// The newest of the pieces appended after `pieces` ([`Appended`]).
+    newest: Option<u32>,
     bytes: u64,
     /// The last piece's last ts and, when it is a chunk piece, its (chunk, end): copies kept
     /// beside the map entry, so that an in-order run (nearly every write) is placed without
@@ -72,6 +184,7 @@ struct TableMem {
 }
 
 /// Consecutive rows of one subtable.
+#[cfg_attr(test, derive(Clone))]
 enum Piece {
     /// Columns owned by the piece.
     Owned(Vec<Column>),
@@ -410,12 +523,43 @@ impl TableMem {
         lo + pieces[lo..hi].partition_point(before)
     }
 
-    fn rows(&self, chunks: &[Chunk]) -> usize {
-        self.pieces.iter().map(|p| p.ts(chunks).len()).sum()
+    /// Moves the appended pieces into `pieces`: every change but an in-order append works on
+    /// the list.
+    fn settle(&mut self, appended: &Appended) {
+        if self.newest.is_none() {
+            return;
+        }
+        let chain = appended.chain(self.newest.take());
+        self.pieces.reserve(chain.len());
+        for p in chain {
+            if let Piece::Chunk {
+                chunk,
+                start,
+                end,
+                first,
+                last,
+            } = *p
+            {
+                self.pieces.push(Piece::Chunk {
+                    chunk,
+                    start,
+                    end,
+                    first,
+                    last,
+                });
+            }
+        }
     }
 
     /// Inserts rows `s..e` of chunk `chunk` (just appended there).
-    fn insert_chunk(&mut self, chunks: &[Chunk], chunk: usize, s: usize, e: usize) {
+    fn insert_chunk(
+        &mut self,
+        chunks: &[Chunk],
+        appended: &mut Appended,
+        chunk: usize,
+        s: usize,
+        e: usize,
+    ) {
         let ts = chunks
             .get(chunk)
             .and_then(|c| c.cols.first())
@@ -430,7 +574,11 @@ impl TableMem {
             // The last piece is read only when the cached tail says these rows continue it:
             // it is cold otherwise, and reading it was most of this function's time.
             let extend = self.tail == Some((chunk as u32, s as u32));
-            match self.pieces.last_mut().filter(|_| extend) {
+            let tail = match self.newest {
+                Some(i) => appended.get_mut(i).map(|l| &mut l.piece),
+                None => self.pieces.last_mut(),
+            };
+            match tail.filter(|_| extend) {
                 // Consecutive runs of one block extend the piece.
                 Some(Piece::Chunk {
                     end: pe, last: pl, ..
@@ -439,13 +587,20 @@ impl TableMem {
                     *pl = last;
                 }
                 _ => {
-                    self.pieces.push(Piece::Chunk {
+                    let piece = Piece::Chunk {
                         chunk: chunk as u32,
                         start: s as u32,
                         end: e as u32,
                         first,
                         last,
-                    });
+                    };
+                    match appended.push(piece, self.newest) {
+                        Ok(at) => self.newest = Some(at),
+                        Err(piece) => {
+                            self.settle(appended);
+                            self.pieces.push(piece);
+                        }
+                    }
                     self.bytes += PIECE_BYTES;
                 }
             }
@@ -453,6 +608,7 @@ impl TableMem {
             self.tail = Some((chunk as u32, e as u32));
             return;
         }
+        self.settle(appended);
         if strictly_ascending(ts) {
             if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
                 // Rows of a batch that was overtaken by a later one: they fall between pieces.
@@ -490,11 +646,12 @@ impl TableMem {
     }
 
     /// Inserts rows given as this subtable's own columns (copied).
-    fn insert_owned(&mut self, chunks: &[Chunk], cols: &[Column]) {
+    fn insert_owned(&mut self, chunks: &[Chunk], appended: &Appended, cols: &[Column]) {
         let ts = cols.first().map(ts_slice).unwrap_or(&[]);
         if ts.is_empty() {
             return;
         }
+        self.settle(appended);
         if self.last_ts().is_none_or(|l| ts[0] > l) && strictly_ascending(ts) {
             let added: u64 = cols.iter().map(col_bytes).sum();
             match self.pieces.last_mut() {
@@ -614,6 +771,18 @@ impl Memtable {
         self.bytes
     }
 
+    fn pieces_of<'m>(&'m self, t: &'m TableMem) -> Pieces<'m> {
+        Pieces {
+            held: &t.pieces,
+            newer: self.appended.chain(t.newest),
+        }
+    }
+
+    fn rows(&self, t: &TableMem) -> usize {
+        let pieces = self.pieces_of(t);
+        pieces.iter().map(|p| p.ts(&self.chunks).len()).sum()
+    }
+
     /// Whether no subtable has rows here (a dropped subtable's entry is removed).
     pub fn is_empty(&self) -> bool {
         self.tables.is_empty()
@@ -623,7 +792,7 @@ impl Memtable {
     pub fn insert(&mut self, uid: TableUid, cols: &[Column]) {
         let t = self.tables.entry(uid).or_default();
         let before = t.bytes;
-        t.insert_owned(&self.chunks, cols);
+        t.insert_owned(&self.chunks, &self.appended, cols);
         self.bytes = self.bytes - before + t.bytes;
     }
 
@@ -664,7 +833,7 @@ impl Memtable {
             };
             let tm = self.tables.entry(uid).or_default();
             let before = tm.bytes;
-            tm.insert_chunk(&self.chunks, chunk, s, e);
+            tm.insert_chunk(&self.chunks, &mut self.appended, chunk, s, e);
             self.bytes = self.bytes - before + tm.bytes;
         }
     }
@@ -732,12 +901,11 @@ impl Memtable {
             return empty();
         }
         let chunks = &self.chunks;
+        let pieces = self.pieces_of(t);
         // Pieces are disjoint and ascending: those overlapping [lo, hi] are consecutive.
-        let first = t
-            .pieces
-            .partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < lo));
+        let first = pieces.partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < lo));
         let mut hits: Vec<(&[Column], usize, usize)> = Vec::new();
-        for p in &t.pieces[first..] {
+        for p in pieces.iter().skip(first) {
             let ts = p.ts(chunks);
             if ts.first().is_some_and(|f| *f > hi) {
                 break;
@@ -790,7 +958,11 @@ impl Memtable {
     pub fn last_row_view(&self, uid: TableUid) -> Option<(i64, &[Column], usize)> {
         let t = self.tables.get(&uid)?;
         let ts = t.last_ts()?;
-        let (cols, s, e) = t.pieces.last()?.view(&self.chunks);
+        let last = match t.newest {
+            Some(i) => self.appended.get(i).map(|l| &l.piece),
+            None => t.pieces.last(),
+        };
+        let (cols, s, e) = last?.view(&self.chunks);
         (e > s).then(|| (ts, cols, e - 1))
     }
 
@@ -804,7 +976,9 @@ impl Memtable {
             return;
         };
         let chunks = &self.chunks;
-        for (k, p) in t.pieces.iter().enumerate().rev() {
+        let pieces = self.pieces_of(t);
+        for k in (0..pieces.len()).rev() {
+            let Some(p) = pieces.get(k) else { continue };
             let (cols, s, e) = p.view(chunks);
             if e <= s {
                 continue;
@@ -816,7 +990,7 @@ impl Memtable {
             entry.update_range(cols, s, e);
             let older = k
                 .checked_sub(1)
-                .and_then(|j| t.pieces.get(j))
+                .and_then(|j| pieces.get(j))
                 .and_then(|q| q.last_ts(chunks));
             let Some(older) = older else { return };
             let settled = entry.row.as_ref().is_some_and(|(ts, _)| *ts > older)
@@ -834,9 +1008,7 @@ impl Memtable {
 
     /// The rows of `uid` held here.
     pub fn rows_of(&self, uid: TableUid) -> u64 {
-        self.tables
-            .get(&uid)
-            .map_or(0, |t| t.rows(&self.chunks) as u64)
+        self.tables.get(&uid).map_or(0, |t| self.rows(t) as u64)
     }
 
     /// The subtables held here (with or without rows).
@@ -848,8 +1020,9 @@ impl Memtable {
     pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
         let t = self.tables.get(&uid)?;
         let chunks = &self.chunks;
-        let first = t.pieces.iter().find_map(|p| p.first_ts(chunks))?;
-        let last = t.pieces.iter().rev().find_map(|p| p.last_ts(chunks))?;
+        let pieces = self.pieces_of(t);
+        let first = pieces.iter().find_map(|p| p.first_ts(chunks))?;
+        let last = pieces.iter().rev().find_map(|p| p.last_ts(chunks))?;
         Some((first, last))
     }
 
@@ -857,13 +1030,13 @@ impl Memtable {
     pub fn next_ts(&self, uid: TableUid, from: i64) -> Option<i64> {
         let t = self.tables.get(&uid)?;
         let chunks = &self.chunks;
-        let k = t
-            .pieces
-            .partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < from));
-        t.pieces[k..].iter().find_map(|p| {
+        let pieces = self.pieces_of(t);
+        let k = pieces.partition_point(|p| p.last_ts(chunks).is_some_and(|l| l < from));
+        let next = pieces.iter().skip(k).find_map(|p| {
             let ts = p.ts(chunks);
             ts.get(ts.partition_point(|x| *x < from)).copied()
-        })
+        });
+        next
     }
 
     /// The subtables with rows, sorted by uid.
@@ -871,7 +1044,7 @@ impl Memtable {
         let mut v: Vec<TableUid> = self
             .tables
             .iter()
-            .filter(|(_, t)| t.rows(&self.chunks) > 0)
+            .filter(|(_, t)| self.rows(t) > 0)
             .map(|(k, _)| *k)
             .collect();
         v.sort();
@@ -936,7 +1109,7 @@ mod tests {
         m.insert_block(&[(0, 1)], &cols(&[(30, 3)]), |_| Some(t));
         m.insert(t, &cols(&[(40, 4)]));
         m.insert(t, &cols(&[(5, 0)]));
-        let pieces = m.tables.get(&t).map(|x| x.pieces.len());
+        let pieces = m.tables.get(&t).map(|x| m.pieces_of(x).len());
         assert_eq!(pieces, Some(5), "no piece was merged");
         assert_eq!(
             all(&m),
@@ -1058,7 +1231,7 @@ mod tests {
         m.insert_block(&runs, &cols(&rows), |t| Some(TableUid(u64::from(t))));
         for t in 0..3u64 {
             let tm = &m.tables[&TableUid(t)];
-            assert_eq!(tm.pieces.len(), 1, "subtable {t}");
+            assert_eq!(m.pieces_of(tm).len(), 1, "subtable {t}");
             let c = m.range_columns(
                 TableUid(t),
                 i64::MIN,
@@ -1083,16 +1256,15 @@ mod tests {
             let rows: Vec<(i64, i64)> = (0..10).map(|i| (b * 10 + i, 0)).collect();
             m.insert_block(&[(0, 10)], &cols(&rows), |_| Some(uid));
         }
-        let pieces = m.tables[&uid].pieces.len();
+        let pieces = m.pieces_of(&m.tables[&uid]).len();
         // rows 503..507 written again: pieces before and after stay chunk pieces
         m.insert_block(
             &[(0, 4)],
             &cols(&[(503, 1), (504, 1), (505, 1), (506, 1)]),
             |_| Some(uid),
         );
-        let tm = &m.tables[&uid];
+        let tm = m.pieces_of(&m.tables[&uid]);
         let owned: Vec<usize> = tm
-            .pieces
             .iter()
             .map(|p| match p {
                 Piece::Owned(c) => c[0].len(),
@@ -1106,7 +1278,7 @@ mod tests {
             "only the 4 rewritten rows were merged and copied"
         );
         // piece 50 (rows 500..510) became: 500..503, the merged 503..507, 507..510
-        assert_eq!(tm.pieces.len(), pieces + 2);
+        assert_eq!(tm.len(), pieces + 2);
         let all = all(&m);
         assert_eq!(all.len(), 1000);
         for (i, (ts, v)) in all.iter().enumerate() {
@@ -1169,7 +1341,8 @@ mod tests {
                 // The bounds a chunk piece keeps are its rows' own, as are the copies of the
                 // last piece's; the search from the end agrees with a binary search.
                 for tm in m.tables.values() {
-                    let lp = tm.pieces.last();
+                    let pieces = m.pieces_of(tm);
+                    let lp = pieces.iter().last();
                     assert_eq!(
                         tm.last,
                         lp.and_then(|p| p.last_ts(&m.chunks)),
@@ -1180,22 +1353,27 @@ mod tests {
                         _ => None,
                     };
                     assert_eq!(tm.tail, tail, "seed {seed}");
+                    // The search a change makes, over the pieces settled into one list.
+                    let settled = TableMem {
+                        pieces: pieces.iter().cloned().collect(),
+                        ..TableMem::default()
+                    };
                     for t in [i64::MIN, -1, 0, 1, 5, 50, 100, 400, i64::MAX] {
                         let t = if t == 5 { rng.random_range(0..500) } else { t };
                         assert_eq!(
-                            tm.pieces_ending_before(&m.chunks, t),
-                            tm.pieces
-                                .partition_point(|p| p.last_ts(&m.chunks).is_some_and(|l| l < t)),
+                            settled.pieces_ending_before(&m.chunks, t),
+                            pieces.partition_point(|p| p.last_ts(&m.chunks).is_some_and(|l| l < t)),
                             "seed {seed} t {t}"
                         );
                     }
-                    for p in &tm.pieces {
+                    let all: Vec<&Piece> = pieces.iter().collect();
+                    for p in &all {
                         let ts = p.ts(&m.chunks);
                         assert!(!ts.is_empty(), "seed {seed}: an empty piece");
                         assert_eq!(p.first_ts(&m.chunks), ts.first().copied(), "seed {seed}");
                         assert_eq!(p.last_ts(&m.chunks), ts.last().copied(), "seed {seed}");
                     }
-                    for w in tm.pieces.windows(2) {
+                    for w in all.windows(2) {
                         assert!(
                             w[0].last_ts(&m.chunks) < w[1].first_ts(&m.chunks),
                             "seed {seed} step {step}: pieces overlap or are out of order"
