@@ -13,10 +13,13 @@
 //! subtable's run in it becomes a piece naming its rows in the chunk: no vector per subtable
 //! grows and reallocates, and memory stays dense. A block whose runs interleave subtables (a
 //! loader sends rows in file order, one run per row) is gathered into the chunk subtable by
-//! subtable, so that each subtable still gets one piece per block. Rows written as
-//! per-subtable columns go to an owned piece, which in-order writes extend. Late rows are merged, in one linear pass
-//! (`merge::merge_runs`), with the held rows in their ts range only; flushes and scans copy the pieces
-//! of the range they read.
+//! subtable, so that each subtable still gets one piece per block. A piece that comes after
+//! everything its subtable holds (nearly every one) is not pushed onto the subtable's list
+//! but appended to one log shared by all subtables, linked to the subtable's previous one
+//! ([`Appended`]); any other change first moves them into the list. Rows written as
+//! per-subtable columns go to an owned piece, which in-order writes extend. Late rows are
+//! merged, in one linear pass (`merge::merge_runs`), with the held rows in their ts range
+//! only; flushes and scans copy the pieces of the range they read.
 
 use crate::block::ts_slice;
 use crate::cache::Entry;
