@@ -471,38 +471,35 @@ pub fn write_to_wire(b: &WriteBatch) -> v1::WriteRequest {
 /// sender that knows a subtable exists leaves its tags out).
 pub fn row_block_to_wire(b: &RowBlock, send_tags: impl FnMut(&str) -> bool) -> v1::RowBlock {
     let (names, ends) = b.names();
-    let (tagged, tags) = tags_to_wire(b, send_tags);
+    let sent = tags_sent(b, send_tags);
     v1::RowBlock {
         stable: b.stable().to_string(),
         names: names.as_bytes().to_vec(),
         name_ends: ends.to_vec(),
-        tagged,
-        tags,
+        tagged: sent.iter().map(|(i, _)| *i).collect(),
+        tags: sent
+            .iter()
+            .map(|(_, t)| v1::TagValues {
+                values: t.iter().map(value_to_wire).collect(),
+            })
+            .collect(),
         run_tables: b.runs().iter().map(|r| r.0).collect(),
         run_rows: b.runs().iter().map(|r| r.1).collect(),
         columns: b.columns().iter().map(column_to_wire).collect(),
     }
 }
 
-/// `RowBlock.tagged` and `RowBlock.tags` of `b`: the subtables with tags that `send_tags`
-/// says to send, asked once each in order.
-pub(crate) fn tags_to_wire(
-    b: &RowBlock,
+/// The subtables of `b` with tags that `send_tags` says to send (`RowBlock.tagged`), with
+/// their tags, asked once each in order.
+pub(crate) fn tags_sent<'a>(
+    b: &'a RowBlock,
     mut send_tags: impl FnMut(&str) -> bool,
-) -> (Vec<u32>, Vec<v1::TagValues>) {
-    let mut tagged = Vec::new();
-    let mut tags = Vec::new();
-    for i in 0..b.num_tables() {
-        if let Some(t) = b.tags(i) {
-            if send_tags(b.table(i)) {
-                tagged.push(i as u32);
-                tags.push(v1::TagValues {
-                    values: t.iter().map(value_to_wire).collect(),
-                });
-            }
-        }
-    }
-    (tagged, tags)
+) -> Vec<(u32, &'a [Value])> {
+    (0..b.num_tables())
+        .filter_map(|i| Some((i, b.tags(i)?)))
+        .filter(|(i, _)| send_tags(b.table(*i)))
+        .map(|(i, t)| (i as u32, t))
+        .collect()
 }
 
 pub fn row_block_from_wire(w: v1::RowBlock) -> R<RowBlock> {

@@ -11,12 +11,12 @@
 //! Invariant: the output decodes as the `WriteRequest` it stands for, byte for byte the same
 //! as prost's encoding of it (the tests compare them), so the server is unchanged.
 
-use crate::convert::{tags_to_wire, wire_kind};
+use crate::convert::{tags_sent, wire_kind};
 use crate::v1;
 use prost::bytes::{Buf, BufMut};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
-use tidal_common::{Column, ColumnData, RowBlock};
+use tidal_common::{Column, ColumnData, RowBlock, Value};
 
 /// A `WriteRequest` already encoded ([`encode_write_request`]), sent as a message.
 #[derive(Debug, Default, Clone)]
@@ -88,15 +88,21 @@ pub fn encode_write_request(
 /// A block with the tags it sends and its encoded size.
 struct Block<'a> {
     b: &'a RowBlock,
+    /// The subtables whose tags are sent, with the encoded size of each one's tag list.
     tagged: Vec<u32>,
-    tags: Vec<v1::TagValues>,
+    tags: Vec<(&'a [Value], usize)>,
     columns: Vec<usize>,
     len: usize,
 }
 
 impl<'a> Block<'a> {
     fn new(b: &'a RowBlock, send_tags: &mut impl FnMut(&str) -> bool) -> Block<'a> {
-        let (tagged, tags) = tags_to_wire(b, send_tags);
+        let sent = tags_sent(b, send_tags);
+        let tagged: Vec<u32> = sent.iter().map(|(i, _)| *i).collect();
+        let tags: Vec<(&[Value], usize)> = sent
+            .into_iter()
+            .map(|(_, t)| (t, t.iter().map(|v| delimited_len(1, value_len(v))).sum()))
+            .collect();
         let columns: Vec<usize> = b.columns().iter().map(column_len).collect();
         let (names, ends) = b.names();
         let runs = b.runs();
@@ -106,7 +112,7 @@ impl<'a> Block<'a> {
             + packed_len(4, tagged.iter().copied())
             + tags
                 .iter()
-                .map(|t| prost::encoding::message::encoded_len(5, t))
+                .map(|(_, n)| delimited_len(5, *n))
                 .sum::<usize>()
             + packed_len(6, runs.iter().map(|r| r.0))
             + packed_len(7, runs.iter().map(|r| r.1))
@@ -128,8 +134,15 @@ impl<'a> Block<'a> {
         put_bytes(out, 2, names.as_bytes());
         put_packed(out, 3, ends.iter().copied());
         put_packed(out, 4, self.tagged.iter().copied());
-        for t in &self.tags {
-            prost::encoding::message::encode(5, t, out);
+        for (values, n) in &self.tags {
+            // A `TagValues` message: each value a `Value` message in field 1.
+            encode_key(5, WireType::LengthDelimited, out);
+            encode_varint(*n as u64, out);
+            for v in *values {
+                encode_key(1, WireType::LengthDelimited, out);
+                encode_varint(value_len(v) as u64, out);
+                put_value(out, v);
+            }
         }
         put_packed(out, 6, runs.iter().map(|r| r.0));
         put_packed(out, 7, runs.iter().map(|r| r.1));
@@ -138,6 +151,34 @@ impl<'a> Block<'a> {
             encode_varint(n as u64, out);
             put_column(out, c);
         }
+    }
+}
+
+/// The encoded size of `value_to_wire(v)`: its one `oneof` field, present even when zero.
+fn value_len(v: &Value) -> usize {
+    use prost::encoding::{bool, double, sint64, string, uint64};
+    match v {
+        Value::Null => bool::encoded_len(1, &true),
+        Value::Bool(b) => bool::encoded_len(2, b),
+        Value::Int(i) => sint64::encoded_len(3, i),
+        Value::UInt(u) => uint64::encoded_len(4, u),
+        Value::Float(f) => double::encoded_len(5, f),
+        Value::Str(s) => string::encoded_len(6, s),
+        Value::Timestamp(t) => sint64::encoded_len(7, t),
+    }
+}
+
+/// `value_to_wire(v)` encoded.
+fn put_value(out: &mut Vec<u8>, v: &Value) {
+    use prost::encoding::{bool, double, sint64, string, uint64};
+    match v {
+        Value::Null => bool::encode(1, &true, out),
+        Value::Bool(b) => bool::encode(2, b, out),
+        Value::Int(i) => sint64::encode(3, i, out),
+        Value::UInt(u) => uint64::encode(4, u, out),
+        Value::Float(f) => double::encode(5, f, out),
+        Value::Str(s) => string::encode(6, s, out),
+        Value::Timestamp(t) => sint64::encode(7, t, out),
     }
 }
 
@@ -334,7 +375,21 @@ mod tests {
                     for t in 0..next(6) {
                         let tags = match next(3) {
                             0 => None,
-                            _ => Some(vec![Value::Str(format!("tag{t}")), Value::Null]),
+                            // Every kind of value, zeros and empty strings too.
+                            _ => Some(
+                                (0..next(4))
+                                    .map(|_| match next(8) {
+                                        0 => Value::Null,
+                                        1 => Value::Bool(next(2) == 0),
+                                        2 => Value::Int(next(2000) as i64 - 1000),
+                                        3 => Value::UInt(next(1 << 40)),
+                                        4 => Value::Float(next(100) as f64 / 3.0 - 10.0),
+                                        5 => Value::Timestamp(next(2000) as i64 - 1000),
+                                        6 => Value::Str(String::new()),
+                                        _ => Value::Str(format!("tag{t}")),
+                                    })
+                                    .collect(),
+                            ),
                         };
                         let name = if next(9) == 0 {
                             String::new()
