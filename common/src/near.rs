@@ -79,9 +79,20 @@ impl NearCursor {
     }
 
     /// Place `k` moves to `i` and becomes the most recent.
+    #[inline]
     fn move_to_front(&mut self, k: usize, i: usize) {
-        self.places.copy_within(0..k, 1);
-        self.places[0] = i;
+        // Built whole with fixed bounds, which compiles to a few moves: a shift of `..k`
+        // compiled to a call to `memmove`.
+        let old = self.places;
+        let mut places = [i; Self::WAYS];
+        let mut w = 1;
+        for (j, p) in old.into_iter().enumerate() {
+            if j != k && w < Self::WAYS {
+                places[w] = p;
+                w += 1;
+            }
+        }
+        self.places = places;
     }
 
     /// Item `i` was just added or found otherwise: a new place, replacing the least recently
