@@ -81,6 +81,11 @@ impl NearCursor {
     /// Place `k` moves to `i` and becomes the most recent.
     #[inline]
     fn move_to_front(&mut self, k: usize, i: usize) {
+        if k == 0 {
+            // The usual case: the run found was the last one used.
+            self.places[0] = i;
+            return;
+        }
         // Built whole with fixed bounds, which compiles to a few moves: a shift of `..k`
         // compiled to a call to `memmove`.
         let old = self.places;
