@@ -527,12 +527,14 @@ impl TableMem {
     }
 
     /// Moves the appended pieces into `pieces`: every change but an in-order append works on
-    /// the list.
+    /// the list. Their entries in the log stay until the memtable is dropped, so the copies
+    /// are counted as more bytes held (a feed with many late rows settles often).
     fn settle(&mut self, appended: &Appended) {
         if self.newest.is_none() {
             return;
         }
         let chain = appended.chain(self.newest.take());
+        self.bytes += chain.len() as u64 * PIECE_BYTES;
         self.pieces.reserve(chain.len());
         for p in chain {
             if let Piece::Chunk {
@@ -1124,6 +1126,30 @@ mod tests {
         m.insert_block(&[(0, 2)], &cols(&[(20, 22), (25, 25)]), |_| Some(t));
         assert_eq!(all(&m)[2..4], [(20, Value::Int(22)), (25, Value::Int(25))]);
         assert_eq!(m.ts_bounds(t), Some((5, 60)));
+    }
+
+    /// Pieces moved from the log into a subtable's list by a late row stay in the log too,
+    /// and the bytes held count both.
+    #[test]
+    fn settled_pieces_count_twice() {
+        let mut m = Memtable::default();
+        let t = TableUid(1);
+        // Two subtables a row each per block: every row is a piece of its own.
+        for b in 0..10i64 {
+            let rows = cols(&[(b * 10, b), (b * 10, b)]);
+            m.insert_block(&[(0, 1), (1, 1)], &rows, |i| {
+                Some(TableUid(u64::from(i) + 1))
+            });
+        }
+        assert_eq!(m.appended.len(), 20);
+        let before = m.bytes();
+        m.insert_block(&[(0, 1)], &cols(&[(5, 0)]), |_| Some(t));
+        assert_eq!(m.appended.len(), 20, "the log keeps its entries");
+        assert!(
+            m.bytes() >= before + 11 * PIECE_BYTES,
+            "{} after {before}",
+            m.bytes()
+        );
     }
 
     #[test]
