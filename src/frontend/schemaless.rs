@@ -724,8 +724,12 @@ impl HexName {
     }
 
     fn as_str(&self) -> &str {
-        // Always ASCII, so never the default.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        debug_assert!(self.0.is_ascii());
+        // SAFETY: `of` is the only constructor and writes only `t`, `_` and the hex digits
+        // of `PAIRS`, all ASCII, so the bytes are UTF-8. Checking them (`str::from_utf8`)
+        // was 3% of the line protocol's CPU with 100,000s of series: a name is spelled and
+        // read at each series' first line on a thread and in each body.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
     }
 }
 
