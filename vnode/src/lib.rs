@@ -551,9 +551,9 @@ struct Signal {
 pub struct VnodeCore {
     dir: PathBuf,
     cfg: VnodeConfig,
-    /// Serialises mutations: validate + WAL append + apply, and freezes. Holds where the last
-    /// write found its last subtable in the catalog's name index: the next write's subtables
-    /// are looked for just after it first ([`Meta::lookup_near`]).
+    /// Serialises mutations: validate + WAL append + apply, and freezes. Holds where recent
+    /// writes' runs of subtables left off in the catalog's name index: the next write's
+    /// subtables are looked for just after those places first ([`Meta::lookup_near`]).
     commit: Mutex<NearCursor>,
     /// Serialises file-set changes: flush, merge, compact, retention.
     bg: Mutex<()>,

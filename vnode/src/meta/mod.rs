@@ -303,13 +303,14 @@ impl Meta {
         self.by_name.get(name.as_bytes())
     }
 
-    /// [`Meta::lookup`], looking first just after the subtable `cursor` last found: a batch
-    /// names its subtables in much the order they were created in ([`NameIndex`]).
+    /// The uid and STABLE of the live subtable named `name`, looked for first just after
+    /// where `cursor`'s recent runs of lookups left off: a batch names its subtables in much
+    /// the order they were created in ([`NameIndex`]).
     pub fn lookup_near(&self, name: &str, cursor: &mut NearCursor) -> Option<NameSlot> {
         self.by_name.get_near(name.as_bytes(), cursor)
     }
 
-    /// The id [`Meta::lookup`] gives the subtables of STABLE `stable`; `None` if no
+    /// The id [`Meta::lookup_near`] gives the subtables of STABLE `stable`; `None` if no
     /// subtable of it was ever listed here.
     pub fn stable_id(&self, stable: &str) -> Option<StableId> {
         self.stable_ids.get(stable).copied()

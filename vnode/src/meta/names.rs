@@ -33,13 +33,13 @@ pub struct NameSlot {
 }
 
 /// Subtable name -> its [`NameSlot`], the entries kept in the order their names were added
-/// (a removal moves the last entry into the hole). A catalog read back from disk adds them by
-/// uid, which is creation order, so a restart keeps the order. A batch names its subtables in much the
-/// order they were created in (the first batches of a feed created them, and a feed names its
-/// devices in the same order every interval), so [`NameIndex::get_near`] finds most of them
-/// just after the last one found, in memory order: with 100,000s of subtables a probe of a
-/// hash map of them was a cache miss per subtable per batch, a sixth of a data node's write
-/// CPU at 100,000 trucks.
+/// (a removal moves the last entry into the hole; a catalog read back from disk adds them by
+/// uid, which is creation order, so a restart keeps the order). A batch names its subtables in
+/// much the order they were created in (the first batches of a feed created them, and a feed
+/// names its devices in the same order every interval), so [`NameIndex::get_near`] finds most
+/// of them just after where a recent run of lookups left off, in memory order: with 100,000s
+/// of subtables a probe of a hash map of them was a cache miss per subtable per batch, a
+/// sixth of a data node's write CPU at 100,000 trucks.
 #[derive(Clone)]
 pub struct NameIndex {
     entries: Vec<(NameKey, NameSlot)>,
