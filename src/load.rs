@@ -971,16 +971,9 @@ impl SubtableMap {
     /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, looked for first near
     /// `cursor` (which this updates).
     fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
+        let is_name = |i| self.names.get(i as u32) == name;
         let probe = || self.position(name, h);
-        let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
-            i if self.names.get(i as u32) == name => i,
-            // Another name with the same hash: only the maps can tell.
-            _ => {
-                let i = probe()?;
-                cursor.at(i);
-                i
-            }
-        };
+        let i = cursor.find_checked(&self.hashes, 32, 8, |&x| x == h, is_name, probe)?;
         self.subs.get(i)
     }
 }

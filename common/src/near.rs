@@ -78,6 +78,28 @@ impl NearCursor {
         Some(i)
     }
 
+    /// [`NearCursor::find`] over a compact form of the items (a hash of each) that another
+    /// item may share: a hit near a place counts only when `is_item(i)` confirms it, else
+    /// `probe()` answers and the cursor moves to its answer.
+    pub fn find_checked<T>(
+        &mut self,
+        items: &[T],
+        ahead: usize,
+        behind: usize,
+        is: impl Fn(&T) -> bool,
+        is_item: impl Fn(usize) -> bool,
+        probe: impl Fn() -> Option<usize>,
+    ) -> Option<usize> {
+        match self.find(items, ahead, behind, is, &probe)? {
+            i if is_item(i) => Some(i),
+            _ => {
+                let i = probe()?;
+                self.at(i);
+                Some(i)
+            }
+        }
+    }
+
     /// Place `k` moves to `i` and becomes the most recent.
     #[inline]
     fn move_to_front(&mut self, k: usize, i: usize) {
@@ -86,18 +108,10 @@ impl NearCursor {
             self.places[0] = i;
             return;
         }
-        // Built whole with fixed bounds, which compiles to a few moves: a shift of `..k`
-        // compiled to a call to `memmove`.
-        let old = self.places;
-        let mut places = [i; Self::WAYS];
-        let mut w = 1;
-        for (j, p) in old.into_iter().enumerate() {
-            if j != k && w < Self::WAYS {
-                places[w] = p;
-                w += 1;
-            }
+        if let Some(moved) = self.places.get_mut(..=k) {
+            moved.rotate_right(1);
         }
-        self.places = places;
+        self.places[0] = i;
     }
 
     /// Item `i` was just added or found otherwise: a new place, replacing the least recently

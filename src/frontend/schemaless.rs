@@ -415,22 +415,13 @@ impl SeriesKeys {
     /// if it is there, else from `index`. A feed's order varies a little between intervals
     /// (a device skips one, a late point comes a few lines on), so the guess is a window.
     fn find(&mut self, series: u128) -> Option<usize> {
-        let index = &self.index;
+        let (index, entries) = (&self.index, &self.entries);
         let lo = series as u64;
+        // The whole key decides: an entry whose low half is the same is another series.
+        let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series == series);
         let probe = || index.get(&series).map(|&i| i as usize);
-        match self
-            .cursor
-            .find(&self.series_lo, 32, 8, |&s| s == lo, probe)
-        {
-            // The whole key decides: an entry whose low half is the same is another series.
-            Some(i) if self.entries.get(i).is_some_and(|e| e.series == series) => Some(i),
-            Some(_) => {
-                let i = probe()?;
-                self.cursor.at(i);
-                Some(i)
-            }
-            None => None,
-        }
+        self.cursor
+            .find_checked(&self.series_lo, 32, 8, |&s| s == lo, is_series, probe)
     }
 
     /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:

@@ -94,16 +94,9 @@ impl NameIndex {
     /// [`NameIndex::get`], looking first near `cursor` (which this moves to the entry found).
     pub fn get_near(&self, name: &[u8], cursor: &mut NearCursor) -> Option<NameSlot> {
         let h = self.hash(name);
+        let is_name = |i| self.name_at(i) == Some(name);
         let probe = || self.position(name, h);
-        let i = match cursor.find(&self.hashes, 32, 8, |&x| x == h, probe)? {
-            i if self.name_at(i) == Some(name) => i,
-            // Another name with the same hash: only the table can tell.
-            _ => {
-                let i = probe()?;
-                cursor.at(i);
-                i
-            }
-        };
+        let i = cursor.find_checked(&self.hashes, 32, 8, |&x| x == h, is_name, probe)?;
         self.entries.get(i).map(|(_, s)| *s)
     }
 
