@@ -34,7 +34,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tidal_client::{Client, Writer, WriterConfig};
+use tidal_client::{Client, RouteTable, Writer, WriterConfig};
 use tidal_common::{Column, ColumnData, DataType, RowBlock, RowBlockParts, StableSchema, Value};
 
 /// Read buffer of the decompressing reader.
@@ -139,9 +139,9 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
     let subtables: Subtables = Arc::new(RwLock::new(SubtableMap::default()));
     let rt = tokio::runtime::Handle::current();
 
-    let (client, writer, vgroups) = if args.dry_run {
+    let (client, writer, route, vgroups) = if args.dry_run {
         // Rows are grouped as the database's default routing would place them.
-        (None, None, args.vgroups.max(1) as usize)
+        (None, None, None, args.vgroups.max(1) as usize)
     } else {
         let client = args.auth.connect(&args.host).await?;
         let ddl = format!(
@@ -155,14 +155,12 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
         let mut cfg = WriterConfig::new(&args.db);
         cfg.batch_rows = batch;
         let writer = Writer::new(client.clone(), cfg);
-        let vgroups = client
+        let route = client
             .route(&args.db)
             .await
-            .map_err(|e| format!("routing map of {}: {e}", args.db))?
-            .vgroups
-            .len()
-            .max(1);
-        (Some(client), Some(writer), vgroups)
+            .map_err(|e| format!("routing map of {}: {e}", args.db))?;
+        let vgroups = route.vgroups.len().max(1);
+        (Some(client), Some(writer), Some(route), vgroups)
     };
 
     let start = Instant::now();
@@ -180,6 +178,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             pending: Vec::new(),
             tag_slots: HashMap::new(),
             vgroups: vgroups as u32,
+            route: route.clone(),
         };
         let file = args.file.clone();
         let format = args.format;
@@ -206,6 +205,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             rt: rt.clone(),
             tables_per_chunk: AtomicUsize::new(0),
             turns: turns.clone(),
+            route: route.clone(),
         };
         handles.push(std::thread::spawn(move || ctx.work(rx)));
     }
@@ -306,6 +306,9 @@ struct ReaderCtx {
     tag_slots: HashMap<String, (String, TagSlots)>,
     /// Vgroups of the database: a subtable's group is computed once, when it is declared.
     vgroups: u32,
+    /// The routing map the groups are computed for (none in a dry run): blocks go to the
+    /// writer with their group, which it then need not compute again.
+    route: Option<Arc<RouteTable>>,
 }
 
 impl ReaderCtx {
@@ -322,9 +325,9 @@ impl ReaderCtx {
             self.declared.clear();
             return Ok(());
         };
-        for (_, b) in self.declared.drain() {
+        for ((_, group), b) in self.declared.drain() {
             self.rt
-                .block_on(w.write_block(b))
+                .block_on(write_block(w, b, self.route.as_ref(), group))
                 .map_err(|e| format!("writer: {e}"))?;
         }
         Ok(())
@@ -620,6 +623,8 @@ struct WorkerCtx {
     /// Subtables in the last chunk, to size the next chunk's index.
     tables_per_chunk: AtomicUsize,
     turns: Arc<Turns>,
+    /// As [`ReaderCtx::route`].
+    route: Option<Arc<RouteTable>>,
 }
 
 /// Hands chunks to the writer in file order although workers finish them in any order.
@@ -771,8 +776,9 @@ impl WorkerCtx {
             .store(acc.index.len(), Ordering::Relaxed);
         let mut blocks = Vec::with_capacity(acc.targets.len());
         for t in acc.targets {
+            let group = t.group;
             match t.into_block() {
-                Ok(b) => blocks.push(b),
+                Ok(b) => blocks.push((b, group)),
                 Err(e) => {
                     // The builder keeps RowBlock's invariants; this is a bug, not bad input.
                     self.totals
@@ -784,8 +790,8 @@ impl WorkerCtx {
         if let Some(w) = &self.writer {
             ticket.wait();
             let res = self.rt.block_on(async {
-                for b in blocks {
-                    w.write_block(b).await?;
+                for (b, group) in blocks {
+                    write_block(w, b, self.route.as_ref(), group).await?;
                 }
                 Ok::<_, tidal_client::ClientError>(())
             });
@@ -859,6 +865,20 @@ impl WorkerCtx {
             .push_row(si, values)
             .map_err(|e| format!("{e} (table '{table}')"))?;
         Ok(n)
+    }
+}
+
+/// Queues a block whose subtables are all in vgroup `group` (of `route`, when the loader has
+/// one) on `w`.
+async fn write_block(
+    w: &Writer,
+    b: RowBlock,
+    route: Option<&Arc<RouteTable>>,
+    group: usize,
+) -> Result<(), tidal_client::ClientError> {
+    match route {
+        Some(r) => w.write_block_in(b, r.clone(), group).await,
+        None => w.write_block(b).await,
     }
 }
 

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tidal_common::{
-    Column, ColumnData, RowBlock, StableSchema, StatusCode, TableWrite, Value, VgroupId,
+    Column, ColumnData, RowBlock, StableSchema, StatusCode, TableWrite, Tags, Value, VgroupId,
 };
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinSet;
@@ -137,7 +137,9 @@ struct Counters {
 enum Cmd {
     Table(TableWrite),
     Tables(Vec<TableWrite>),
-    Block(RowBlock),
+    /// A block, and the vgroup its producer routed all of its subtables to (the index in
+    /// that routing map).
+    Block(RowBlock, Option<(Arc<RouteTable>, usize)>),
     Flush(oneshot::Sender<Result<(), ClientError>>),
 }
 
@@ -160,7 +162,7 @@ impl Part {
         &mut self,
         hasher: &foldhash::fast::RandomState,
         table: &str,
-        tags: Option<Vec<Value>>,
+        tags: Option<Tags>,
     ) -> u32 {
         let h = std::hash::BuildHasher::hash_one(hasher, table);
         let found = match self.index.get(&h) {
@@ -172,7 +174,7 @@ impl Part {
             self.block.offer_tags(i, tags);
             return i;
         }
-        let i = self.block.add_table(table, tags);
+        let i = self.block.add_table_shared(table, tags);
         match self.index.entry(h) {
             std::collections::hash_map::Entry::Vacant(e) => {
                 e.insert(i);
@@ -338,7 +340,7 @@ impl Writer {
     /// them); until then, every row of a new subtable should come with tags or follow rows
     /// that did.
     pub fn knows(&self, table: &str) -> bool {
-        self.tables.lock().known.contains(table)
+        self.tables.lock().knows(table)
     }
 
     async fn send(&self, cmd: Cmd) -> Result<(), ClientError> {
@@ -375,7 +377,26 @@ impl Writer {
         if block.num_tables() == 0 {
             return Ok(());
         }
-        self.send(Cmd::Block(block)).await
+        self.send(Cmd::Block(block, None)).await
+    }
+
+    /// [`Writer::write_block`] for a block whose subtables all belong to vgroup `idx` of the
+    /// routing map `route` (from [`Client::route`]; `route.index_of` of each subtable): while
+    /// that map is still the one the writer uses, the block is queued for that vgroup without
+    /// routing its subtables again, a hash of every name (a few percent of a loader's CPU
+    /// with 100,000s of subtables). A wrong `idx` costs a retry, not a misplaced row: a data
+    /// node refuses a subtable outside its hash range as a stale route, and the retry routes
+    /// every subtable itself.
+    pub async fn write_block_in(
+        &self,
+        block: RowBlock,
+        route: Arc<RouteTable>,
+        idx: usize,
+    ) -> Result<(), ClientError> {
+        if block.num_tables() == 0 {
+            return Ok(());
+        }
+        self.send(Cmd::Block(block, Some((route, idx)))).await
     }
 
     /// Queues one row: `values` are the STABLE's columns in order, the first the timestamp
@@ -466,24 +487,53 @@ struct Shared {
 /// its first rows only, while several batches are in flight and may reach the vnode in any
 /// order, so every batch carries the tags of its subtables until one is acknowledged; after
 /// that they stay off the wire.
+///
+/// Subtables are held by a 128-bit hash of their name ([`TableKey`]), not by name: a loader
+/// declares 100,000s of subtables, and a name copied into each set and compared on every
+/// lookup was most of this bookkeeping's cost. Two names with one key would share an entry;
+/// the worst that does is leave a subtable's tags off a batch, which the data node answers
+/// with `TableNotFound`, and [`Client::write_blocks`] then sends the batch again with every
+/// tag.
 #[derive(Default)]
 struct Tables {
+    keys: TableKeys,
     /// Acknowledged in a batch that carried their tags (so they exist).
-    known: HashSet<String, foldhash::fast::RandomState>,
-    /// The tags given for subtables not yet known to exist.
-    tags: FastMap<String, Vec<Value>>,
+    known: HashSet<TableKey, foldhash::fast::RandomState>,
+    /// The tags given for subtables not yet known to exist (shared with the blocks that carry
+    /// them, not copied).
+    tags: FastMap<TableKey, Tags>,
+}
+
+/// A subtable name's key in [`Tables`].
+type TableKey = u128;
+
+/// Two 64-bit hashes of a name with seeds drawn per writer, so that names from outside
+/// cannot be chosen to share a key.
+#[derive(Default)]
+struct TableKeys(foldhash::fast::RandomState, foldhash::fast::RandomState);
+
+impl TableKeys {
+    fn of(&self, table: &str) -> TableKey {
+        use std::hash::BuildHasher;
+        (u128::from(self.0.hash_one(table)) << 64) | u128::from(self.1.hash_one(table))
+    }
 }
 
 impl Tables {
+    fn knows(&self, table: &str) -> bool {
+        self.known.contains(&self.keys.of(table))
+    }
+
     /// Remembers `tags` for `table` unless it is known or already has tags remembered.
-    fn offer(&mut self, table: &str, tags: &[Value]) {
-        if self.known.contains(table) || self.tags.contains_key(table) {
+    fn offer(&mut self, table: &str, tags: &Tags) {
+        let key = self.keys.of(table);
+        if self.known.contains(&key) || self.tags.contains_key(&key) {
             return;
         }
         if self.tags.len() >= TABLES_REMEMBERED_MAX {
             self.tags.clear();
         }
-        self.tags.insert(table.to_string(), tags.to_vec());
+        self.tags.insert(key, tags.clone());
     }
 
     /// Gives the subtables of `blocks` (one batch, applied in order) that have no tags the
@@ -498,20 +548,24 @@ impl Tables {
             return;
         }
         // (block, subtable, its tags), found first, given after.
-        let mut todo: Vec<(usize, u32, &Vec<Value>)> = Vec::new();
-        let mut carried: HashSet<&str, foldhash::fast::RandomState> = HashSet::default();
+        let mut todo: Vec<(usize, u32, &Tags)> = Vec::new();
+        let mut carried: HashSet<TableKey, foldhash::fast::RandomState> = HashSet::default();
         for (k, b) in blocks.iter().enumerate() {
+            let first_todo = todo.len();
             for i in 0..b.num_tables() {
-                if b.tags(i).is_none() && !carried.contains(b.table(i)) {
-                    if let Some(t) = self.tags.get(b.table(i)) {
+                let key = self.keys.of(b.table(i));
+                if b.tags(i).is_some() {
+                    carried.insert(key);
+                } else if !carried.contains(&key) {
+                    if let Some(t) = self.tags.get(&key) {
                         todo.push((k, i as u32, t));
                     }
                 }
             }
-            let given = todo.iter().rev().take_while(|(tk, _, _)| *tk == k);
-            let given: Vec<usize> = given.map(|(_, i, _)| *i as usize).collect();
-            let tagged = (0..b.num_tables()).filter(|&i| b.tags(i).is_some());
-            carried.extend(tagged.chain(given).map(|i| b.table(i)));
+            // Given here, so carried into the later blocks.
+            for (_, i, _) in todo.get(first_todo..).unwrap_or_default() {
+                carried.insert(self.keys.of(b.table(*i as usize)));
+            }
         }
         for (k, i, t) in todo {
             if let Some(b) = blocks.get_mut(k) {
@@ -531,9 +585,11 @@ impl Tables {
         }
         for b in blocks {
             for i in 0..b.num_tables() {
-                if b.tags(i).is_some() && !self.known.contains(b.table(i)) {
-                    self.tags.remove(b.table(i));
-                    self.known.insert(b.table(i).to_string());
+                if b.tags(i).is_some() {
+                    let key = self.keys.of(b.table(i));
+                    if self.known.insert(key) {
+                        self.tags.remove(&key);
+                    }
                 }
             }
         }
@@ -576,7 +632,8 @@ impl Task {
             );
             return fail(&self.shared, VgroupId(0), rows as u64, 1, 0, e);
         }
-        if let Some(tags) = &t.tags {
+        let tags = t.tags.map(Tags::from);
+        if let Some(tags) = &tags {
             self.shared.tables.lock().offer(&t.table, tags);
         }
         let idx = route.index_of(&self.shared.config.db, &t.table);
@@ -586,7 +643,7 @@ impl Task {
             .or_insert_with(|| Buffer::new(&route));
         buf.placed_with(&route);
         let part = buf.part(&t.stable, &t.columns);
-        let slot = part.slot(&self.hasher, &t.table, t.tags);
+        let slot = part.slot(&self.hasher, &t.table, tags);
         part.block.push_rows(slot, &t.columns, 0, rows);
         buf.rows += rows;
         buf.bytes += estimate_bytes(&t.columns, 0, rows) + t.table.len() + 16;
@@ -595,7 +652,7 @@ impl Task {
         }
     }
 
-    async fn push_block(&mut self, b: RowBlock) {
+    async fn push_block(&mut self, b: RowBlock, routed: Option<(Arc<RouteTable>, usize)>) {
         let route = match self.route().await {
             Ok(r) => r,
             Err(e) => {
@@ -604,13 +661,16 @@ impl Task {
             }
         };
         let db = &self.shared.config.db;
-        let groups: Vec<usize> = (0..b.num_tables())
-            .map(|i| route.index_of(db, b.table(i)))
-            .collect();
+        let groups: Vec<usize> = match routed.filter(|(r, _)| Arc::ptr_eq(r, &route)) {
+            Some((_, idx)) if idx < route.vgroups.len() => vec![idx; b.num_tables()],
+            _ => (0..b.num_tables())
+                .map(|i| route.index_of(db, b.table(i)))
+                .collect(),
+        };
         {
             let mut tables = self.shared.tables.lock();
             for i in 0..b.num_tables() {
-                if let Some(tags) = b.tags(i) {
+                if let Some(tags) = b.tags_shared(i) {
                     tables.offer(b.table(i), tags);
                 }
             }
@@ -647,7 +707,7 @@ impl Task {
             let part = buf.part(b.stable(), b.columns());
             if slots[t] == u32::MAX {
                 // Copied, not taken: a later buffer of this block may need them too.
-                slots[t] = part.slot(&self.hasher, b.table(t), b.tags(t).map(<[Value]>::to_vec));
+                slots[t] = part.slot(&self.hasher, b.table(t), b.tags_shared(t).cloned());
             }
             part.block.push_rows(slots[t], b.columns(), row, end);
             buf.rows += end - row;
@@ -673,7 +733,7 @@ impl Task {
                 buf.part(b.stable(), b.columns()).slot(
                     &self.hasher,
                     b.table(t),
-                    b.tags(t).map(<[Value]>::to_vec),
+                    b.tags_shared(t).cloned(),
                 );
             }
         }
@@ -760,7 +820,7 @@ async fn run(
                         task.push_table(t).await;
                     }
                 }
-                Some(Cmd::Block(b)) => task.push_block(b).await,
+                Some(Cmd::Block(b, routed)) => task.push_block(b, routed).await,
                 Some(Cmd::Flush(reply)) => {
                     task.send_all().await;
                     while task.in_flight.join_next().await.is_some() {}
@@ -793,7 +853,7 @@ async fn send_batch(shared: &Shared, idx: usize, buf: Buffer) {
     let started = Instant::now();
     let mut attempts = 0u32;
     let mut backoff = Duration::from_millis(100);
-    let known = |t: &str| shared.tables.lock().known.contains(t);
+    let known = |t: &str| shared.tables.lock().knows(t);
     loop {
         attempts += 1;
         let result = match schemas_for(shared, &blocks).await {
@@ -990,7 +1050,7 @@ mod tests {
     fn complete_gives_tags_unless_an_earlier_block_carries_them() {
         let mut t = Tables::default();
         for (n, v) in [("a", 1), ("b", 2), ("c", 3), ("d", 4)] {
-            t.offer(n, &[Value::Int(v)]);
+            t.offer(n, &Tags::from(vec![Value::Int(v)]));
         }
         let mut blocks = vec![
             block(&[("d", None)]),

@@ -29,4 +29,4 @@ pub use schema::{ColumnCodecSpec, ColumnDef, DbOptions, StableSchema, StableTabl
 pub use status::StatusCode;
 pub use time::{parse_duration, Precision};
 pub use types::{DataType, Value};
-pub use write::{group_runs, RowBlock, RowBlockParts, TableWrite, WriteBatch};
+pub use write::{group_runs, RowBlock, RowBlockParts, TableWrite, Tags, WriteBatch};

@@ -6,6 +6,13 @@ use crate::ids::VgroupId;
 use crate::schema::StableSchema;
 use crate::types::{DataType, Value};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A subtable's tag values as a [`RowBlock`] holds them: shared, because a writer keeps the
+/// tags of a new subtable for every batch until one is acknowledged, and a block that is
+/// split or merged hands them on; with 100,000s of new subtables, copying each list (a
+/// string per tag) at every hand-over was a tenth of a loader's CPU.
+pub type Tags = Arc<[Value]>;
 
 /// The rows of a block's `runs` (table index, row count), regrouped so that each group's rows
 /// lie together: the order to gather the rows in (groups in index order, each group's rows
@@ -113,7 +120,7 @@ pub struct RowBlock {
     stable: String,
     names: String,
     ends: Vec<u32>,
-    tags: Vec<Option<Vec<Value>>>,
+    tags: Vec<Option<Tags>>,
     runs: Vec<(u32, u32)>,
     columns: Vec<Column>,
 }
@@ -126,7 +133,7 @@ pub struct RowBlockParts {
     pub names: String,
     pub ends: Vec<u32>,
     /// Tags for auto-creation, one slot per subtable.
-    pub tags: Vec<Option<Vec<Value>>>,
+    pub tags: Vec<Option<Tags>>,
     /// (subtable index, rows).
     pub runs: Vec<(u32, u32)>,
     pub columns: Vec<Column>,
@@ -325,6 +332,11 @@ impl RowBlock {
         self.tags.get(i).and_then(|t| t.as_deref())
     }
 
+    /// Subtable `i`'s tags as shared (a clone is a reference count, not a copy).
+    pub fn tags_shared(&self, i: usize) -> Option<&Tags> {
+        self.tags.get(i).and_then(Option::as_ref)
+    }
+
     pub fn runs(&self) -> &[(u32, u32)] {
         &self.runs
     }
@@ -335,19 +347,19 @@ impl RowBlock {
 
     /// Lists a new subtable (the caller keeps names unique) and returns its index.
     pub fn add_table(&mut self, name: &str, tags: Option<Vec<Value>>) -> u32 {
+        self.add_table_shared(name, tags.map(Tags::from))
+    }
+
+    /// [`RowBlock::add_table`] with tags already shared.
+    pub fn add_table_shared(&mut self, name: &str, tags: Option<Tags>) -> u32 {
         self.names.push_str(name);
         self.ends.push(self.names.len() as u32);
         self.tags.push(tags);
         (self.ends.len() - 1) as u32
     }
 
-    /// Takes subtable `i`'s tags out of the block (a writer moving them elsewhere).
-    pub fn take_tags(&mut self, i: usize) -> Option<Vec<Value>> {
-        self.tags.get_mut(i).and_then(Option::take)
-    }
-
     /// Gives subtable `i` tags if it has none yet.
-    pub fn offer_tags(&mut self, i: u32, tags: Option<Vec<Value>>) {
+    pub fn offer_tags(&mut self, i: u32, tags: Option<Tags>) {
         if let (Some(slot @ None), Some(t)) = (self.tags.get_mut(i as usize), tags) {
             *slot = Some(t);
         }
@@ -549,7 +561,8 @@ impl RowBlock {
             let (_, b, map) = &mut out[k];
             let local = match map[*t as usize] {
                 u32::MAX => {
-                    let i = b.add_table(self.table(*t as usize), self.tags[*t as usize].clone());
+                    let tags = self.tags[*t as usize].clone();
+                    let i = b.add_table_shared(self.table(*t as usize), tags);
                     map[*t as usize] = i;
                     i
                 }

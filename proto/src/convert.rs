@@ -530,7 +530,7 @@ pub fn row_block_from_wire(w: v1::RowBlock) -> R<RowBlock> {
             w.run_rows.len()
         )));
     }
-    let mut tags: Vec<Option<Vec<Value>>> = vec![None; w.name_ends.len()];
+    let mut tags: Vec<Option<tidal_common::Tags>> = vec![None; w.name_ends.len()];
     let mut prev: Option<u32> = None;
     for (i, t) in w.tagged.iter().zip(w.tags) {
         if prev.is_some_and(|p| p >= *i) {

@@ -428,12 +428,12 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
                         // Tags from whichever request sent them (the others knew the table).
                         let idx = *o.get();
                         if merged.tags(idx as usize).is_none() {
-                            merged.offer_tags(idx, b.tags(t as usize).map(<[_]>::to_vec));
+                            merged.offer_tags(idx, b.tags_shared(t as usize).cloned());
                         }
                         idx
                     }
                     MapEntry::Vacant(v) => {
-                        *v.insert(merged.add_table(name, b.tags(t as usize).map(<[_]>::to_vec)))
+                        *v.insert(merged.add_table_shared(name, b.tags_shared(t as usize).cloned()))
                     }
                 };
                 segments.push((idx, (j, row, row + n as usize)));

@@ -240,7 +240,7 @@ fn a_bad_block_fails_the_whole_batch() {
     assert_eq!(e.status_code(), StatusCode::SchemaMismatch, "{e}");
 
     let mut bad_tags = block(&[(t1, 1, None, None)], &[t1]);
-    bad_tags.offer_tags(0, Some(vec![Value::Int(1), Value::Int(2)]));
+    bad_tags.offer_tags(0, Some(vec![Value::Int(1), Value::Int(2)].into()));
     let e = v.write(&batch(Vec::new(), vec![bad_tags])).unwrap_err();
     assert!(matches!(&e, VnodeError::InvalidTags { .. }), "{e}");
 
