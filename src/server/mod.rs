@@ -20,6 +20,7 @@ mod gate;
 mod mnode_svc;
 pub mod net;
 mod secure;
+mod write_grpc;
 
 pub use dnode_svc::{DnodeOptions, DnodeService};
 pub use mnode_svc::MnodeService;
@@ -30,9 +31,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
-use tidal_proto::v1::{
-    dnode_server::DnodeServer, mnode_server::MnodeServer, sql_server::SqlServer,
-};
+use tidal_proto::v1::{mnode_server::MnodeServer, sql_server::SqlServer};
 use tokio::net::TcpListener;
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -295,11 +294,7 @@ pub async fn run_dnode(
     let mut server = tokio::spawn(
         sec.server()?
             .add_service(sec.forward_auth())
-            .add_service(
-                DnodeServer::new(svc.clone())
-                    .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX)
-                    .max_encoding_message_size(GRPC_MESSAGE_BYTES_MAX),
-            )
+            .add_service(write_grpc::DnodeGrpc::new(svc.clone()))
             .add_service(
                 SqlServer::new(sql)
                     .max_decoding_message_size(GRPC_MESSAGE_BYTES_MAX)
