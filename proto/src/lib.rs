@@ -46,5 +46,6 @@ pub fn wire_version_refusal(got: &[u8]) -> Option<tonic::Status> {
 }
 
 pub mod convert;
+pub mod write_read;
 pub mod write_wire;
 pub use convert::{code_of, status_error, WireError};

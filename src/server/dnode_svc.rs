@@ -214,6 +214,27 @@ impl DnodeService {
             .admit(&format!("data node {}", self.inner.addr))
     }
 
+    /// A `Write` call, its request read by the generated decoder or already read into a
+    /// batch ([`super::write_grpc`]).
+    pub(crate) async fn write_in(
+        &self,
+        req: Request<super::write_grpc::WriteIn>,
+    ) -> Result<Response<v1::WriteResponse>, Status> {
+        let p = principal(&req)?;
+        let _admitted = self.admit()?;
+        let batch = match req.into_inner() {
+            super::write_grpc::WriteIn::Read(b) => b,
+            super::write_grpc::WriteIn::Wire(w) => write_from_wire(w)?,
+        };
+        let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
+        authorize(&p, &vnode, Need::Write)?;
+        let out = blocking(move || vnode.write_owned(batch).map_err(vnode_err)).await?;
+        Ok(Response::new(v1::WriteResponse {
+            rows: out.rows,
+            tables_created: out.tables_created,
+        }))
+    }
+
     async fn heartbeat_once(&self) -> Result<(), String> {
         let id = *self.inner.id.read();
         let mut m = self.inner.client.mnode().map_err(|e| e.to_string())?;
@@ -1050,16 +1071,8 @@ impl DnodeRpc for DnodeService {
         &self,
         req: Request<v1::WriteRequest>,
     ) -> Result<Response<v1::WriteResponse>, Status> {
-        let p = principal(&req)?;
-        let _admitted = self.admit()?;
-        let batch = write_from_wire(req.into_inner())?;
-        let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
-        authorize(&p, &vnode, Need::Write)?;
-        let out = blocking(move || vnode.write_owned(batch).map_err(vnode_err)).await?;
-        Ok(Response::new(v1::WriteResponse {
-            rows: out.rows,
-            tables_created: out.tables_created,
-        }))
+        self.write_in(req.map(super::write_grpc::WriteIn::Wire))
+            .await
     }
 
     async fn create_tables(

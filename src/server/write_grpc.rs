@@ -1,16 +1,18 @@
-//! The data node's gRPC service with its `Write` method decoded from one contiguous buffer.
+//! The data node's gRPC service with its `Write` method read straight into a batch.
 //!
 //! The generated `DnodeServer` decodes a request with prost reading through tonic's
 //! `DecodeBuf`, a `Buf` over the connection's receive buffer: every varint byte and every
 //! advance went through several layers of `Buf` adapters, and a write batch is mostly packed
 //! varints (subtable name ends, runs) and length-delimited fields. Profiled during a load of
-//! 100,000 trucks, that decoding was a quarter of the data nodes' CPU. Here the message is
-//! first split off the receive buffer as one `Bytes` (no copy: tonic has already buffered
-//! the whole message), and prost decodes from that, on its contiguous-slice paths.
+//! 100,000 trucks, decoding and converting a batch was a quarter of the data nodes' CPU.
+//! Here the message is first split off the receive buffer as one `Bytes` (no copy: tonic has
+//! already buffered the whole message), then read into a batch by
+//! [`tidal_proto::write_read`], which answers only for what it reads exactly as prost and the
+//! conversion would; any other message is decoded by prost from that `Bytes` and converted
+//! by the handler as before.
 //!
-//! Invariant: the same prost decoder reads the same bytes, so every request decodes to what
-//! it did before (and every malformed one fails as before); only the buffer it reads from
-//! differs. Every other method goes to the generated server unchanged.
+//! Invariant: a request gives the batch (or the error) it gave with the generated server.
+//! Every other method goes to the generated server unchanged.
 
 use super::{DnodeService, GRPC_MESSAGE_BYTES_MAX};
 use bytes::{Buf, Bytes};
@@ -20,7 +22,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tidal_proto::v1;
-use tidal_proto::v1::dnode_server::{Dnode, DnodeServer};
+use tidal_proto::v1::dnode_server::DnodeServer;
 use tonic::codec::{Codec, DecodeBuf, Decoder};
 use tonic::server::NamedService;
 
@@ -80,10 +82,17 @@ where
     }
 }
 
-/// `Write` as the generated server calls it.
+/// A `Write` request as read: a batch, or the wire message for the handler to convert.
+#[derive(Debug)]
+pub enum WriteIn {
+    Read(tidal_common::WriteBatch),
+    Wire(v1::WriteRequest),
+}
+
+/// `Write`, through [`DnodeService::write_in`].
 struct WriteMethod(DnodeService);
 
-impl tonic::server::UnaryService<v1::WriteRequest> for WriteMethod {
+impl tonic::server::UnaryService<WriteIn> for WriteMethod {
     type Response = v1::WriteResponse;
     type Future = Pin<
         Box<
@@ -93,13 +102,13 @@ impl tonic::server::UnaryService<v1::WriteRequest> for WriteMethod {
         >,
     >;
 
-    fn call(&mut self, request: tonic::Request<v1::WriteRequest>) -> Self::Future {
+    fn call(&mut self, request: tonic::Request<WriteIn>) -> Self::Future {
         let svc = self.0.clone();
-        Box::pin(async move { <DnodeService as Dnode>::write(&svc, request).await })
+        Box::pin(async move { svc.write_in(request).await })
     }
 }
 
-/// prost's codec for `Write`, but decoding from the message split off as one [`Bytes`].
+/// prost's codec for `Write`, but reading the message split off as one [`Bytes`].
 #[derive(Default)]
 struct WriteCodec;
 
@@ -107,7 +116,7 @@ type ProstWrite = tonic_prost::ProstCodec<v1::WriteResponse, v1::WriteRequest>;
 
 impl Codec for WriteCodec {
     type Encode = v1::WriteResponse;
-    type Decode = v1::WriteRequest;
+    type Decode = WriteIn;
     type Encoder = <ProstWrite as Codec>::Encoder;
     type Decoder = WriteDecoder;
 
@@ -123,34 +132,38 @@ impl Codec for WriteCodec {
 struct WriteDecoder;
 
 impl Decoder for WriteDecoder {
-    type Item = v1::WriteRequest;
+    type Item = WriteIn;
     type Error = tonic::Status;
 
-    fn decode(
-        &mut self,
-        src: &mut DecodeBuf<'_>,
-    ) -> Result<Option<v1::WriteRequest>, tonic::Status> {
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<WriteIn>, tonic::Status> {
         // The receive buffer holds the whole message: this takes it without a copy.
         decode_write(src.copy_to_bytes(src.remaining())).map(Some)
     }
 }
 
-/// A `WriteRequest` from its bytes; a malformed one is the status prost's codec gives.
-fn decode_write(msg: Bytes) -> Result<v1::WriteRequest, tonic::Status> {
-    v1::WriteRequest::decode(msg).map_err(|e| tonic::Status::internal(e.to_string()))
+/// A `Write` request from its bytes; a malformed one is the status prost's codec gives.
+fn decode_write(msg: Bytes) -> Result<WriteIn, tonic::Status> {
+    if let Some(batch) = tidal_proto::write_read::read_write_request(&msg) {
+        return Ok(WriteIn::Read(batch));
+    }
+    v1::WriteRequest::decode(msg)
+        .map(WriteIn::Wire)
+        .map_err(|e| tonic::Status::internal(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tidal_common::{DataType, RowBlock, Value};
+    use tidal_proto::convert::write_from_wire;
     use tidal_proto::write_wire::encode_write_request;
 
-    /// What the write path sends (a block with tags, NULLs and several runs) decodes to the
-    /// request prost decodes from a reader of the same bytes, and malformed bytes are an
-    /// `INTERNAL` status as with the generated server, whichever way they are broken.
+    /// What the write path sends (a block with tags, NULLs and several runs) is read into
+    /// the batch prost and the conversion give; a request with a `TableWrite` (SQL inserts)
+    /// is left to them; malformed bytes are an `INTERNAL` status as with the generated
+    /// server, whichever way they are broken.
     #[test]
-    fn decodes_as_the_generated_server_and_refuses_malformed_bytes() {
+    fn reads_as_the_generated_server_and_refuses_malformed_bytes() {
         let mut b = RowBlock::new("m", &[DataType::Timestamp, DataType::Double]);
         for t in 0..50i64 {
             let tags = (t % 3 == 0).then(|| vec![Value::Str(format!("loc_{t}")), Value::Int(t)]);
@@ -166,11 +179,20 @@ mod tests {
         }
         let bytes = encode_write_request("db", 3, &[], &[&b], |_| true);
         let mut reader: &[u8] = &bytes;
-        let want = v1::WriteRequest::decode(&mut reader).unwrap();
-        let got = decode_write(Bytes::from(bytes.clone())).unwrap();
-        assert_eq!(got, want);
-        assert_eq!(got.blocks.len(), 1);
-        assert_eq!(got.blocks[0].name_ends.len(), 50);
+        let want = write_from_wire(v1::WriteRequest::decode(&mut reader).unwrap()).unwrap();
+        match decode_write(Bytes::from(bytes.clone())).unwrap() {
+            WriteIn::Read(got) => assert_eq!(got, want),
+            WriteIn::Wire(_) => panic!("a batch of row blocks is read directly"),
+        }
+        let sql = v1::WriteRequest {
+            db: "db".into(),
+            tables: vec![v1::TableWrite::default()],
+            ..v1::WriteRequest::default()
+        };
+        match decode_write(Bytes::from(sql.encode_to_vec())).unwrap() {
+            WriteIn::Wire(w) => assert_eq!(w, sql),
+            WriteIn::Read(_) => panic!("a TableWrite is left to prost"),
+        }
 
         // Cut anywhere inside the first block, or with a wire type no field has.
         for cut in [1, 5, bytes.len() / 2, bytes.len() - 1] {
