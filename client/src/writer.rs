@@ -8,14 +8,16 @@
 //! appended column by column. With thousands of subtables and a few rows each per batch, a
 //! row then costs a few appends and a batch one columnar message, instead of a `TableWrite`
 //! per subtable on the client, the wire and the vnode. [`Writer::write_block`] takes rows in
-//! that form directly (the cheapest way in); [`Writer::write`] and [`Writer::write_many`]
-//! take `TableWrite`s.
+//! that form directly (the cheapest way in; [`Writer::write_block_in`] for a block whose
+//! vgroup its producer already knows); [`Writer::write`] and [`Writer::write_many`] take
+//! `TableWrite`s.
 //!
 //! Tags: a subtable's tags are needed until it exists. The writer remembers the tags it was
-//! given and adds them to every batch holding the subtable until one such batch is
-//! acknowledged (batches in flight may reach the vnode in any order); after that it leaves
-//! them off the wire, and if the subtable turns out to be gone (dropped meanwhile) it resends
-//! the batch with its tags. Both memories are bounded (`TABLES_REMEMBERED_MAX`).
+//! given (shared with the blocks, not copied) and adds them to every batch holding the
+//! subtable until one such batch is acknowledged (batches in flight may reach the vnode in
+//! any order); after that it leaves them off the wire, and if the subtable turns out to be
+//! gone (dropped meanwhile) it resends the batch with its tags. Both memories are bounded
+//! (`TABLES_REMEMBERED_MAX`) and hold subtables by a 128-bit hash of their name.
 //!
 //! Invariants:
 //! - **Bounded memory.** Rows wait in a bounded command queue (`queue_depth` commands), in at
