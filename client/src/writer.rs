@@ -492,10 +492,12 @@ struct Shared {
 ///
 /// Subtables are held by a 128-bit hash of their name ([`TableKey`]), not by name: a loader
 /// declares 100,000s of subtables, and a name copied into each set and compared on every
-/// lookup was most of this bookkeeping's cost. Two names with one key would share an entry;
-/// the worst that does is leave a subtable's tags off a batch, which the data node answers
-/// with `TableNotFound`, and [`Client::write_blocks`] then sends the batch again with every
-/// tag.
+/// lookup was most of this bookkeeping's cost. Two names with one key would share an entry
+/// (one could be taken as existing, or be given the other's tags); the seeds are drawn per
+/// writer, so names cannot be chosen to collide, and at 2^-128 per pair that is not a
+/// practical concern (as for the frontend's series keys). A subtable wrongly taken as
+/// existing only costs a resend: the data node answers `TableNotFound`, and
+/// [`Client::write_blocks`] sends the batch again with every tag.
 #[derive(Default)]
 struct Tables {
     keys: TableKeys,
