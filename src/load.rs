@@ -729,8 +729,18 @@ impl WorkerCtx {
             let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;
             let rows: usize = p.blocks.iter().map(RowBlock::num_rows).sum();
             ticket.wait();
-            for b in p.blocks {
-                writer.write_block(b).await?;
+            match p.vgroups {
+                // Each block is in one vgroup of the map it was built with: not routed again.
+                Some((route, groups)) if groups.len() == p.blocks.len() => {
+                    for (b, g) in p.blocks.into_iter().zip(groups) {
+                        writer.write_block_in(b, route.clone(), g).await?;
+                    }
+                }
+                _ => {
+                    for b in p.blocks {
+                        writer.write_block(b).await?;
+                    }
+                }
             }
             Ok::<_, crate::frontend::ExecError>((rows, p.outcome))
         });
