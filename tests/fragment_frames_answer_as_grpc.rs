@@ -106,7 +106,7 @@ fn bad_frames(addr: &str, token: &str, vgroup: u32) {
     let e = error_of(read_frame(&mut s).expect("an ERROR frame"));
     assert_eq!(e.code, StatusCode::InvalidArgument);
     assert!(
-        e.message.contains("expected an EXEC frame"),
+        e.message.contains("expected an EXEC or WRITE frame"),
         "{}",
         e.message
     );

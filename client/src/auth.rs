@@ -212,6 +212,10 @@ pub struct ConnectOptions {
     /// (default `true`; see [`crate::frames`]) rather than over gRPC. Without TLS only: with
     /// TLS every call is gRPC.
     pub fragment_frames: bool,
+    /// Whether row blocks ([`crate::Client::write_blocks`], the `Writer`) go to the data
+    /// nodes as frames on plain TCP connections (default `true`; see [`crate::frames`])
+    /// rather than over gRPC. Without TLS only.
+    pub write_frames: bool,
 }
 
 impl Default for ConnectOptions {
@@ -222,6 +226,7 @@ impl Default for ConnectOptions {
             tls_domain: None,
             plan_queries_locally: true,
             fragment_frames: true,
+            write_frames: true,
         }
     }
 }
@@ -256,6 +261,12 @@ impl ConnectOptions {
     /// See [`ConnectOptions::fragment_frames`].
     pub fn fragment_frames(mut self, yes: bool) -> ConnectOptions {
         self.fragment_frames = yes;
+        self
+    }
+
+    /// See [`ConnectOptions::write_frames`].
+    pub fn write_frames(mut self, yes: bool) -> ConnectOptions {
+        self.write_frames = yes;
         self
     }
 }

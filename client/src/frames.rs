@@ -1,24 +1,28 @@
-//! Fragment frames: the lean transport of query fragments between a coordinator and a data
-//! node (the protocol is in `FRAMES.md` beside this file).
+//! Frames: the lean transport of query fragments and row-block writes between a coordinator
+//! and a data node (the protocol is in `FRAMES.md` beside this file).
 //!
 //! gRPC costs about 90 us of CPU per round trip on each side beyond TCP itself (HTTP/2
 //! framing, hyper, tonic, a task per call). A short query (LAST_ROW of one truck) is a few
-//! microseconds of work per vnode, so that overhead *was* its latency. Fragment calls
-//! therefore go over plain TCP connections with length-prefixed frames; every other call
-//! stays on gRPC.
+//! microseconds of work per vnode, so that overhead *was* its latency; a write of a
+//! megabyte of row blocks paid it in copies into fresh buffers and HTTP/2 framing. Fragment
+//! calls and row-block writes therefore go over plain TCP connections with length-prefixed
+//! frames; every other call stays on gRPC.
 //!
 //! Owns the frame codec (shared with the server in `src/server/frames.rs`) and the client's
 //! pool of idle frame connections.
 //!
 //! Invariants:
 //! - One call at a time per connection; a connection goes back to the pool only after its
-//!   call's END frame was read, so a pooled connection never holds unread frames.
-//! - Dropping a call closes its connection: that is how a call is cancelled (the server
-//!   watches the socket while the fragment runs).
+//!   call's last frame (END, WROTE) was read, so a pooled connection never holds unread
+//!   frames.
+//! - Dropping a fragment call closes its connection: that is how a call is cancelled (the
+//!   server watches the socket while the fragment runs). A write is not cancelled: it runs
+//!   to its end on the server, and a write whose answer was lost is sent again (a row is
+//!   identified by its subtable and timestamp, so it is stored once).
 //! - The token travels with each call, not with the connection: a forwarding client sends
 //!   each caller's own token, and a revoked token stops at the next call.
 //! - Frames are bounded by [`FRAME_BYTES_MAX`]; a decoder grows its buffer only as bytes
-//!   arrive, so a lying length costs no memory.
+//!   arrive (at most to twice what arrived), so a lying length costs no memory.
 
 use crate::ClientError;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -81,6 +85,11 @@ pub enum Kind {
     End = 3,
     /// server → client: the call failed (status code and message).
     Error = 4,
+    /// client → server: write rows (`WriteRequest`).
+    Write = 5,
+    /// server → client: the write is done (`WriteResponse`); the connection takes the next
+    /// call.
+    Wrote = 6,
 }
 
 impl Kind {
@@ -90,6 +99,8 @@ impl Kind {
             2 => Kind::Part,
             3 => Kind::End,
             4 => Kind::Error,
+            5 => Kind::Write,
+            6 => Kind::Wrote,
             _ => return None,
         })
     }
@@ -154,7 +165,9 @@ pub fn check_preface(p: &[u8; PREFACE_BYTES]) -> Result<(), FrameError> {
 }
 
 /// Takes the next whole frame off the front of `buf`, `None` until one has arrived. Reserves
-/// room for the rest of a frame in chunks, never its claimed length at once.
+/// room for the rest of a frame as it arrives, never its claimed length at once: a chunk, or
+/// as much as has arrived (so a large frame is copied into larger buffers a few times, not
+/// once per chunk, and the room is never more than twice what arrived).
 pub fn decode(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Frame>, FrameError> {
     if buf.len() < HEADER_BYTES {
         return Ok(None);
@@ -169,7 +182,7 @@ pub fn decode(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Frame>, Fra
     let kind = Kind::from_u8(buf[4]).ok_or(FrameError::UnknownKind(buf[4]))?;
     let want = HEADER_BYTES + len;
     if buf.len() < want {
-        buf.reserve((want - buf.len()).min(READ_CHUNK_BYTES));
+        buf.reserve((want - buf.len()).min(READ_CHUNK_BYTES.max(buf.len())));
         return Ok(None);
     }
     buf.advance(HEADER_BYTES);
@@ -274,6 +287,57 @@ pub fn decode_error(mut body: Bytes) -> Result<ClientError, FrameError> {
         code,
         String::from_utf8_lossy(&body).into_owned(),
     ))
+}
+
+/// The head of a WRITE frame: the frame header, token length (u16 LE) and token (UTF-8);
+/// the protobuf `WriteRequest` (`request_bytes` long) follows it to the end of the body. The
+/// request is not copied in here: it is written from its own buffer after this head.
+pub fn write_head(out: &mut Vec<u8>, token: &str, request_bytes: usize) {
+    // A longer token is cut, and refused by the server as not a token.
+    let token = &token.as_bytes()[..token.len().min(u16::MAX as usize)];
+    let len = 2 + token.len() + request_bytes;
+    out.put_u32_le(u32::try_from(len).unwrap_or(u32::MAX));
+    out.put_u8(Kind::Write as u8);
+    out.put_u16_le(token.len() as u16);
+    out.extend_from_slice(token);
+}
+
+/// A WRITE frame's body: the token and the protobuf `WriteRequest`, not decoded here (the
+/// data node reads it straight into a batch).
+pub fn decode_write(mut body: Bytes) -> Result<(String, Bytes), FrameError> {
+    if body.len() < 2 {
+        return Err(FrameError::Truncated("WRITE"));
+    }
+    let n = body.get_u16_le() as usize;
+    if n > TOKEN_BYTES_MAX {
+        return Err(FrameError::Decode {
+            what: "WRITE",
+            why: format!("token of {n} bytes is over the limit of {TOKEN_BYTES_MAX}"),
+        });
+    }
+    if body.len() < n {
+        return Err(FrameError::Truncated("WRITE"));
+    }
+    let token = std::str::from_utf8(&body[..n])
+        .map_err(|_| FrameError::Decode {
+            what: "WRITE",
+            why: "the token is not UTF-8".into(),
+        })?
+        .to_string();
+    body.advance(n);
+    Ok((token, body))
+}
+
+/// Appends a WROTE frame.
+pub fn encode_wrote(out: &mut Vec<u8>, resp: &v1::WriteResponse) {
+    put_frame(out, Kind::Wrote, |b| resp.encode_raw(b));
+}
+
+pub fn decode_wrote(body: Bytes) -> Result<v1::WriteResponse, FrameError> {
+    v1::WriteResponse::decode(body).map_err(|e| FrameError::Decode {
+        what: "WROTE",
+        why: e.to_string(),
+    })
 }
 
 pub fn decode_part(body: Bytes) -> Result<v1::FragmentsPart, FrameError> {
@@ -560,17 +624,155 @@ impl Call<'_> {
                 self.conn = None;
                 Err(decode_error(frame.body).unwrap_or_else(|e| bad_frames(&self.addr, e)))
             }
-            Kind::Exec => {
+            k @ (Kind::Exec | Kind::Write | Kind::Wrote) => {
                 self.conn = None;
                 Err(bad_frames(
                     &self.addr,
                     FrameError::Decode {
-                        what: "EXEC",
-                        why: "a server does not send EXEC".into(),
+                        what: "fragment answer",
+                        why: format!("a {k:?} frame in a fragment call"),
                     },
                 ))
             }
         }
+    }
+}
+
+/// Writes `head` then `body` (one `writev` when the socket takes them).
+async fn write_two(io: &mut TcpStream, head: &[u8], body: &[u8]) -> std::io::Result<()> {
+    let (mut a, mut b) = (head, body);
+    while !a.is_empty() || !b.is_empty() {
+        let n = io
+            .write_vectored(&[std::io::IoSlice::new(a), std::io::IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[(n - from_a).min(b.len())..];
+    }
+    Ok(())
+}
+
+/// How a write over frames ended, when it did not.
+pub(crate) enum WriteStart {
+    /// The write failed (the data node answered, or could not be reached).
+    Failed(ClientError),
+    /// The data node does not take writes as frames (an older server, or one that does not
+    /// speak frames at all): send it over gRPC.
+    NotSpoken,
+    /// [`CALLS_IN_FLIGHT_MAX`] calls to this data node are in flight: send this one over
+    /// gRPC.
+    Busy,
+}
+
+/// The message with which a server refuses a frame kind it does not know (see
+/// [`FrameError::UnknownKind`]): how a data node that predates WRITE frames answers one.
+const UNKNOWN_KIND: &str = "unknown frame kind";
+
+impl Pool {
+    /// Sends one encoded `WriteRequest` to `addr` as a WRITE frame, on an idle connection or
+    /// a new one, and waits for its answer. The request is written from `request` itself.
+    /// A pooled connection the server closed while idle is replaced by a new one and the
+    /// write sent again (a row is identified by its subtable and timestamp, so a write sent
+    /// twice stores each row once).
+    pub(crate) async fn write(
+        &self,
+        addr: &str,
+        token: &str,
+        request: &[u8],
+    ) -> Result<v1::WriteResponse, WriteStart> {
+        let _slot = self.admit(addr).ok_or(WriteStart::Busy)?;
+        let deadline = tokio::time::Instant::now()
+            + Duration::from_millis(CALL_TIMEOUT_MS_DEFAULT + CALL_TIMEOUT_GRACE_MS);
+        let mut head = Vec::with_capacity(PREFACE_BYTES + HEADER_BYTES + 2 + token.len());
+        loop {
+            head.clear();
+            let (mut conn, reused) = match self.take(addr) {
+                Some(c) => (c, true),
+                None => {
+                    let io = tokio::time::timeout(
+                        Duration::from_millis(CONNECT_TIMEOUT_MS),
+                        TcpStream::connect(addr),
+                    )
+                    .await
+                    .map_err(|_| WriteStart::Failed(unavailable(addr, "connect timed out")))?
+                    .map_err(|e| WriteStart::Failed(unavailable(addr, e)))?;
+                    let _ = io.set_nodelay(true);
+                    head.extend_from_slice(&preface());
+                    (
+                        Conn {
+                            io,
+                            buf: BytesMut::with_capacity(1024),
+                        },
+                        false,
+                    )
+                }
+            };
+            write_head(&mut head, token, request.len());
+            let answer = tokio::time::timeout_at(deadline, async {
+                write_two(&mut conn.io, &head, request).await?;
+                conn.read_frame().await
+            })
+            .await;
+            let Ok(answer) = answer else {
+                return Err(WriteStart::Failed(ClientError::new(
+                    StatusCode::Timeout,
+                    format!("{addr} did not answer the write in time"),
+                )));
+            };
+            let frame = match answer {
+                Ok(Ok(Some(f))) => f,
+                // A pooled connection the server closed while it was idle.
+                Err(_) | Ok(Ok(None)) if reused => continue,
+                // A new connection closed, reset or answered with something that is not a
+                // frame: this server does not speak frames (or is failing, which its gRPC
+                // answer will say).
+                _ => {
+                    self.not_spoken(addr);
+                    return Err(WriteStart::NotSpoken);
+                }
+            };
+            return match frame.kind {
+                Kind::Wrote => match decode_wrote(frame.body) {
+                    Ok(r) => {
+                        if conn.buf.is_empty() {
+                            self.give_back(addr, conn);
+                        }
+                        Ok(r)
+                    }
+                    Err(e) => Err(WriteStart::Failed(bad_frames(addr, e))),
+                },
+                Kind::Error => match decode_error(frame.body) {
+                    // A data node from before WRITE frames: it refused the kind and closed.
+                    Ok(e)
+                        if e.code == StatusCode::InvalidArgument
+                            && e.message.starts_with(UNKNOWN_KIND) =>
+                    {
+                        self.not_spoken(addr);
+                        Err(WriteStart::NotSpoken)
+                    }
+                    Ok(e) => Err(WriteStart::Failed(e)),
+                    Err(e) => Err(WriteStart::Failed(bad_frames(addr, e))),
+                },
+                k => Err(WriteStart::Failed(bad_frames(
+                    addr,
+                    FrameError::Decode {
+                        what: "write answer",
+                        why: format!("a {k:?} frame answering a WRITE"),
+                    },
+                ))),
+            };
+        }
+    }
+
+    /// Sends `addr`'s calls over gRPC for [`GRPC_ONLY_MS`].
+    fn not_spoken(&self, addr: &str) {
+        tracing::debug!(addr, "data node does not speak frames; using gRPC");
+        self.grpc_only
+            .lock()
+            .insert(addr.to_string(), Instant::now());
     }
 }
 
@@ -595,6 +797,8 @@ pub fn fuzz_input(data: &[u8]) {
                 Ok(Some(f)) => {
                     let _ = Exec::decode(f.body.clone());
                     let _ = decode_part(f.body.clone());
+                    let _ = decode_write(f.body.clone());
+                    let _ = decode_wrote(f.body.clone());
                     let _ = decode_error(f.body);
                 }
                 Ok(None) => break,
@@ -632,6 +836,21 @@ pub fn fuzz_seeds() -> Vec<(String, Vec<u8>)> {
     );
     encode_error(&mut conn, StatusCode::VnodeNotFound, "no vgroup 9");
     encode_end(&mut conn);
+    let request = v1::WriteRequest {
+        db: "iot".into(),
+        vgroup_id: 2,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    write_head(&mut conn, "e30.c2ln", request.len());
+    conn.extend_from_slice(&request);
+    encode_wrote(
+        &mut conn,
+        &v1::WriteResponse {
+            rows: 5000,
+            tables_created: 12,
+        },
+    );
     let mut seeds = Vec::new();
     for piece in [0u8, 6, 63] {
         let mut d = vec![piece];
@@ -700,6 +919,130 @@ mod tests {
             }
         }
         assert_eq!(kinds, [Kind::Exec, Kind::Part, Kind::Error, Kind::End]);
+    }
+
+    #[test]
+    fn write_frames_round_trip() {
+        let request = v1::WriteRequest {
+            db: "iot".into(),
+            vgroup_id: 7,
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let mut out = Vec::new();
+        write_head(&mut out, "tok.sig", request.len());
+        out.extend_from_slice(&request);
+        let resp = v1::WriteResponse {
+            rows: 10_000,
+            tables_created: 3,
+        };
+        encode_wrote(&mut out, &resp);
+        let mut buf = BytesMut::from(&out[..]);
+        let f = decode(&mut buf, FRAME_BYTES_MAX).unwrap().unwrap();
+        assert_eq!(f.kind, Kind::Write);
+        let (token, body) = decode_write(f.body).unwrap();
+        assert_eq!((token.as_str(), &body[..]), ("tok.sig", &request[..]));
+        let f = decode(&mut buf, FRAME_BYTES_MAX).unwrap().unwrap();
+        assert_eq!(f.kind, Kind::Wrote);
+        assert_eq!(decode_wrote(f.body).unwrap(), resp);
+        assert!(buf.is_empty());
+        // Cut anywhere in the token: truncated; a token over the limit; not UTF-8.
+        for cut in [0, 1, 2, 5] {
+            let body = Bytes::copy_from_slice(&out[HEADER_BYTES..HEADER_BYTES + cut]);
+            assert_eq!(
+                decode_write(body).unwrap_err(),
+                FrameError::Truncated("WRITE"),
+                "cut at {cut}"
+            );
+        }
+        let long = vec![b'a'; TOKEN_BYTES_MAX + 1];
+        let mut body = ((long.len()) as u16).to_le_bytes().to_vec();
+        body.extend_from_slice(&long);
+        assert!(matches!(
+            decode_write(Bytes::from(body)),
+            Err(FrameError::Decode { what: "WRITE", .. })
+        ));
+        assert!(matches!(
+            decode_write(Bytes::from_static(&[2, 0, 0xff, 0xfe])),
+            Err(FrameError::Decode { what: "WRITE", .. })
+        ));
+        assert!(decode_wrote(Bytes::from_static(&[0x08, 0xff])).is_err());
+    }
+
+    /// A one-connection fake data node: reads one frame after the preface, answers with
+    /// `answer` and closes.
+    async fn fake_node(answer: Vec<u8>) -> (String, tokio::task::JoinHandle<Frame>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let task = tokio::spawn(async move {
+            let (mut c, _) = l.accept().await.unwrap();
+            let mut p = [0u8; PREFACE_BYTES];
+            c.read_exact(&mut p).await.unwrap();
+            check_preface(&p).unwrap();
+            let mut buf = BytesMut::new();
+            let f = loop {
+                if let Some(f) = decode(&mut buf, FRAME_BYTES_MAX).unwrap() {
+                    break f;
+                }
+                assert!(c.read_buf(&mut buf).await.unwrap() > 0);
+            };
+            c.write_all(&answer).await.unwrap();
+            f
+        });
+        (addr, task)
+    }
+
+    /// A write is sent whole (head and request, the request as given) and its WROTE answer
+    /// read; the connection goes back to the pool. A data node from before WRITE frames
+    /// (it refuses the kind as unknown) is written to over gRPC instead; any other ERROR is
+    /// the write's failure.
+    #[tokio::test]
+    async fn writes_and_servers_that_refuse_them() {
+        let pool = Pool::default();
+        let request: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let mut answer = Vec::new();
+        let resp = v1::WriteResponse {
+            rows: 42,
+            tables_created: 1,
+        };
+        encode_wrote(&mut answer, &resp);
+        let (addr, node) = fake_node(answer).await;
+        let got = pool.write(&addr, "tok", &request).await;
+        assert!(matches!(got, Ok(ref r) if *r == resp));
+        let f = node.await.unwrap();
+        assert_eq!(f.kind, Kind::Write);
+        let (token, body) = decode_write(f.body).unwrap();
+        assert_eq!((token.as_str(), &body[..]), ("tok", &request[..]));
+        assert!(pool.take(&addr).is_some(), "the connection was pooled");
+
+        let mut answer = Vec::new();
+        encode_error(
+            &mut answer,
+            StatusCode::InvalidArgument,
+            &FrameError::UnknownKind(Kind::Write as u8).to_string(),
+        );
+        let (addr, _node) = fake_node(answer).await;
+        assert!(matches!(
+            pool.write(&addr, "tok", b"x").await,
+            Err(WriteStart::NotSpoken)
+        ));
+        assert!(pool.grpc_only(&addr));
+
+        let mut answer = Vec::new();
+        encode_error(
+            &mut answer,
+            StatusCode::InvalidArgument,
+            "column v: not a DOUBLE",
+        );
+        let (addr, _node) = fake_node(answer).await;
+        match pool.write(&addr, "tok", b"x").await {
+            Err(WriteStart::Failed(e)) => {
+                assert_eq!(e.code, StatusCode::InvalidArgument);
+                assert_eq!(e.message, "column v: not a DOUBLE");
+            }
+            _ => panic!("an ERROR answer fails the write"),
+        }
+        assert!(!pool.grpc_only(&addr));
     }
 
     #[test]

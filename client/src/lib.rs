@@ -40,6 +40,7 @@ pub use session::{AuthChannel, AuthInterceptor};
 pub use stream::ResultStream;
 pub use writer::{BatchOutcome, BlockingWriter, OnBatch, Writer, WriterConfig, WriterStats};
 
+use bytes::Bytes;
 use parking_lot::Mutex;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -128,9 +129,13 @@ struct Inner {
     tables: Mutex<HashMap<SchemaKey, (TableMeta, std::time::Instant)>>,
     /// See [`ConnectOptions::plan_queries_locally`].
     plan_queries_locally: bool,
-    /// Idle fragment-frame connections; `None` when fragments go over gRPC (TLS, or
-    /// [`ConnectOptions::fragment_frames`] off).
+    /// Idle frame connections; `None` when every call goes over gRPC (TLS, or both
+    /// [`ConnectOptions::fragment_frames`] and [`ConnectOptions::write_frames`] off).
     frames: Option<frames::Pool>,
+    /// See [`ConnectOptions::fragment_frames`].
+    fragment_frames: bool,
+    /// See [`ConnectOptions::write_frames`].
+    write_frames: bool,
     /// The connected server's `query_timeout_ms` and `query_memory_max_bytes`, asked once,
     /// for the queries this client plans itself (see [`query`]).
     /// `Some(None)`: the server has no catalog, and this client plans nothing itself.
@@ -216,8 +221,11 @@ impl Client {
                 not_stables: Mutex::new(HashMap::new()),
                 tables: Mutex::new(HashMap::new()),
                 plan_queries_locally: options.plan_queries_locally,
-                frames: (options.fragment_frames && options.tls_ca_pem.is_none())
-                    .then(frames::Pool::default),
+                frames: ((options.fragment_frames || options.write_frames)
+                    && options.tls_ca_pem.is_none())
+                .then(frames::Pool::default),
+                fragment_frames: options.fragment_frames,
+                write_frames: options.write_frames,
                 query_limits: Mutex::new(None),
                 client_id: random_client_id(),
                 local_queries: Mutex::new(Default::default()),
@@ -714,15 +722,14 @@ impl Client {
                     omitted |= !send;
                     send
                 });
-                // The channel is made here, in the caller's task, so that a forwarding
+                // The token is taken here, in the caller's task, so that a forwarding
                 // client's call carries the caller's token.
-                let channel = self.channel(&vg.addr).map(|c| self.intercepted(c));
-                let task = tokio::spawn(async move {
-                    match channel {
-                        Ok(c) => send_encoded_write(c, EncodedWrite(req.into())).await,
-                        Err(e) => Err(e),
-                    }
-                });
+                let token = self.token_for_call();
+                let client = self.clone();
+                let task =
+                    tokio::spawn(
+                        async move { client.send_write(&vg.addr, token, req.into()).await },
+                    );
                 tasks.push((task, blocks, omitted));
             }
             let mut retry_err: Option<ClientError> = None;
@@ -774,6 +781,32 @@ impl Client {
                     .await;
             }
         }
+    }
+
+    /// Sends one encoded `WriteRequest` to the data node at `addr`: as a WRITE frame when
+    /// this client uses frames ([`ConnectOptions::write_frames`]) and the data node takes
+    /// them, else over gRPC.
+    async fn send_write(
+        &self,
+        addr: &str,
+        token: Option<Arc<str>>,
+        req: Bytes,
+    ) -> Result<WriteOutcome, ClientError> {
+        let pool = self
+            .inner
+            .frames
+            .as_ref()
+            .filter(|p| self.inner.write_frames && !p.grpc_only(addr));
+        // Without a token there is nothing to send in the frame: gRPC says why.
+        if let (Some(pool), Some(token)) = (pool, token.as_deref()) {
+            match pool.write(addr, token, &req).await {
+                Ok(r) => return Ok(outcome_of(r)),
+                Err(frames::WriteStart::Failed(e)) => return Err(e),
+                Err(frames::WriteStart::NotSpoken | frames::WriteStart::Busy) => {}
+            }
+        }
+        let channel = self.intercepted_with(self.channel(addr)?, token);
+        send_encoded_write(channel, EncodedWrite(req)).await
     }
 
     async fn write_vgroup(

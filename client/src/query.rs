@@ -447,7 +447,9 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Parts<'_>, ClientError> {
         let mut req = req;
-        if let Some(pool) = self.inner.frames.as_ref().filter(|p| !p.grpc_only(addr)) {
+        if let Some(pool) = (self.inner.frames.as_ref())
+            .filter(|p| self.inner.fragment_frames && !p.grpc_only(addr))
+        {
             let exec = frames::Exec {
                 timeout,
                 token: token.as_deref().unwrap_or_default().to_string(),

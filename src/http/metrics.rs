@@ -329,11 +329,24 @@ pub fn render(scrape: &Scrape) -> String {
             ]
         },
     );
+    dnode_family_by(
+        &mut out,
+        scrape,
+        "tidal_dnode_write_calls_total",
+        "Write calls the data node received, by transport: `frames` (WRITE frames on plain TCP) or `grpc`.",
+        "transport",
+        |r| {
+            [
+                ("frames", r.write_calls_frames),
+                ("grpc", r.write_calls_grpc),
+            ]
+        },
+    );
     for (name, kind, help, get) in [
         (
             "tidal_dnode_frame_connections",
             "gauge",
-            "Fragment-frame connections open on the data node.",
+            "Frame connections (fragment calls and writes) open on the data node.",
             (|r| r.frame_connections) as fn(&v1::DnodeStatsResponse) -> u64,
         ),
         (
@@ -549,6 +562,8 @@ mod tests {
                         fragment_calls_grpc: 2,
                         fragment_calls_frames: 7,
                         frame_connections: 1,
+                        write_calls_grpc: 4,
+                        write_calls_frames: 6,
                         column_cache_bytes: 4096,
                         column_cache_max_bytes: 65536,
                         column_cache_hits: 12,
@@ -576,6 +591,12 @@ mod tests {
         );
         has(
             r#"tidal_dnode_fragment_calls_total{dnode="1",endpoint="127.0.0.1:7001",transport="grpc"} 2"#,
+        );
+        has(
+            r#"tidal_dnode_write_calls_total{dnode="1",endpoint="127.0.0.1:7001",transport="frames"} 6"#,
+        );
+        has(
+            r#"tidal_dnode_write_calls_total{dnode="1",endpoint="127.0.0.1:7001",transport="grpc"} 4"#,
         );
         has(r#"tidal_dnode_frame_connections{dnode="1",endpoint="127.0.0.1:7001"} 1"#);
         has(r#"tidal_dnode_column_cache_bytes{dnode="1",endpoint="127.0.0.1:7001"} 4096"#);
@@ -620,7 +641,7 @@ mod tests {
         let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
         let helps = text.lines().filter(|l| l.starts_with("# HELP ")).count();
         assert_eq!(types, helps);
-        assert_eq!(types, VNODE_SERIES.len() + 14);
+        assert_eq!(types, VNODE_SERIES.len() + 15);
     }
 
     #[test]

@@ -67,6 +67,8 @@ struct Inner {
     fragments_pooled: AtomicU64,
     /// `ExecFragments` calls by transport, and the frame connections open now.
     calls_grpc: AtomicU64,
+    writes_grpc: AtomicU64,
+    writes_frames: AtomicU64,
     calls_frames: AtomicU64,
     frame_connections: AtomicU64,
     /// This process's configuration as it resolved it (SHOW DNODE n VARIABLES).
@@ -127,6 +129,8 @@ impl DnodeService {
                 fragments_inline: AtomicU64::new(0),
                 fragments_pooled: AtomicU64::new(0),
                 calls_grpc: AtomicU64::new(0),
+                writes_grpc: AtomicU64::new(0),
+                writes_frames: AtomicU64::new(0),
                 calls_frames: AtomicU64::new(0),
                 frame_connections: AtomicU64::new(0),
                 variables,
@@ -220,19 +224,34 @@ impl DnodeService {
         &self,
         req: Request<super::write_grpc::WriteIn>,
     ) -> Result<Response<v1::WriteResponse>, Status> {
+        self.inner.writes_grpc.fetch_add(1, Ordering::Relaxed);
         let p = principal(&req)?;
+        self.write_as(&p, req.into_inner()).await.map(Response::new)
+    }
+
+    pub(crate) fn count_frame_write(&self) {
+        self.inner.writes_frames.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A write by `p`, over gRPC ([`DnodeService::write_in`]) or as a WRITE frame
+    /// ([`super::frames`]).
+    pub(crate) async fn write_as(
+        &self,
+        p: &Principal,
+        input: super::write_grpc::WriteIn,
+    ) -> Result<v1::WriteResponse, Status> {
         let _admitted = self.admit()?;
-        let batch = match req.into_inner() {
+        let batch = match input {
             super::write_grpc::WriteIn::Read(b) => b,
             super::write_grpc::WriteIn::Wire(w) => write_from_wire(w)?,
         };
         let vnode = self.vnode(&batch.db, batch.vgroup.0)?;
-        authorize(&p, &vnode, Need::Write)?;
+        authorize(p, &vnode, Need::Write)?;
         let out = blocking(move || vnode.write_owned(batch).map_err(vnode_err)).await?;
-        Ok(Response::new(v1::WriteResponse {
+        Ok(v1::WriteResponse {
             rows: out.rows,
             tables_created: out.tables_created,
-        }))
+        })
     }
 
     async fn heartbeat_once(&self) -> Result<(), String> {
@@ -1394,6 +1413,8 @@ impl DnodeRpc for DnodeService {
             fragment_calls_grpc: self.inner.calls_grpc.load(Ordering::Relaxed),
             fragment_calls_frames: self.inner.calls_frames.load(Ordering::Relaxed),
             frame_connections: self.inner.frame_connections.load(Ordering::Relaxed),
+            write_calls_grpc: self.inner.writes_grpc.load(Ordering::Relaxed),
+            write_calls_frames: self.inner.writes_frames.load(Ordering::Relaxed),
             column_cache_bytes: columns.bytes,
             column_cache_max_bytes: columns.max_bytes,
             column_cache_hits: columns.hits,

@@ -1,16 +1,20 @@
-//! A data node's side of fragment frames (protocol: `client/src/FRAMES.md`): the lean
-//! transport of `ExecFragments` on plain TCP, served on the gRPC port.
+//! A data node's side of frames (protocol: `client/src/FRAMES.md`): the lean transport of
+//! `ExecFragments` and of row-block writes on plain TCP, served on the gRPC port.
 //!
 //! Owns telling the two protocols apart by a connection's first byte and serving frame
 //! connections, one call at a time each.
 //!
 //! Invariants:
-//! - A frame call is the `ExecFragments` gRPC call: the same token check, the same
-//!   `DnodeService::fragments_call`, the same parts. Only the framing differs.
+//! - A fragment call is the `ExecFragments` gRPC call, and a write the `Write` call: the same
+//!   token check, the same `DnodeService::fragments_call` / `DnodeService::write_as`, the same
+//!   request reader. Only the framing differs.
 //! - A call's parts are written as they come, through the call's bounded channel: a client
 //!   that stops reading stops the fragment (TCP back-pressure), it never fills memory.
-//! - Anything the client sends while its call runs, or its closing the connection, cancels
-//!   the call.
+//! - Anything the client sends while its fragment call runs, or its closing the connection,
+//!   cancels the call. A write, once read, runs to its end (as over gRPC).
+//! - A write's request is a slice of the connection's read buffer, dropped once read into a
+//!   batch: the buffer is kept while calls keep coming, so the next request lands in memory
+//!   already mapped, and replaced after [`BUFFER_IDLE_MS`] without a call.
 //! - No input ends the process: every bad frame gets an ERROR frame and the connection
 //!   closes.
 //! - With TLS, frames are not served (every connection goes to gRPC, whose TLS the
@@ -19,7 +23,7 @@
 use super::auth::Verifier;
 use super::net::Conn;
 use super::DnodeService;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, Stream, StreamExt};
 use std::io;
 use std::sync::Arc;
@@ -37,6 +41,9 @@ const PREFACE_TIMEOUT_MS: u64 = 10_000;
 const SNIFFED_QUEUE: usize = 64;
 /// Parts already produced are written together up to this many bytes.
 const CORK_BYTES_MAX: usize = 1 << 20;
+/// How long a connection keeps a read buffer larger than
+/// [`frames::IDLE_BUFFER_BYTES_MAX`] without a call.
+const BUFFER_IDLE_MS: u64 = 1_000;
 
 /// Serves frame connections for one data node.
 pub struct FrameServer {
@@ -161,10 +168,21 @@ impl FrameServer {
             if *stop.borrow() {
                 return;
             }
+            // A large read buffer is kept while calls keep coming: a WRITE's body is read
+            // from the socket into it, and once the write has been read out of it (the body
+            // dropped) the next one lands in the same, already mapped, memory rather than
+            // in fresh pages. An idle connection holds no large buffer.
+            let large = buf.capacity() > frames::IDLE_BUFFER_BYTES_MAX;
             let frame = tokio::select! {
                 f = read_frame(&mut conn, &mut buf) => f,
                 _ = stop.changed() => return,
                 _ = tokio::time::sleep(Duration::from_millis(frames::SERVER_IDLE_MS)) => return,
+                _ = tokio::time::sleep(Duration::from_millis(BUFFER_IDLE_MS)), if large => {
+                    if buf.is_empty() {
+                        buf = BytesMut::with_capacity(8 << 10);
+                    }
+                    continue;
+                }
             };
             let frame = match frame {
                 Ok(Some(f)) => f,
@@ -173,25 +191,53 @@ impl FrameServer {
                     return refuse(&mut conn, e.code(), &e.to_string()).await
                 }
             };
-            if frame.kind != Kind::Exec {
-                let e = format!("expected an EXEC frame, got {:?}", frame.kind);
-                return refuse(&mut conn, StatusCode::InvalidArgument, &e).await;
-            }
-            let exec = match Exec::decode(frame.body) {
-                Ok(x) => x,
-                Err(e) => return refuse(&mut conn, e.code(), &e.to_string()).await,
+            let go_on = match frame.kind {
+                Kind::Exec => match Exec::decode(frame.body) {
+                    Ok(x) => self.call(&mut conn, x, &mut out).await,
+                    Err(e) => return refuse(&mut conn, e.code(), &e.to_string()).await,
+                },
+                Kind::Write => match frames::decode_write(frame.body) {
+                    Ok((token, request)) => self.write(&mut conn, &token, request, &mut out).await,
+                    Err(e) => return refuse(&mut conn, e.code(), &e.to_string()).await,
+                },
+                k => {
+                    let e = format!("expected an EXEC or WRITE frame, got {k:?}");
+                    return refuse(&mut conn, StatusCode::InvalidArgument, &e).await;
+                }
             };
-            if !self.call(&mut conn, exec, &mut out).await {
+            if !go_on {
                 return;
-            }
-            // An idle connection holds no large buffers (a large EXEC, a large answer).
-            if buf.capacity() > frames::IDLE_BUFFER_BYTES_MAX && buf.is_empty() {
-                buf = BytesMut::with_capacity(8 << 10);
             }
             if out.capacity() > frames::IDLE_BUFFER_BYTES_MAX {
                 out = Vec::new();
             }
         }
+    }
+
+    /// Runs one write and writes its answer; `false` when the connection must close. The
+    /// write runs to its end even if the client goes away meanwhile, as over gRPC.
+    async fn write(&self, conn: &mut Conn, token: &str, request: Bytes, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        self.svc.count_frame_write();
+        let done = async {
+            if token.is_empty() {
+                return Err(tidal_proto::status_error(
+                    StatusCode::Unauthenticated,
+                    "no credentials: log in (Auth/Login) and send a token with each write",
+                ));
+            }
+            let p = self.verifier.verify(token)?;
+            // The request is read out of `request` into a batch here, and `request` (a
+            // slice of the connection's read buffer) dropped with it.
+            let input = super::write_grpc::decode_write(request)?;
+            self.svc.write_as(&p, input).await
+        }
+        .await;
+        match done {
+            Ok(r) => frames::encode_wrote(out, &r),
+            Err(s) => frames::encode_error(out, tidal_proto::code_of(&s), s.message()),
+        }
+        conn.write_all(out).await.is_ok()
     }
 
     /// Runs one call and writes its answer; `false` when the connection must close (the

@@ -33,6 +33,7 @@ fn options(tls: &Option<ServerTls>, credentials: Credentials) -> ConnectOptions 
         // a server's own client never runs SQL for a user: its frontend plans
         plan_queries_locally: false,
         fragment_frames: true,
+        write_frames: true,
     }
 }
 

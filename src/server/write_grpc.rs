@@ -142,7 +142,7 @@ impl Decoder for WriteDecoder {
 }
 
 /// A `Write` request from its bytes; a malformed one is the status prost's codec gives.
-fn decode_write(msg: Bytes) -> Result<WriteIn, tonic::Status> {
+pub(crate) fn decode_write(msg: Bytes) -> Result<WriteIn, tonic::Status> {
     if let Some(batch) = tidal_proto::write_read::read_write_request(&msg) {
         return Ok(WriteIn::Read(batch));
     }
