@@ -21,8 +21,9 @@
 //!   identified by its subtable and timestamp, so it is stored once).
 //! - The token travels with each call, not with the connection: a forwarding client sends
 //!   each caller's own token, and a revoked token stops at the next call.
-//! - Frames are bounded by [`FRAME_BYTES_MAX`]; a decoder grows its buffer only as bytes
-//!   arrive (at most to twice what arrived), so a lying length costs no memory.
+//! - Frames are bounded by [`FRAME_BYTES_MAX`]; a decoder reserves at most
+//!   [`RESERVE_AT_ONCE_BYTES_MAX`] ahead of what arrived, so a lying length costs no
+//!   memory (room it reserves is only touched as bytes arrive).
 
 use crate::ClientError;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -48,6 +49,9 @@ pub const FRAME_BYTES_MAX: usize = crate::MESSAGE_BYTES_MAX;
 pub const TOKEN_BYTES_MAX: usize = crate::auth::TOKEN_BYTES_MAX;
 /// How much a reader asks the socket for at a time.
 const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Room a reader reserves for a frame as soon as its header is in, at most (see
+/// [`decode`]).
+pub const RESERVE_AT_ONCE_BYTES_MAX: usize = 4 << 20;
 /// Idle connections kept per data node.
 pub const IDLE_CONNECTIONS_MAX: usize = 16;
 /// Frame calls in flight from one client to one data node, at most. Each holds a TCP
@@ -165,9 +169,12 @@ pub fn check_preface(p: &[u8; PREFACE_BYTES]) -> Result<(), FrameError> {
 }
 
 /// Takes the next whole frame off the front of `buf`, `None` until one has arrived. Reserves
-/// room for the rest of a frame as it arrives, never its claimed length at once: a chunk, or
-/// as much as has arrived (so a large frame is copied into larger buffers a few times, not
-/// once per chunk, and the room is never more than twice what arrived).
+/// room for the rest of a frame up to [`RESERVE_AT_ONCE_BYTES_MAX`] as soon as its header
+/// is in (a WRITE of row blocks, about a megabyte, is read into one buffer rather than
+/// copied through a series of doubling ones), beyond that as it arrives: as much as has
+/// arrived. So a lying length costs at most that much room (address space: pages are only
+/// touched as bytes arrive), and a real large frame is copied a few times, not once per
+/// chunk.
 pub fn decode(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Frame>, FrameError> {
     if buf.len() < HEADER_BYTES {
         return Ok(None);
@@ -182,7 +189,7 @@ pub fn decode(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Frame>, Fra
     let kind = Kind::from_u8(buf[4]).ok_or(FrameError::UnknownKind(buf[4]))?;
     let want = HEADER_BYTES + len;
     if buf.len() < want {
-        buf.reserve((want - buf.len()).min(READ_CHUNK_BYTES.max(buf.len())));
+        buf.reserve((want - buf.len()).min(RESERVE_AT_ONCE_BYTES_MAX.max(buf.len())));
         return Ok(None);
     }
     buf.advance(HEADER_BYTES);
@@ -1054,10 +1061,13 @@ mod tests {
             decode(&mut buf, 1 << 20),
             Err(FrameError::TooLarge { .. })
         ));
-        // A claimed length reserves a chunk, not the length.
+        // A claimed length reserves a bounded room, not the length; a small frame its own.
         let mut buf = BytesMut::from(&[0xff, 0xff, 0xff, 0x0f, 1][..]);
         assert_eq!(decode(&mut buf, FRAME_BYTES_MAX), Ok(None));
-        assert!(buf.capacity() < 2 * READ_CHUNK_BYTES);
+        assert!(buf.capacity() < RESERVE_AT_ONCE_BYTES_MAX + READ_CHUNK_BYTES);
+        let mut buf = BytesMut::from(&[0x00, 0x00, 0x10, 0x00, 1][..]);
+        assert_eq!(decode(&mut buf, FRAME_BYTES_MAX), Ok(None));
+        assert!(buf.capacity() >= HEADER_BYTES + (1 << 20));
         for cut in [0, 9, 10, 12] {
             let mut out = Vec::new();
             exec().encode(&mut out);

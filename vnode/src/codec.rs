@@ -31,13 +31,15 @@ impl Writer {
         Writer { buf: Vec::new() }
     }
 
-    /// A writer with room for `bytes`: a record sized up front is written with no
-    /// reallocation (growing a WAL record of a large batch by doubling copied it about
-    /// twice and faulted in its pages each time).
-    pub fn with_capacity(bytes: usize) -> Writer {
-        Writer {
-            buf: Vec::with_capacity(bytes),
+    /// A writer into `buf` (cleared) with room for `bytes`: a record sized up front is
+    /// written with no reallocation. A buffer too small is not grown (which would copy its
+    /// old bytes) but replaced.
+    pub fn from_buf(mut buf: Vec<u8>, bytes: usize) -> Writer {
+        buf.clear();
+        if buf.capacity() < bytes {
+            buf = Vec::with_capacity(bytes);
         }
+        Writer { buf }
     }
 
     /// The bytes [`Writer::column`] writes for `c`, or a little more.

@@ -1223,7 +1223,7 @@ impl VnodeCore {
     /// lock.
     /// Logs and applies `plan` (its creates are taken).
     fn commit_apply(&self, plan: &mut ApplyRef<'_>) -> Result<u64> {
-        let payload = op::encode_apply(plan);
+        let payload = op::encode_apply_into(plan, self.wal.buffer());
         if payload.len() > wal::MAX_RECORD_BYTES as usize {
             return Err(VnodeError::InvalidArgument(format!(
                 "the batch encodes to {} bytes, more than the {} bytes one WAL record may hold; split it",
