@@ -24,7 +24,7 @@
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
 
-use crate::frontend::schemaless::{Known, NearCursor, Schemaless, SchemalessOptions};
+use crate::frontend::schemaless::{Known, KnownScope, NearCursor, Schemaless, SchemalessOptions};
 use crate::server::BoxError;
 use parking_lot::RwLock;
 use std::collections::HashMap;
@@ -192,6 +192,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
         std::thread::spawn(move || read_chunks(&file, format, chunk_rows, tx, ctx))
     };
     let turns = Arc::new(Turns::default());
+    let known_scope = Arc::new(parking_lot::Mutex::new(None));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
         let rx = rx.clone();
@@ -206,6 +207,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             tables_per_chunk: AtomicUsize::new(0),
             turns: turns.clone(),
             route: route.clone(),
+            known_scope: known_scope.clone(),
         };
         handles.push(std::thread::spawn(move || ctx.work(rx)));
     }
@@ -625,6 +627,9 @@ struct WorkerCtx {
     turns: Arc<Turns>,
     /// As [`ReaderCtx::route`].
     route: Option<Arc<RouteTable>>,
+    /// The writer's [`Writer::known_generation`] last seen and the [`KnownScope`]
+    /// generation standing for it (shared by the workers).
+    known_scope: Arc<parking_lot::Mutex<Option<(u64, u64)>>>,
 }
 
 /// Hands chunks to the writer in file order although workers finish them in any order.
@@ -717,13 +722,25 @@ impl WorkerCtx {
             return;
         };
         let opts = SchemalessOptions::default();
-        // Subtables the writer knows to exist need no tags (none are even converted).
+        // Subtables the writer knows to exist need no tags (none are even converted). A
+        // `true` answer holds until the writer forgets (its set full): the per-thread series
+        // maps remember it until then, rather than ask the writer's lock for every line.
         let contains = |t: &str| writer.knows(t);
-        // The writer forgets what it knows when its set is full: ask it each time rather than
-        // let the series maps remember.
+        let generation = {
+            let seen = writer.known_generation();
+            let mut scope = self.known_scope.lock();
+            match *scope {
+                Some((g, ours)) if g == seen => ours,
+                _ => {
+                    let ours = KnownScope::new_generation();
+                    *scope = Some((seen, ours));
+                    ours
+                }
+            }
+        };
         let known = Known {
             contains: &contains,
-            scope: None,
+            scope: Some(KnownScope::new(generation, "")),
         };
         let res = self.rt.block_on(async {
             let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;

@@ -345,6 +345,13 @@ impl Writer {
         self.tables.lock().knows(table)
     }
 
+    /// Changes whenever this writer forgets subtables it knew ([`Writer::knows`]): a `true`
+    /// answer holds until then, so a producer may remember it (as the line-protocol
+    /// converter's per-thread series maps do) instead of asking for every row.
+    pub fn known_generation(&self) -> u64 {
+        self.tables.lock().generation
+    }
+
     async fn send(&self, cmd: Cmd) -> Result<(), ClientError> {
         self.tx
             .send(cmd)
@@ -506,6 +513,8 @@ struct Tables {
     /// The tags given for subtables not yet known to exist (shared with the blocks that carry
     /// them, not copied).
     tags: FastMap<TableKey, Tags>,
+    /// Counts the times `known` was emptied ([`Writer::known_generation`]).
+    generation: u64,
 }
 
 /// A subtable name's key in [`Tables`].
@@ -586,6 +595,7 @@ impl Tables {
             .sum::<usize>();
         if self.known.len() + tagged > TABLES_REMEMBERED_MAX {
             self.known.clear();
+            self.generation += 1;
         }
         for b in blocks {
             for i in 0..b.num_tables() {
@@ -1077,5 +1087,23 @@ mod tests {
         let mut blocks = vec![block(&[("a", None)])];
         Tables::default().complete(&mut blocks);
         assert_eq!(tags(&blocks[0]), vec![None]);
+    }
+
+    /// The generation changes exactly when the set of known subtables is emptied (full), so
+    /// a `true` answer of `knows` holds while it stays.
+    #[test]
+    fn the_known_generation_changes_when_the_set_forgets() {
+        let mut t = Tables::default();
+        t.acknowledged(&[block(&[("a", Some(1)), ("b", None)])]);
+        assert!(t.knows("a") && !t.knows("b"));
+        assert_eq!(t.generation, 0);
+        t.known
+            .extend((0..TABLES_REMEMBERED_MAX as u128 - 2).map(|k| k << 64));
+        t.acknowledged(&[block(&[("c", Some(3))])]);
+        assert_eq!(t.generation, 0, "room for one more: nothing forgotten");
+        assert!(t.knows("a") && t.knows("c"));
+        t.acknowledged(&[block(&[("d", Some(4))])]);
+        assert_eq!(t.generation, 1, "full: forgotten");
+        assert!(!t.knows("a") && !t.knows("c") && t.knows("d"));
     }
 }

@@ -223,6 +223,20 @@ pub struct KnownScope<'a> {
     user: &'a str,
 }
 
+impl<'a> KnownScope<'a> {
+    /// The scope of another set of known subtables (a `Writer`'s, say) for `user`:
+    /// `generation` must come from [`KnownScope::new_generation`], and a new one be taken
+    /// whenever that set forgets a subtable.
+    pub fn new(generation: u64, user: &'a str) -> KnownScope<'a> {
+        KnownScope { generation, user }
+    }
+
+    /// A generation no other set of this process has or will have.
+    pub fn new_generation() -> u64 {
+        NEXT_KNOWN_GENERATION.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
 /// Most bytes the [`SeriesKeys`] maps of a process hold together (about 170 bytes per series,
 /// [`SeriesKeys::ENTRY_BYTES`]: the keys are held as hashes, not as written): each thread's
 /// map gets an equal share of it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over
