@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex};
 use std::fs::{self, File, OpenOptions};
 use std::io::{IoSlice, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use tidal_common::{HistogramSnapshot, LatencyHistogram};
@@ -300,12 +300,61 @@ pub struct Wal {
     /// encoded into ([`Wal::buffer`]): a record of a large batch is about a megabyte, and
     /// encoding each into fresh memory cost a page fault per 4 KiB and the zeroing of the
     /// page (a few percent of a data node's CPU during a load). At most
-    /// [`SPARE_BUFFER_BYTES_MAX`] in all; emptied when the WAL rotates.
-    spare: Mutex<Vec<Vec<u8>>>,
+    /// [`SPARE_BUFFER_BYTES_MAX`] per WAL and [`SPARE_BUFFER_BYTES_PROCESS_MAX`] in all;
+    /// emptied when the WAL rotates.
+    spare: Mutex<Spare>,
 }
 
 /// Bytes of record buffers a WAL keeps for reuse, at most.
 pub const SPARE_BUFFER_BYTES_MAX: usize = 4 << 20;
+/// Bytes of record buffers all the WALs of a process keep, at most: a data node may host
+/// many vnodes, and an idle one keeps its buffers until its WAL next rotates.
+pub const SPARE_BUFFER_BYTES_PROCESS_MAX: usize = 64 << 20;
+/// Bytes held in every WAL's [`Spare`].
+static SPARE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// A WAL's spare record buffers, counted in [`SPARE_BYTES`].
+#[derive(Default)]
+struct Spare {
+    buffers: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Spare {
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        let b = self.buffers.pop()?;
+        self.bytes -= b.capacity();
+        SPARE_BYTES.fetch_sub(b.capacity(), Ordering::Relaxed);
+        Some(b)
+    }
+
+    /// Keeps `b` if both bounds allow.
+    fn push(&mut self, b: Vec<u8>) {
+        let n = b.capacity();
+        if self.bytes + n > SPARE_BUFFER_BYTES_MAX {
+            return;
+        }
+        let room = SPARE_BYTES.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |all| {
+            (all + n <= SPARE_BUFFER_BYTES_PROCESS_MAX).then_some(all + n)
+        });
+        if room.is_ok() {
+            self.bytes += n;
+            self.buffers.push(b);
+        }
+    }
+
+    fn clear(&mut self) {
+        SPARE_BYTES.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.bytes = 0;
+        self.buffers.clear();
+    }
+}
+
+impl Drop for Spare {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
 
 /// Counters of one WAL since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -362,7 +411,7 @@ impl Wal {
             group_writes: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             fsync_latency: LatencyHistogram::new(),
-            spare: Mutex::new(Vec::new()),
+            spare: Mutex::new(Spare::default()),
         })
     }
 
@@ -381,15 +430,11 @@ impl Wal {
         self.spare.lock().pop().unwrap_or_default()
     }
 
-    /// Keeps `records`' buffers for [`Wal::buffer`], within [`SPARE_BUFFER_BYTES_MAX`].
+    /// Keeps `records`' buffers for [`Wal::buffer`], within the bounds.
     fn give_back(&self, records: Vec<([u8; FRAME_BYTES], Vec<u8>)>) {
         let mut spare = self.spare.lock();
-        let mut held: usize = spare.iter().map(Vec::capacity).sum();
         for (_, p) in records {
-            if held + p.capacity() <= SPARE_BUFFER_BYTES_MAX {
-                held += p.capacity();
-                spare.push(p);
-            }
+            spare.push(p);
         }
     }
 
@@ -590,20 +635,22 @@ mod tests {
             wal.append(b);
         }
         wal.wait_durable(4).unwrap();
-        let spare = wal.spare.lock().clone();
+        let spare = wal.spare.lock().buffers.clone();
         assert_eq!(
             spare.len(),
             3,
             "three fit in the bound, the fourth is dropped"
         );
         assert!(spare.iter().map(Vec::capacity).sum::<usize>() <= SPARE_BUFFER_BYTES_MAX);
+        assert!(SPARE_BYTES.load(Ordering::Relaxed) >= 3 * big);
         let reused = wal.buffer();
         assert!(reused.capacity() >= big);
         let mut w = crate::codec::Writer::from_buf(reused, 16);
         w.u8(7);
         assert_eq!(w.buf, [7], "the old bytes are gone");
         wal.rotate().unwrap();
-        assert!(wal.spare.lock().is_empty());
+        assert!(wal.spare.lock().buffers.is_empty());
+        assert_eq!(wal.spare.lock().bytes, 0);
         // What was written is each record as appended.
         let mut got = Vec::new();
         replay(&list_files(d.path()).unwrap(), |_, p, _, _| {
