@@ -79,6 +79,27 @@ fn deltas(values: &[i64]) -> impl Iterator<Item = i64> + '_ {
 /// Appends `values` in encoding `id`; returns the id actually used (simple-8b falls back to
 /// delta-i when a delta needs more than 60 bits).
 pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
+    let d: Vec<i64> = if uses_deltas(id) {
+        deltas(values).collect()
+    } else {
+        Vec::new()
+    };
+    encode_with_deltas(values, &d, id, out)
+}
+
+/// Whether encoding `id` is built on the values' deltas.
+fn uses_deltas(id: IntId) -> bool {
+    matches!(
+        id,
+        IntId::DeltaI | IntId::DeltaD | IntId::Simple8b | IntId::DeltaRle
+    )
+}
+
+/// [`encode`] given `d`, the deltas of `values` (read only by the encodings that
+/// [`uses_deltas`]): `Auto` tries several of them on one block, and computing the deltas
+/// once for all (rather than into a new vector per try) is a visible part of a flush of many
+/// small blocks.
+fn encode_with_deltas(values: &[i64], d: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
     match id {
         IntId::Plain => {
             out.reserve(values.len() * 8);
@@ -90,17 +111,15 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
         IntId::DeltaI => {
             if let Some(&first) = values.first() {
                 put_varint(out, zigzag(first));
-                let d: Vec<i64> = deltas(values).collect();
-                bitpack::encode(&d, out);
+                bitpack::encode(d, out);
             }
         }
         IntId::DeltaD => {
             if let Some(&first) = values.first() {
                 put_varint(out, zigzag(first));
-                let d: Vec<i64> = deltas(values).collect();
                 if let Some(&d0) = d.first() {
                     put_varint(out, zigzag(d0));
-                    let dd: Vec<i64> = deltas(&d).collect();
+                    let dd: Vec<i64> = deltas(d).collect();
                     bitpack::encode(&dd, out);
                 }
             }
@@ -109,10 +128,10 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
             if let Some(&first) = values.first() {
                 let mark = out.len();
                 put_varint(out, zigzag(first));
-                let z: Vec<u64> = deltas(values).map(zigzag).collect();
+                let z: Vec<u64> = d.iter().map(|&x| zigzag(x)).collect();
                 if !simple8b::encode(&z, out) {
                     out.truncate(mark);
-                    return encode(values, IntId::DeltaI, out);
+                    return encode_with_deltas(values, d, IntId::DeltaI, out);
                 }
             }
         }
@@ -121,8 +140,7 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
         IntId::DeltaRle => {
             if let Some(&first) = values.first() {
                 put_varint(out, zigzag(first));
-                let d: Vec<i64> = deltas(values).collect();
-                encode(&d, IntId::Rle, out);
+                encode(d, IntId::Rle, out);
             }
         }
         IntId::Rle => {
@@ -156,30 +174,48 @@ fn worth_rle(values: &[i64]) -> bool {
     runs * 4 <= values.len()
 }
 
-/// Encodes with every candidate and keeps the smallest; returns the id used.
+/// Encodes with every candidate and keeps the smallest (the first of equal sizes); returns
+/// the id used. The first candidate is written straight into `out` and a later one replaces
+/// it only if smaller, so a block costs one scratch buffer and one computation of its deltas,
+/// however many candidates are tried (a flush encodes a block per subtable, and with
+/// 100,000s of subtables of a few rows each the allocations per try were a tenth of it).
 pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
-    let mut best: Option<(IntId, Vec<u8>)> = None;
+    let d: Vec<i64> = if candidates.iter().any(|&c| uses_deltas(c)) {
+        deltas(values).collect()
+    } else {
+        Vec::new()
+    };
+    let mark = out.len();
+    let mut best: Option<(IntId, usize)> = None;
+    let mut scratch = Vec::new();
     for &c in candidates {
         if candidates.len() > 1 {
             if c == IntId::Rle && !worth_rle(values) {
                 continue;
             }
-            if c == IntId::DeltaRle && !worth_rle(&deltas(values).collect::<Vec<_>>()) {
+            if c == IntId::DeltaRle && !worth_rle(&d) {
                 continue;
             }
         }
-        let mut buf = Vec::new();
-        let used = encode(values, c, &mut buf);
-        if best.as_ref().is_none_or(|(_, b)| buf.len() < b.len()) {
-            best = Some((used, buf));
+        match best {
+            None => {
+                let used = encode_with_deltas(values, &d, c, out);
+                best = Some((used, out.len() - mark));
+            }
+            Some((_, len)) => {
+                scratch.clear();
+                let used = encode_with_deltas(values, &d, c, &mut scratch);
+                if scratch.len() < len {
+                    out.truncate(mark);
+                    out.extend_from_slice(&scratch);
+                    best = Some((used, scratch.len()));
+                }
+            }
         }
     }
     match best {
-        Some((id, buf)) => {
-            out.extend_from_slice(&buf);
-            id
-        }
-        None => encode(values, IntId::Plain, out),
+        Some((id, _)) => id,
+        None => encode_with_deltas(values, &d, IntId::Plain, out),
     }
 }
 
@@ -344,6 +380,83 @@ mod tests {
                 })
                 .collect();
             rt(&w);
+        }
+    }
+
+    /// What [`encode_best`] wrote before it shared the deltas and one scratch buffer: each
+    /// candidate into a buffer of its own, the smallest (first of equals) kept.
+    fn encode_best_by_trial(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
+        let mut best: Option<(IntId, Vec<u8>)> = None;
+        for &c in candidates {
+            if candidates.len() > 1 {
+                if c == IntId::Rle && !worth_rle(values) {
+                    continue;
+                }
+                if c == IntId::DeltaRle && !worth_rle(&deltas(values).collect::<Vec<_>>()) {
+                    continue;
+                }
+            }
+            let mut buf = Vec::new();
+            let used = encode(values, c, &mut buf);
+            if best.as_ref().is_none_or(|(_, b)| buf.len() < b.len()) {
+                best = Some((used, buf));
+            }
+        }
+        match best {
+            Some((id, buf)) => {
+                out.extend_from_slice(&buf);
+                id
+            }
+            None => encode(values, IntId::Plain, out),
+        }
+    }
+
+    #[test]
+    fn encode_best_writes_what_each_trial_alone_would() {
+        let mut rng = Rng::new(29);
+        let sets: [&[IntId]; 6] = [
+            &AUTO_CANDIDATES,
+            &AUTO_NO_RLE,
+            &RLE_VALUE_CANDIDATES,
+            &[IntId::Simple8b],
+            &[IntId::DeltaRle, IntId::Rle],
+            &[],
+        ];
+        for round in 0..400 {
+            let n = rng.below(300) as usize;
+            let v: Vec<i64> = match round % 4 {
+                // A clock with gaps, runs, random walks and wide random values.
+                0 => {
+                    let mut t = 1_600_000_000_000i64;
+                    (0..n)
+                        .map(|_| {
+                            t += if rng.below(10) == 0 { 20_000 } else { 10_000 };
+                            t
+                        })
+                        .collect()
+                }
+                1 => (0..n)
+                    .map(|i| (i / (1 + rng.below(9) as usize)) as i64)
+                    .collect(),
+                2 => {
+                    let mut acc = 0i64;
+                    (0..n)
+                        .map(|_| {
+                            acc = acc.wrapping_add(rng.below(21) as i64 - 10);
+                            acc
+                        })
+                        .collect()
+                }
+                _ => (0..n)
+                    .map(|_| (rng.next_u64() >> rng.below(64)) as i64)
+                    .collect(),
+            };
+            for set in sets {
+                let (mut a, mut b) = (vec![7u8], vec![7u8]);
+                let ia = encode_best(&v, set, &mut a);
+                let ib = encode_best_by_trial(&v, set, &mut b);
+                assert_eq!((ia, &a), (ib, &b), "round {round}, {set:?}, {v:?}");
+            }
         }
     }
 
