@@ -60,7 +60,7 @@ pub fn write_stts(
     next_id: &mut u64,
 ) -> Result<BTreeMap<i64, Arc<SttFile>>> {
     let mut writers: BTreeMap<i64, SttWriter> = BTreeMap::new();
-    for uid in frozen.mem.uids() {
+    for (uid, rows) in frozen.mem.tables_by_uid() {
         let Some(t) = frozen.meta.table_by_uid(uid) else {
             continue; // dropped before the freeze: its rows are dead
         };
@@ -71,7 +71,7 @@ pub fn write_stts(
         // file unchanged (see compaction), so they must already be in their final form.
         let (types, codecs) = layout(schema, comp);
         let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
-        let Some((lo, hi)) = frozen.mem.ts_bounds(uid) else {
+        let Some((lo, hi)) = rows.ts_bounds() else {
             continue;
         };
         // Walk the windows that hold rows (not every window between lo and hi: a subtable
@@ -83,9 +83,9 @@ pub fn write_stts(
             cur = if whi >= hi {
                 None
             } else {
-                frozen.mem.next_ts(uid, whi + 1)
+                rows.next_ts(whi + 1)
             };
-            let cols = frozen.mem.range_columns(uid, c, whi.min(hi), &wanted);
+            let cols = rows.range_columns(c, whi.min(hi), &wanted);
             if cols.first().is_none_or(|c| c.is_empty()) {
                 continue;
             }
