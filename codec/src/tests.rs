@@ -533,3 +533,32 @@ fn segment_directory_is_checked() {
     let e = open_column(&v1, DataType::Timestamp, 1024).err().unwrap();
     assert!(e.to_string().contains("unknown flags"), "{e}");
 }
+
+#[test]
+fn stage2_is_tried_only_on_payloads_of_its_minimum_and_up() {
+    // Payloads of plain integers: 8 bytes a value, all zero (what stage 2 shrinks best).
+    let plain = ColumnCodec {
+        encoding: Encoding::Disabled,
+        compression: Compression::Zstd,
+        level: Level::Medium,
+    };
+    for compression in [Compression::Zstd, Compression::Lz4] {
+        let codec = ColumnCodec {
+            compression,
+            ..plain
+        };
+        for n in [1usize, 3, 4, 5, 64] {
+            let col = Column::new(ColumnData::Int(vec![0; n]));
+            let mut out = Vec::new();
+            encode_column(&col, DataType::BigInt, &codec, &mut out).unwrap();
+            // Header: format, type, stage-1 id, stage-2 id.
+            let s2 = out[3];
+            if 8 * n < STAGE2_PAYLOAD_BYTES_MIN {
+                assert_eq!(s2, stage2::ID_NONE, "{compression:?}, {n} values");
+            } else {
+                assert_ne!(s2, stage2::ID_NONE, "{compression:?}, {n} values");
+            }
+            assert_eq!(decode_column(&out, DataType::BigInt, n).unwrap(), col);
+        }
+    }
+}
