@@ -92,6 +92,38 @@ fn scaled(v: f64, k: usize, f32_mode: bool) -> Option<i64> {
 
 /// The scaled integers and k if every value is an exact k-decimal, else None.
 pub fn to_decimal(values: &[f64], f32_mode: bool) -> Option<(usize, Vec<i64>)> {
+    // One pass: each value is scaled at the k so far, and only when a value needs a larger
+    // k are the ones before it scaled again (k settles within the first few values of a
+    // block). A value that scales at k also scales at every larger k below the 2^53 bound,
+    // so this gives what the two passes of `to_decimal_by_passes` give; should a value
+    // scale at one k and not at a larger one (near that bound), the two passes decide.
+    let mut k = 0;
+    let mut ms = Vec::with_capacity(values.len());
+    for (i, &v) in values.iter().enumerate() {
+        loop {
+            if let Some(m) = scaled(v, k, f32_mode) {
+                ms.push(m);
+                break;
+            }
+            k += 1;
+            if k > DECIMAL_K_MAX {
+                return None;
+            }
+            ms.clear();
+            for &u in values.get(..i).unwrap_or(&[]) {
+                match scaled(u, k, f32_mode) {
+                    Some(m) => ms.push(m),
+                    None => return to_decimal_by_passes(values, f32_mode),
+                }
+            }
+        }
+    }
+    Some((k, ms))
+}
+
+/// [`to_decimal`] in two passes: the smallest k at which each value in turn scales, then
+/// every value scaled at the last of those k.
+fn to_decimal_by_passes(values: &[f64], f32_mode: bool) -> Option<(usize, Vec<i64>)> {
     let mut k = 0;
     for &v in values {
         while scaled(v, k, f32_mode).is_none() {
@@ -236,6 +268,38 @@ mod tests {
         }
         let m = s.round() as i64;
         (decimal_value(m, k, f32_mode).to_bits() == v.to_bits()).then_some(m)
+    }
+
+    #[test]
+    fn one_pass_decimal_scaling_agrees_with_two_passes() {
+        let mut rng = Rng::new(8);
+        for round in 0..3000 {
+            let n = rng.below(40) as usize;
+            let v: Vec<f64> = (0..n)
+                .map(|_| {
+                    let k = rng.below(8) as i32;
+                    let m = (rng.next_u64() >> (11 + rng.below(53))) as f64;
+                    match rng.below(20) {
+                        0 => f64::from_bits(rng.next_u64()),
+                        1 => -0.0,
+                        2 => m * 1e9,
+                        _ => m / 10f64.powi(k),
+                    }
+                })
+                .collect();
+            for f32_mode in [false, true] {
+                let v: Vec<f64> = if f32_mode {
+                    v.iter().map(|&x| f64::from(x as f32)).collect()
+                } else {
+                    v.clone()
+                };
+                assert_eq!(
+                    to_decimal(&v, f32_mode),
+                    to_decimal_by_passes(&v, f32_mode),
+                    "round {round} {v:?}"
+                );
+            }
+        }
     }
 
     #[test]
