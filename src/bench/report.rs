@@ -44,6 +44,15 @@ pub struct Ingest {
     pub method: String,
 }
 
+/// Tidal's `FLUSH DATABASE` right after a load: the rows acknowledged into WAL and memtables
+/// encoded into column files, the work a peer that encodes as it loads has in its ingest CPU.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Flush {
+    pub seconds: f64,
+    /// Server CPU seconds of the flush per million rows loaded.
+    pub cpu_s_per_million_rows: f64,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct QueryFigures {
     pub query: String,
@@ -81,6 +90,9 @@ pub struct EngineResult {
     /// A loader's parse-only rate on the same file (`tidal load --dry-run`), beside its load.
     #[serde(default)]
     pub parse_only_rows_per_s: Option<f64>,
+    /// Tidal's flush right after the load (absent from older results.json files).
+    #[serde(default)]
+    pub flush: Option<Flush>,
 }
 
 /// Warm runs of the last-point types as the results record them (a run made before they
@@ -353,6 +365,35 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
         &|e| e.ingest.as_ref().map(|i| i.cpu_s_per_million_rows),
         &|v| format!("{v:.2}"),
     );
+    let flushed: Vec<(&EngineResult, &Flush, &Ingest)> = r
+        .engines
+        .iter()
+        .filter_map(|e| Some((e, e.flush.as_ref()?, e.ingest.as_ref()?)))
+        .collect();
+    if !flushed.is_empty() {
+        let _ = writeln!(
+            s,
+            "### Tidal: the flush after the load
+"
+        );
+        let _ = writeln!(s, "A Tidal load ends when the last write is acknowledged: its rows are then in the WAL (fsynced) and in the vnodes' memtables, and only the memtables that reached `BUFFER` during the load were encoded into column files. The rest is encoded by the flush that follows, timed here as the `FLUSH DATABASE` of the settle step (server CPU, as above). A peer that encodes as it loads (ClickHouse's parts, VictoriaMetrics) has that work in its ingest CPU; a sustained feed pays both, so \"ingest + flush\" is the figure to set beside the peers' CPU.\n");
+        let _ = writeln!(
+            s,
+            "| way in | flush s | flush CPU s / M rows | ingest + flush CPU s / M rows |"
+        );
+        let _ = writeln!(s, "| --- | ---: | ---: | ---: |");
+        for (e, f, i) in &flushed {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1} | {:.2} | {:.2} |",
+                e.name,
+                f.seconds,
+                f.cpu_s_per_million_rows,
+                i.cpu_s_per_million_rows + f.cpu_s_per_million_rows
+            );
+        }
+        let _ = writeln!(s);
+    }
     figure(
         &mut s,
         "Peak server memory",
@@ -612,6 +653,30 @@ mod tests {
         let qcpu = qcpu.split("\n\n").nth(1).unwrap();
         assert!(!qcpu.contains("line protocol"), "{qcpu}");
         assert!(qcpu.contains("| tidal | 3.0 | 2.00× |"), "{qcpu}");
+    }
+
+    /// Each Tidal way in with a measured flush gets its row, with ingest + flush CPU; no
+    /// table without any.
+    #[test]
+    fn the_flush_after_a_load_is_reported_beside_its_ingest_cpu() {
+        let mut tidal = engine("tidal", 400.0, None);
+        tidal.flush = Some(Flush {
+            seconds: 2.5,
+            cpu_s_per_million_rows: 750.0,
+        });
+        let r = Results {
+            engines: vec![tidal, engine("influxdb", 100.0, None)],
+            ..Results::default()
+        };
+        let md = markdown(&r, "bench");
+        assert!(md.contains("### Tidal: the flush after the load"), "{md}");
+        assert!(md.contains("| tidal | 2.5 | 750.00 | 1750.00 |"), "{md}");
+        assert!(!md.contains("| influxdb | 2.5"), "{md}");
+        let plain = Results {
+            engines: vec![engine("tidal", 400.0, None)],
+            ..Results::default()
+        };
+        assert!(!markdown(&plain, "bench").contains("flush after the load"));
     }
 
     /// The last-point report is shown in full under its own section, headings one level down.

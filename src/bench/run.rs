@@ -593,9 +593,10 @@ async fn tidal_phases(
         "client library Writer (row blocks: columns per STABLE over gRPC)",
     ));
     eprintln!("   loaded {rows} rows in {secs:.1} s");
-    let (bytes, detail) = engine.settle().await?;
-    r.disk_bytes = Some(bytes);
-    r.disk_detail = detail;
+    let settled = engine.settle().await?;
+    r.flush = Some(settled.flush(rows));
+    r.disk_bytes = Some(settled.bytes);
+    r.disk_detail = settled.detail;
     let Some(warm) = warm else {
         r.peak_rss_bytes = Some(sampler.finish());
         return Ok(());
@@ -768,9 +769,11 @@ async fn settle_variant(
 ) -> Result<(), String> {
     let settled = engine.settle().await;
     r.peak_rss_bytes = Some(sampler.finish());
-    let (bytes, detail) = settled.map_err(|e| e.to_string())?;
-    r.disk_bytes = Some(bytes);
-    r.disk_detail = detail;
+    let settled = settled.map_err(|e| e.to_string())?;
+    let rows = r.ingest.as_ref().map_or(0, |i| i.rows);
+    r.flush = Some(settled.flush(rows));
+    r.disk_bytes = Some(settled.bytes);
+    r.disk_detail = settled.detail;
     Ok(())
 }
 

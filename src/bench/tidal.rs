@@ -82,6 +82,26 @@ pub const DURABILITY: &str = "WAL_LEVEL 2: the WAL is fsynced before a write is 
 
 pub const LP_DURABILITY: &str = "WAL_LEVEL 2, as above: a request is answered 204 only after each of its rows is in its vnode's WAL, fsynced (group commit across concurrent requests); the STABLEs and columns the schemaless write creates are fsynced mnode catalog records before they take effect";
 
+/// What [`TidalEngine::settle`] measured.
+pub struct Settled {
+    /// Allocated bytes of the cluster's folder, and what they cover.
+    pub bytes: u64,
+    pub detail: String,
+    /// Wall and server CPU seconds of the `FLUSH DATABASE`.
+    pub flush_s: f64,
+    pub flush_cpu_s: f64,
+}
+
+impl Settled {
+    /// The flush's figures against the `rows` loaded.
+    pub fn flush(&self, rows: u64) -> super::report::Flush {
+        super::report::Flush {
+            seconds: self.flush_s,
+            cpu_s_per_million_rows: self.flush_cpu_s / (rows.max(1) as f64 / 1e6),
+        }
+    }
+}
+
 /// The server processes: the mnode and data nodes as children of this process, or `tidal
 /// local` (which serves HTTP and runs them as its children) as the one child.
 enum Servers {
@@ -321,26 +341,42 @@ impl TidalEngine {
         Ok(stats.rows_written)
     }
 
-    /// FLUSH + COMPACT DATABASE, then the allocated bytes of every file of the cluster.
-    pub async fn settle(&self) -> Result<(u64, String), BoxError> {
-        for sql in [
+    /// FLUSH + COMPACT DATABASE, then the allocated bytes of every file of the cluster and
+    /// the flush's wall and server CPU seconds.
+    pub async fn settle(&self) -> Result<Settled, BoxError> {
+        let pids = self.pids();
+        let mut flush = (0.0, 0.0);
+        for (i, sql) in [
             format!("FLUSH DATABASE {DB}"),
             format!("COMPACT DATABASE {DB}"),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let cpu0 = super::procfs::cpu_seconds(&pids);
+            let t = std::time::Instant::now();
             self.client
                 .execute(&sql, DB)
                 .await
                 .map_err(|e| format!("Tidal: {sql}: {e}"))?;
+            if i == 0 {
+                flush = (
+                    t.elapsed().as_secs_f64(),
+                    super::procfs::cpu_seconds(&pids) - cpu0,
+                );
+            }
         }
         let total = super::procfs::du_bytes(&self.dir);
         let mnode = super::procfs::du_bytes(&self.dir.join("mnode"));
-        Ok((
-            total,
-            format!(
+        Ok(Settled {
+            bytes: total,
+            detail: format!(
                 "whole cluster folder after FLUSH + COMPACT (mnode catalog {})",
                 super::report::human_bytes(mnode)
             ),
-        ))
+            flush_s: flush.0,
+            flush_cpu_s: flush.1,
+        })
     }
 
     pub async fn query(&self, sql: &str) -> Result<Answer, String> {
