@@ -7,12 +7,12 @@
 
 mod common;
 
+use common::raw_frames::{error_of, raw, read_frame};
 use common::{Cluster, BIN};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use tidal_client::frames::{self, Exec, Kind};
+use tidal_client::frames::{self, Exec};
 use tidal_client::{Client, ConnectOptions};
 use tidal_common::StatusCode;
 use tidal_proto::v1;
@@ -40,32 +40,6 @@ fn calls(cluster: &Cluster, transport: &str) -> u64 {
         "tidal_dnode_fragment_calls_total{",
         &format!("transport=\"{transport}\"}}"),
     )
-}
-
-/// Reads one frame (blocking), `None` at end of stream.
-fn read_frame(s: &mut TcpStream) -> Option<frames::Frame> {
-    let mut buf = bytes::BytesMut::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(f) = frames::decode(&mut buf, frames::FRAME_BYTES_MAX).unwrap() {
-            return Some(f);
-        }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
-fn error_of(f: frames::Frame) -> tidal_client::ClientError {
-    assert_eq!(f.kind, Kind::Error);
-    frames::decode_error(f.body).unwrap()
-}
-
-fn raw(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
 }
 
 fn exec_bytes(token: &str, vgroup_id: u32, fragment: &[u8]) -> Vec<u8> {

@@ -6,9 +6,9 @@
 
 mod common;
 
+use common::raw_frames::{error_of, raw, read_frame};
 use common::{rows, Cluster};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::Duration;
 use tidal_client::frames::{self, Kind};
 use tidal_client::{Client, ConnectOptions, Writer, WriterConfig};
@@ -78,31 +78,6 @@ fn check(c: &Cluster, first_table: usize) {
         let sum: i64 = (0..ROUNDS).map(|r| r * 100 + t).sum();
         assert_eq!(f[3].parse::<f64>().unwrap(), sum as f64, "{l}");
     }
-}
-
-fn raw(addr: &str) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s
-}
-
-fn read_frame(s: &mut TcpStream) -> Option<frames::Frame> {
-    let mut buf = bytes::BytesMut::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(f) = frames::decode(&mut buf, frames::FRAME_BYTES_MAX).unwrap() {
-            return Some(f);
-        }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
-fn error_of(f: frames::Frame) -> tidal_client::ClientError {
-    assert_eq!(f.kind, Kind::Error);
-    frames::decode_error(f.body).unwrap()
 }
 
 fn write_frame(token: &str, request: &[u8]) -> Vec<u8> {

@@ -437,6 +437,31 @@ impl Pool {
         })
     }
 
+    /// An idle connection to `addr` (and true), or a new one (and false) whose preface is
+    /// appended to `out`, to go out with the first frame; a new one reads into a buffer of
+    /// `buf_bytes` to start with.
+    async fn checkout(
+        &self,
+        addr: &str,
+        buf_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(Conn, bool), ClientError> {
+        if let Some(c) = self.take(addr) {
+            return Ok((c, true));
+        }
+        let io = tokio::time::timeout(
+            Duration::from_millis(CONNECT_TIMEOUT_MS),
+            TcpStream::connect(addr),
+        )
+        .await
+        .map_err(|_| unavailable(addr, "connect timed out"))?
+        .map_err(|e| unavailable(addr, e))?;
+        let _ = io.set_nodelay(true);
+        out.extend_from_slice(&preface());
+        let buf = BytesMut::with_capacity(buf_bytes);
+        Ok((Conn { io, buf }, false))
+    }
+
     fn take(&self, addr: &str) -> Option<Conn> {
         let mut idle = self.idle.lock();
         let v = idle.get_mut(addr)?;
@@ -518,27 +543,10 @@ impl Pool {
             + Duration::from_millis(CALL_TIMEOUT_GRACE_MS);
         loop {
             out.clear();
-            let (mut conn, reused) = match self.take(addr) {
-                Some(c) => (c, true),
-                None => {
-                    let io = tokio::time::timeout(
-                        Duration::from_millis(CONNECT_TIMEOUT_MS),
-                        TcpStream::connect(addr),
-                    )
-                    .await
-                    .map_err(|_| Start::Failed(unavailable(addr, "connect timed out")))?
-                    .map_err(|e| Start::Failed(unavailable(addr, e)))?;
-                    let _ = io.set_nodelay(true);
-                    out.extend_from_slice(&preface());
-                    (
-                        Conn {
-                            io,
-                            buf: BytesMut::with_capacity(READ_CHUNK_BYTES),
-                        },
-                        false,
-                    )
-                }
-            };
+            let (mut conn, reused) = self
+                .checkout(addr, READ_CHUNK_BYTES, &mut out)
+                .await
+                .map_err(Start::Failed)?;
             exec.encode(&mut out);
             let answer = tokio::time::timeout_at(deadline, async {
                 conn.io.write_all(&out).await?;
@@ -696,27 +704,11 @@ impl Pool {
         let mut head = Vec::with_capacity(PREFACE_BYTES + HEADER_BYTES + 2 + token.len());
         loop {
             head.clear();
-            let (mut conn, reused) = match self.take(addr) {
-                Some(c) => (c, true),
-                None => {
-                    let io = tokio::time::timeout(
-                        Duration::from_millis(CONNECT_TIMEOUT_MS),
-                        TcpStream::connect(addr),
-                    )
-                    .await
-                    .map_err(|_| WriteStart::Failed(unavailable(addr, "connect timed out")))?
-                    .map_err(|e| WriteStart::Failed(unavailable(addr, e)))?;
-                    let _ = io.set_nodelay(true);
-                    head.extend_from_slice(&preface());
-                    (
-                        Conn {
-                            io,
-                            buf: BytesMut::with_capacity(1024),
-                        },
-                        false,
-                    )
-                }
-            };
+            // A write's answer is a small frame: no large read buffer for it.
+            let (mut conn, reused) = self
+                .checkout(addr, 1024, &mut head)
+                .await
+                .map_err(WriteStart::Failed)?;
             write_head(&mut head, token, request.len());
             let answer = tokio::time::timeout_at(deadline, async {
                 write_two(&mut conn.io, &head, request).await?;

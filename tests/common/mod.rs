@@ -553,3 +553,39 @@ pub fn metric_sum(c: &Cluster, prefix: &str, contains: &str) -> u64 {
         })
         .sum()
 }
+
+/// Raw connections to a data node's frame port, for the tests of the frame protocol itself.
+pub mod raw_frames {
+    use std::io::Read;
+    use std::net::TcpStream;
+    use std::time::Duration;
+    use tidal_client::frames::{self, Kind};
+
+    /// A blocking connection to `addr` that gives up reading after 10 s.
+    pub fn raw(addr: &str) -> TcpStream {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Reads one frame (blocking), `None` at end of stream.
+    pub fn read_frame(s: &mut TcpStream) -> Option<frames::Frame> {
+        let mut buf = bytes::BytesMut::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(f) = frames::decode(&mut buf, frames::FRAME_BYTES_MAX).unwrap() {
+                return Some(f);
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// The error an ERROR frame carries.
+    pub fn error_of(f: frames::Frame) -> tidal_client::ClientError {
+        assert_eq!(f.kind, Kind::Error);
+        frames::decode_error(f.body).unwrap()
+    }
+}
