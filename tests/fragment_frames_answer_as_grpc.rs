@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::raw_frames::{error_of, raw, read_frame};
+use common::raw_frames::{error_of, raw, read_frame, root_token};
 use common::{Cluster, BIN};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -246,17 +246,7 @@ fn fragment_frames_answer_as_grpc() {
             .expect("data node 0 hosts a vgroup of ff")
             .id
             .0;
-        let token = v1::auth_client::AuthClient::connect(format!("http://{}", cluster.mnode_addr))
-            .await
-            .unwrap()
-            .login(v1::LoginRequest {
-                user: "root".into(),
-                password: "taosdata".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .token;
+        let token = root_token(&cluster.mnode_addr).await;
         tokio::task::spawn_blocking(move || bad_frames(&addr, &token, vgroup))
             .await
             .unwrap();

@@ -6,14 +6,13 @@
 
 mod common;
 
-use common::raw_frames::{error_of, raw, read_frame};
+use common::raw_frames::{error_of, raw, read_frame, root_token};
 use common::{rows, Cluster};
 use std::io::Write;
 use std::time::Duration;
 use tidal_client::frames::{self, Kind};
 use tidal_client::{Client, ConnectOptions, Writer, WriterConfig};
 use tidal_common::{DataType, RowBlock, StatusCode, Value};
-use tidal_proto::v1;
 
 const TABLES: usize = 24;
 const ROUNDS: i64 = 40;
@@ -189,17 +188,7 @@ fn writes_go_as_frames_and_land_exactly_once() {
             &[&b],
             |_| true,
         );
-        let token = v1::auth_client::AuthClient::connect(format!("http://{}", c.mnode_addr))
-            .await
-            .unwrap()
-            .login(v1::LoginRequest {
-                user: "root".into(),
-                password: "taosdata".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .token;
+        let token = root_token(&c.mnode_addr).await;
         (token, request)
     });
     bad_writes(&addr, &token, &request);

@@ -583,6 +583,23 @@ pub mod raw_frames {
         }
     }
 
+    /// A session token of root (default password), logged in at the mnode `mnode_addr`: a
+    /// frame carries its caller's token.
+    pub async fn root_token(mnode_addr: &str) -> String {
+        use tidal_proto::v1;
+        v1::auth_client::AuthClient::connect(format!("http://{mnode_addr}"))
+            .await
+            .unwrap()
+            .login(v1::LoginRequest {
+                user: "root".into(),
+                password: "taosdata".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .token
+    }
+
     /// The error an ERROR frame carries.
     pub fn error_of(f: frames::Frame) -> tidal_client::ClientError {
         assert_eq!(f.kind, Kind::Error);
