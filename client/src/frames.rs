@@ -227,10 +227,7 @@ impl Exec {
                 .map(|t| (t.as_micros() as u64).max(1))
                 .unwrap_or(0);
             b.put_u64_le(us);
-            // A longer token is cut, and refused by the server as not a token.
-            let token = &self.token.as_bytes()[..self.token.len().min(u16::MAX as usize)];
-            b.put_u16_le(token.len() as u16);
-            b.extend_from_slice(token);
+            put_token(b, &self.token);
             self.request.encode_raw(b);
         });
     }
@@ -240,21 +237,7 @@ impl Exec {
             return Err(FrameError::Truncated("EXEC"));
         }
         let us = body.get_u64_le();
-        let n = body.get_u16_le() as usize;
-        if n > TOKEN_BYTES_MAX {
-            return Err(FrameError::Decode {
-                what: "EXEC",
-                why: format!("token of {n} bytes is over the limit of {TOKEN_BYTES_MAX}"),
-            });
-        }
-        if body.len() < n {
-            return Err(FrameError::Truncated("EXEC"));
-        }
-        let token =
-            String::from_utf8(body.split_to(n).to_vec()).map_err(|_| FrameError::Decode {
-                what: "EXEC",
-                why: "the token is not UTF-8".into(),
-            })?;
+        let token = take_token(&mut body, "EXEC")?;
         let request = v1::FragmentsRequest::decode(body).map_err(|e| FrameError::Decode {
             what: "EXEC",
             why: e.to_string(),
@@ -300,39 +283,50 @@ pub fn decode_error(mut body: Bytes) -> Result<ClientError, FrameError> {
 /// the protobuf `WriteRequest` (`request_bytes` long) follows it to the end of the body. The
 /// request is not copied in here: it is written from its own buffer after this head.
 pub fn write_head(out: &mut Vec<u8>, token: &str, request_bytes: usize) {
-    // A longer token is cut, and refused by the server as not a token.
-    let token = &token.as_bytes()[..token.len().min(u16::MAX as usize)];
-    let len = 2 + token.len() + request_bytes;
+    let len = 2 + token.len().min(u16::MAX as usize) + request_bytes;
     out.put_u32_le(u32::try_from(len).unwrap_or(u32::MAX));
     out.put_u8(Kind::Write as u8);
-    out.put_u16_le(token.len() as u16);
-    out.extend_from_slice(token);
+    put_token(out, token);
 }
 
 /// A WRITE frame's body: the token and the protobuf `WriteRequest`, not decoded here (the
 /// data node reads it straight into a batch).
 pub fn decode_write(mut body: Bytes) -> Result<(String, Bytes), FrameError> {
+    let token = take_token(&mut body, "WRITE")?;
+    Ok((token, body))
+}
+
+/// Appends a call's token: its length (u16 LE), then its bytes. A longer token is cut, and
+/// refused by the server as not a token.
+fn put_token(out: &mut impl BufMut, token: &str) {
+    let token = &token.as_bytes()[..token.len().min(u16::MAX as usize)];
+    out.put_u16_le(token.len() as u16);
+    out.put_slice(token);
+}
+
+/// Takes a token written by [`put_token`] off the front of `body`, a `what` frame's.
+fn take_token(body: &mut Bytes, what: &'static str) -> Result<String, FrameError> {
     if body.len() < 2 {
-        return Err(FrameError::Truncated("WRITE"));
+        return Err(FrameError::Truncated(what));
     }
     let n = body.get_u16_le() as usize;
     if n > TOKEN_BYTES_MAX {
         return Err(FrameError::Decode {
-            what: "WRITE",
+            what,
             why: format!("token of {n} bytes is over the limit of {TOKEN_BYTES_MAX}"),
         });
     }
     if body.len() < n {
-        return Err(FrameError::Truncated("WRITE"));
+        return Err(FrameError::Truncated(what));
     }
     let token = std::str::from_utf8(&body[..n])
         .map_err(|_| FrameError::Decode {
-            what: "WRITE",
+            what,
             why: "the token is not UTF-8".into(),
         })?
         .to_string();
     body.advance(n);
-    Ok((token, body))
+    Ok(token)
 }
 
 /// Appends a WROTE frame.
@@ -508,10 +502,11 @@ pub(crate) struct Call<'a> {
     deadline: tokio::time::Instant,
 }
 
-fn timed_out(addr: &str) -> ClientError {
+/// `addr` did not answer a `call` ("fragment call", "write") in time.
+fn timed_out(addr: &str, call: &str) -> ClientError {
     ClientError::new(
         StatusCode::Timeout,
-        format!("{addr} did not answer the fragment call in time"),
+        format!("{addr} did not answer the {call} in time"),
     )
 }
 
@@ -555,7 +550,7 @@ impl Pool {
             .await;
             let Ok(answer) = answer else {
                 // Connected, and silent: not an older server (that closes or garbles).
-                return Err(Start::Failed(timed_out(addr)));
+                return Err(Start::Failed(timed_out(addr, "fragment call")));
             };
             match answer {
                 Ok(Ok(Some(first))) => {
@@ -596,7 +591,7 @@ impl Call<'_> {
             None => match tokio::time::timeout_at(self.deadline, conn.read_frame()).await {
                 Err(_) => {
                     self.conn = None;
-                    return Err(timed_out(&self.addr));
+                    return Err(timed_out(&self.addr, "fragment call"));
                 }
                 Ok(r) => r,
             },
@@ -716,10 +711,7 @@ impl Pool {
             })
             .await;
             let Ok(answer) = answer else {
-                return Err(WriteStart::Failed(ClientError::new(
-                    StatusCode::Timeout,
-                    format!("{addr} did not answer the write in time"),
-                )));
+                return Err(WriteStart::Failed(timed_out(addr, "write")));
             };
             let frame = match answer {
                 Ok(Ok(Some(f))) => f,

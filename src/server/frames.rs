@@ -20,7 +20,7 @@
 //! - With TLS, frames are not served (every connection goes to gRPC, whose TLS the
 //!   clients use).
 
-use super::auth::Verifier;
+use super::auth::{Principal, Verifier};
 use super::net::Conn;
 use super::DnodeService;
 use bytes::{Bytes, BytesMut};
@@ -214,19 +214,25 @@ impl FrameServer {
         }
     }
 
+    /// The caller a `call` ("write", "fragment call") carries the token of, as its gRPC
+    /// form would be authenticated.
+    fn caller(&self, token: &str, call: &str) -> Result<Principal, tonic::Status> {
+        if token.is_empty() {
+            return Err(tidal_proto::status_error(
+                StatusCode::Unauthenticated,
+                format!("no credentials: log in (Auth/Login) and send a token with each {call}"),
+            ));
+        }
+        self.verifier.verify(token)
+    }
+
     /// Runs one write and writes its answer; `false` when the connection must close. The
     /// write runs to its end even if the client goes away meanwhile, as over gRPC.
     async fn write(&self, conn: &mut Conn, token: &str, request: Bytes, out: &mut Vec<u8>) -> bool {
         out.clear();
         self.svc.count_frame_write();
         let done = async {
-            if token.is_empty() {
-                return Err(tidal_proto::status_error(
-                    StatusCode::Unauthenticated,
-                    "no credentials: log in (Auth/Login) and send a token with each write",
-                ));
-            }
-            let p = self.verifier.verify(token)?;
+            let p = self.caller(token, "write")?;
             // The request is read out of `request` into a batch here, and `request` (a
             // slice of the connection's read buffer) dropped with it.
             let input = super::write_grpc::decode_write(request)?;
@@ -245,15 +251,9 @@ impl FrameServer {
     async fn call(&self, conn: &mut Conn, exec: Exec, out: &mut Vec<u8>) -> bool {
         out.clear();
         self.svc.count_frame_call();
-        let started = if exec.token.is_empty() {
-            Err(tidal_proto::status_error(
-                StatusCode::Unauthenticated,
-                "no credentials: log in (Auth/Login) and send a token with each fragment call",
-            ))
-        } else {
-            self.verifier.verify(&exec.token)
-        }
-        .and_then(|p| self.svc.fragments_call(&p, exec.request, exec.timeout));
+        let started = self
+            .caller(&exec.token, "fragment call")
+            .and_then(|p| self.svc.fragments_call(&p, exec.request, exec.timeout));
         let mut parts = match started {
             Ok(parts) => parts,
             Err(s) => {
