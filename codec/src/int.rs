@@ -9,7 +9,7 @@
 //! wraps, so i64::MIN/MAX and u64 bit patterns round-trip; a decoder produces exactly `n` values
 //! or an error.
 
-use crate::buf::{put_varint, unzigzag, zigzag, Reader};
+use crate::buf::{put_varint, unzigzag, varint_len, zigzag, Reader};
 use crate::{bitpack, simple8b, CodecError};
 
 /// Stage-1 ids of the integer encodings (stored in the column header and, for decimal floats, in
@@ -84,7 +84,7 @@ pub fn encode(values: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
     } else {
         Vec::new()
     };
-    encode_with_deltas(values, &d, id, out)
+    encode_with_deltas(values, &d, id, &[], out)
 }
 
 /// Whether encoding `id` is built on the values' deltas.
@@ -98,8 +98,15 @@ fn uses_deltas(id: IntId) -> bool {
 /// [`encode`] given `d`, the deltas of `values` (read only by the encodings that
 /// [`uses_deltas`]): `Auto` tries several of them on one block, and computing the deltas
 /// once for all (rather than into a new vector per try) is a visible part of a flush of many
-/// small blocks.
-fn encode_with_deltas(values: &[i64], d: &[i64], id: IntId, out: &mut Vec<u8>) -> IntId {
+/// small blocks. `frames` are the FOR frames of the sequence `id` bit-packs (the values, the
+/// deltas or theirs) where the caller has them from sizing it, else empty.
+fn encode_with_deltas(
+    values: &[i64],
+    d: &[i64],
+    id: IntId,
+    frames: &[(i64, u64, u64)],
+    out: &mut Vec<u8>,
+) -> IntId {
     match id {
         IntId::Plain => {
             out.reserve(values.len() * 8);
@@ -107,11 +114,11 @@ fn encode_with_deltas(values: &[i64], d: &[i64], id: IntId, out: &mut Vec<u8>) -
                 out.extend_from_slice(&v.to_le_bytes());
             }
         }
-        IntId::BitPacking => bitpack::encode(values, out),
+        IntId::BitPacking => bitpack::encode_framed(values, frames, out),
         IntId::DeltaI => {
             if let Some(&first) = values.first() {
                 put_varint(out, zigzag(first));
-                bitpack::encode(d, out);
+                bitpack::encode_framed(d, frames, out);
             }
         }
         IntId::DeltaD => {
@@ -120,7 +127,7 @@ fn encode_with_deltas(values: &[i64], d: &[i64], id: IntId, out: &mut Vec<u8>) -
                 if let Some(&d0) = d.first() {
                     put_varint(out, zigzag(d0));
                     let dd: Vec<i64> = deltas(d).collect();
-                    bitpack::encode(&dd, out);
+                    bitpack::encode_framed(&dd, frames, out);
                 }
             }
         }
@@ -131,7 +138,7 @@ fn encode_with_deltas(values: &[i64], d: &[i64], id: IntId, out: &mut Vec<u8>) -
                 let z: Vec<u64> = d.iter().map(|&x| zigzag(x)).collect();
                 if !simple8b::encode(&z, out) {
                     out.truncate(mark);
-                    return encode_with_deltas(values, d, IntId::DeltaI, out);
+                    return encode_with_deltas(values, d, IntId::DeltaI, &[], out);
                 }
             }
         }
@@ -174,20 +181,102 @@ fn worth_rle(values: &[i64]) -> bool {
     runs * 4 <= values.len()
 }
 
-/// Encodes with every candidate and keeps the smallest (the first of equal sizes); returns
-/// the id used. The first candidate is written straight into `out` and a later one replaces
-/// it only if smaller, so a block costs one scratch buffer and one computation of its deltas,
-/// however many candidates are tried (a flush encodes a block per subtable, and with
-/// 100,000s of subtables of a few rows each the allocations per try were a tenth of it).
+/// The number of bytes [`encode`] appends for `values` in encoding `id` (found by encoding
+/// them only for the run-length ones).
+pub fn encoded_len(values: &[i64], id: IntId) -> usize {
+    let d: Vec<i64> = if uses_deltas(id) {
+        deltas(values).collect()
+    } else {
+        Vec::new()
+    };
+    match sized(
+        values,
+        &d,
+        id,
+        &mut Derived::default(),
+        &mut bitpack::Frames::new(),
+    ) {
+        Some((_, len)) => len,
+        None => {
+            let mut out = Vec::new();
+            encode_with_deltas(values, &d, id, &[], &mut out);
+            out.len()
+        }
+    }
+}
+
+/// Sequences derived from a block's values while sizing candidates, each computed once.
+#[derive(Default)]
+struct Derived {
+    /// The deltas of the deltas (delta-of-delta).
+    dd: Option<Vec<i64>>,
+    /// The deltas zigzagged (simple-8b).
+    z: Option<Vec<u64>>,
+}
+
+/// The id [`encode_with_deltas`] would use for `id` and the number of bytes it would append,
+/// found without writing them (the FOR frames it found into `frames`, emptied first);
+/// `None` for the run-length encodings, which are measured by encoding.
+fn sized(
+    values: &[i64],
+    d: &[i64],
+    id: IntId,
+    derived: &mut Derived,
+    frames: &mut bitpack::Frames,
+) -> Option<(IntId, usize)> {
+    frames.clear();
+    let first = || values.first().map_or(0, |&v| varint_len(zigzag(v)));
+    let len = match id {
+        IntId::Plain => values.len() * 8,
+        IntId::BitPacking => bitpack::encoded_len(values, frames),
+        _ if values.is_empty() => 0,
+        IntId::DeltaI => first() + bitpack::encoded_len(d, frames),
+        IntId::DeltaD => {
+            first()
+                + d.first().map_or(0, |&d0| {
+                    let dd = derived.dd.get_or_insert_with(|| deltas(d).collect());
+                    varint_len(zigzag(d0)) + bitpack::encoded_len(dd, frames)
+                })
+        }
+        IntId::Simple8b => {
+            let z = derived
+                .z
+                .get_or_insert_with(|| d.iter().map(|&x| zigzag(x)).collect());
+            match simple8b::encoded_len(z) {
+                Some(words) => first() + words,
+                None => return sized(values, d, IntId::DeltaI, derived, frames),
+            }
+        }
+        IntId::Rle | IntId::DeltaRle => return None,
+    };
+    Some((id, len))
+}
+
+/// The leader of an [`encode_best`] trial.
+struct Leader {
+    /// The id the candidate used and its length.
+    used: IntId,
+    len: usize,
+    /// Whether the trial's `kept` buffer holds its bytes (run-length: measured by encoding).
+    encoded: bool,
+}
+
+/// Sizes every candidate and writes the smallest (the first of equal sizes); returns the id
+/// used. Only the winner is encoded, with the FOR frames found while sizing it (run-length
+/// candidates, whose size is not known without encoding them, are encoded into a scratch
+/// buffer and kept there while they lead), and the deltas are computed once: a flush
+/// encodes a block per subtable and column, and packing every candidate's bits to compare
+/// lengths was most of its encoding time.
 pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> IntId {
     let d: Vec<i64> = if candidates.iter().any(|&c| uses_deltas(c)) {
         deltas(values).collect()
     } else {
         Vec::new()
     };
-    let mark = out.len();
-    let mut best: Option<(IntId, usize)> = None;
-    let mut scratch = Vec::new();
+    let mut derived = Derived::default();
+    let mut best: Option<Leader> = None;
+    let (mut trial, mut kept) = (Vec::new(), Vec::new());
+    let (mut frames, mut best_frames) = (bitpack::Frames::new(), bitpack::Frames::new());
     for &c in candidates {
         if candidates.len() > 1 {
             if c == IntId::Rle && !worth_rle(values) {
@@ -197,25 +286,35 @@ pub fn encode_best(values: &[i64], candidates: &[IntId], out: &mut Vec<u8>) -> I
                 continue;
             }
         }
-        match best {
+        let (used, len, encoded) = match sized(values, &d, c, &mut derived, &mut frames) {
+            Some((used, len)) => (used, len, false),
             None => {
-                let used = encode_with_deltas(values, &d, c, out);
-                best = Some((used, out.len() - mark));
+                trial.clear();
+                let used = encode_with_deltas(values, &d, c, &[], &mut trial);
+                (used, trial.len(), true)
             }
-            Some((_, len)) => {
-                scratch.clear();
-                let used = encode_with_deltas(values, &d, c, &mut scratch);
-                if scratch.len() < len {
-                    out.truncate(mark);
-                    out.extend_from_slice(&scratch);
-                    best = Some((used, scratch.len()));
-                }
+        };
+        if best.as_ref().is_none_or(|b| len < b.len) {
+            best = Some(Leader { used, len, encoded });
+            if encoded {
+                std::mem::swap(&mut trial, &mut kept);
+            } else {
+                std::mem::swap(&mut frames, &mut best_frames);
             }
         }
     }
     match best {
-        Some((id, _)) => id,
-        None => encode_with_deltas(values, &d, IntId::Plain, out),
+        Some(Leader {
+            used,
+            encoded: true,
+            ..
+        }) => {
+            out.extend_from_slice(&kept);
+            used
+        }
+        // Simple-8b that fell back to delta-i sized delta-i: encoded as such, with its frames.
+        Some(Leader { used, .. }) => encode_with_deltas(values, &d, used, &best_frames, out),
+        None => encode_with_deltas(values, &d, IntId::Plain, &[], out),
     }
 }
 
@@ -451,6 +550,11 @@ mod tests {
                     .map(|_| (rng.next_u64() >> rng.below(64)) as i64)
                     .collect(),
             };
+            for id in AUTO_CANDIDATES.into_iter().chain([IntId::Plain]) {
+                let mut one = Vec::new();
+                encode(&v, id, &mut one);
+                assert_eq!(encoded_len(&v, id), one.len(), "round {round}, {id:?}");
+            }
             for set in sets {
                 let (mut a, mut b) = (vec![7u8], vec![7u8]);
                 let ia = encode_best(&v, set, &mut a);

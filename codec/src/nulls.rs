@@ -10,7 +10,7 @@
 //! (an empty `nulls` vector). Positions must be strictly increasing and below the row count.
 
 use crate::bool::{get_bitmap, put_bitmap};
-use crate::buf::{put_varint, Reader};
+use crate::buf::{put_varint, varint_len, Reader};
 use crate::int::{self, IntId};
 use crate::CodecError;
 
@@ -18,22 +18,27 @@ const MODE_BITMAP: u8 = 0;
 const MODE_POSITIONS: u8 = 1;
 
 pub fn encode(nulls: &[bool], out: &mut Vec<u8>) {
-    let pos: Vec<i64> = nulls
-        .iter()
-        .enumerate()
-        .filter(|(_, &n)| n)
-        .map(|(i, _)| i as i64)
-        .collect();
-    let mut list = Vec::new();
-    put_varint(&mut list, pos.len() as u64);
-    int::encode(&pos, IntId::DeltaI, &mut list);
-    if list.len() < nulls.len().div_ceil(8) {
-        out.push(MODE_POSITIONS);
-        out.extend_from_slice(&list);
-    } else {
-        out.push(MODE_BITMAP);
-        put_bitmap(nulls.iter().copied(), out);
+    let bitmap_len = nulls.len().div_ceil(8);
+    // A position list holds its count and, with a NULL, at least a byte of positions: it
+    // cannot be smaller than a bitmap of that many bytes, which is then not sized.
+    let list_len_min = if nulls.contains(&true) { 2 } else { 1 };
+    if bitmap_len > list_len_min {
+        let pos: Vec<i64> = nulls
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n)
+            .map(|(i, _)| i as i64)
+            .collect();
+        let list_len = varint_len(pos.len() as u64) + int::encoded_len(&pos, IntId::DeltaI);
+        if list_len < bitmap_len {
+            out.push(MODE_POSITIONS);
+            put_varint(out, pos.len() as u64);
+            int::encode(&pos, IntId::DeltaI, out);
+            return;
+        }
     }
+    out.push(MODE_BITMAP);
+    put_bitmap(nulls.iter().copied(), out);
 }
 
 /// Reads the mask of `rows` rows; returns it (empty if no bit is set) and the NULL count.
@@ -117,6 +122,43 @@ mod tests {
         let mut b = Vec::new();
         encode(&m, &mut b);
         assert!(b.len() < 80, "{}", b.len());
+    }
+
+    /// What [`encode`] wrote before it sized the position list instead of writing it: both
+    /// modes built, the smaller kept.
+    fn encode_by_building_both(nulls: &[bool], out: &mut Vec<u8>) {
+        let pos: Vec<i64> = (0..nulls.len())
+            .filter(|&i| nulls[i])
+            .map(|i| i as i64)
+            .collect();
+        let mut list = Vec::new();
+        put_varint(&mut list, pos.len() as u64);
+        int::encode(&pos, IntId::DeltaI, &mut list);
+        if list.len() < nulls.len().div_ceil(8) {
+            out.push(MODE_POSITIONS);
+            out.extend_from_slice(&list);
+        } else {
+            out.push(MODE_BITMAP);
+            put_bitmap(nulls.iter().copied(), out);
+        }
+    }
+
+    #[test]
+    fn the_mode_is_the_smaller_of_the_two_built() {
+        let mut rng = crate::test_util::Rng::new(41);
+        for round in 0..3000 {
+            let rows = match round % 3 {
+                0 => rng.below(40) as usize,
+                1 => rng.below(600) as usize,
+                _ => 1 + rng.below(5000) as usize,
+            };
+            let per_mille = [0, 1, 5, 20, 100, 500, 1000][round % 7];
+            let m: Vec<bool> = (0..rows).map(|_| rng.below(1000) < per_mille).collect();
+            let (mut a, mut b) = (vec![9u8], vec![9u8]);
+            encode(&m, &mut a);
+            encode_by_building_both(&m, &mut b);
+            assert_eq!(a, b, "round {round}: {rows} rows");
+        }
     }
 
     #[test]

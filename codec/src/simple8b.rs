@@ -34,15 +34,13 @@ const SELECTORS: [(usize, u32); 16] = [
 
 pub const VALUE_MAX: u64 = (1 << 60) - 1;
 
-/// Appends the words for `values`; returns false (and leaves `out` as it was) if a value is too
-/// large for 60 bits.
-pub fn encode(values: &[u64], out: &mut Vec<u8>) -> bool {
-    let start_len = out.len();
-    let mut i = 0;
-    while i < values.len() {
-        let rest = values.get(i..).unwrap_or(&[]);
-        let mut chosen = None;
-        for (sel, &(count, bits)) in SELECTORS.iter().enumerate() {
+/// The selector, value count and bit width of the word that starts `rest` (not empty), or
+/// `None` if its first value is too large for 60 bits.
+fn choose(rest: &[u64]) -> Option<(usize, usize, u32)> {
+    SELECTORS
+        .iter()
+        .enumerate()
+        .find_map(|(sel, &(count, bits))| {
             // At the tail a selector may be only partly used: the count is stored elsewhere.
             let take = count.min(rest.len());
             let limit = if bits == 0 {
@@ -50,12 +48,33 @@ pub fn encode(values: &[u64], out: &mut Vec<u8>) -> bool {
             } else {
                 VALUE_MAX >> (60 - bits)
             };
-            if rest.iter().take(take).all(|&v| v <= limit) {
-                chosen = Some((sel, take, bits));
-                break;
-            }
-        }
-        let Some((sel, take, bits)) = chosen else {
+            rest.iter()
+                .take(take)
+                .all(|&v| v <= limit)
+                .then_some((sel, take, bits))
+        })
+}
+
+/// The number of bytes [`encode`] appends for `values`, or `None` where it refuses them;
+/// found without writing the words.
+pub fn encoded_len(values: &[u64]) -> Option<usize> {
+    let mut i = 0;
+    let mut words = 0;
+    while let Some(rest) = values.get(i..).filter(|r| !r.is_empty()) {
+        let (_, take, _) = choose(rest)?;
+        words += 1;
+        i += take;
+    }
+    Some(words * 8)
+}
+
+/// Appends the words for `values`; returns false (and leaves `out` as it was) if a value is too
+/// large for 60 bits.
+pub fn encode(values: &[u64], out: &mut Vec<u8>) -> bool {
+    let start_len = out.len();
+    let mut i = 0;
+    while let Some(rest) = values.get(i..).filter(|r| !r.is_empty()) {
+        let Some((sel, take, bits)) = choose(rest) else {
             out.truncate(start_len);
             return false;
         };
@@ -99,6 +118,7 @@ mod tests {
     fn rt(v: &[u64]) -> usize {
         let mut b = Vec::new();
         assert!(encode(v, &mut b));
+        assert_eq!(encoded_len(v), Some(b.len()));
         let mut r = Reader::new(&b, 0);
         let mut out = Vec::new();
         decode(&mut r, v.len(), &mut out).unwrap();
@@ -136,6 +156,7 @@ mod tests {
     fn too_large_is_refused() {
         let mut b = vec![1u8];
         assert!(!encode(&[1, VALUE_MAX + 1], &mut b));
+        assert_eq!(encoded_len(&[1, VALUE_MAX + 1]), None);
         assert_eq!(b, vec![1u8]);
     }
 }
