@@ -60,7 +60,12 @@ pub fn all_f32(values: &[f64]) -> bool {
 
 #[inline]
 fn decimal_value(m: i64, k: usize, f32_mode: bool) -> f64 {
-    let p = POW10.get(k).copied().unwrap_or(1.0);
+    decimal_value_by(m, POW10.get(k).copied().unwrap_or(1.0), f32_mode)
+}
+
+/// The value a decoder gives `m` at 10^k = `p`: what the encoder's exactness check compares.
+#[inline(always)]
+fn decimal_value_by(m: i64, p: f64, f32_mode: bool) -> f64 {
     let x = m as f64 / p;
     if f32_mode {
         f64::from(x as f32)
@@ -71,7 +76,13 @@ fn decimal_value(m: i64, k: usize, f32_mode: bool) -> f64 {
 
 #[inline]
 fn scaled(v: f64, k: usize, f32_mode: bool) -> Option<i64> {
-    let s = v * POW10.get(k).copied()?;
+    scaled_by(v, *POW10.get(k)?, f32_mode)
+}
+
+/// [`scaled`] with 10^k given: the loop over a block's values at a settled k takes it once.
+#[inline(always)]
+fn scaled_by(v: f64, p: f64, f32_mode: bool) -> Option<i64> {
+    let s = v * p;
     // NaN fails this comparison too.
     if s.abs().partial_cmp(&EXACT_INT_MAX) != Some(std::cmp::Ordering::Less) {
         return None;
@@ -87,38 +98,44 @@ fn scaled(v: f64, k: usize, f32_mode: bool) -> Option<i64> {
         // Already an integer (and a half would round the sum to even).
         s as i64
     };
-    (decimal_value(m, k, f32_mode).to_bits() == v.to_bits()).then_some(m)
+    (decimal_value_by(m, p, f32_mode).to_bits() == v.to_bits()).then_some(m)
 }
 
 /// The scaled integers and k if every value is an exact k-decimal, else None.
 pub fn to_decimal(values: &[f64], f32_mode: bool) -> Option<(usize, Vec<i64>)> {
-    // One pass: each value is scaled at the k so far, and only when a value needs a larger
-    // k are the ones before it scaled again (k settles within the first few values of a
-    // block). A value that scales at k also scales at every larger k below the 2^53 bound,
-    // so this gives what the two passes of `to_decimal_by_passes` give; should a value
-    // scale at one k and not at a larger one (near that bound), the two passes decide.
+    // One pass: the values are scaled at the k so far until one needs a larger k; then k
+    // becomes the smallest at which that one scales and the values before it are scaled
+    // again (k settles within the first few values of a block). This is the k the two
+    // passes of `to_decimal_by_passes` find; should a value before scale at a smaller k and
+    // not at the new one (only near the 2^53 bound), the two passes decide.
     let mut k = 0;
     let mut ms = Vec::with_capacity(values.len());
-    for (i, &v) in values.iter().enumerate() {
+    loop {
+        let p = POW10.get(k).copied()?;
+        let done = ms.len();
+        let rest = values.get(done..).unwrap_or(&[]);
+        ms.extend(rest.iter().map_while(|&u| scaled_by(u, p, f32_mode)));
+        let i = ms.len();
+        let Some(&v) = values.get(i) else {
+            return Some((k, ms));
+        };
         loop {
-            if let Some(m) = scaled(v, k, f32_mode) {
-                ms.push(m);
-                break;
-            }
             k += 1;
             if k > DECIMAL_K_MAX {
                 return None;
             }
-            ms.clear();
-            for &u in values.get(..i).unwrap_or(&[]) {
-                match scaled(u, k, f32_mode) {
-                    Some(m) => ms.push(m),
-                    None => return to_decimal_by_passes(values, f32_mode),
-                }
+            if scaled(v, k, f32_mode).is_some() {
+                break;
+            }
+        }
+        ms.clear();
+        for &u in values.get(..i).unwrap_or(&[]) {
+            match scaled(u, k, f32_mode) {
+                Some(m) => ms.push(m),
+                None => return to_decimal_by_passes(values, f32_mode),
             }
         }
     }
-    Some((k, ms))
 }
 
 /// [`to_decimal`] in two passes: the smallest k at which each value in turn scales, then
