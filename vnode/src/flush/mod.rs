@@ -69,7 +69,13 @@ pub fn write_stts(
     comp: u8,
     next_id: &mut u64,
 ) -> Result<BTreeMap<i64, Arc<SttFile>>> {
-    let mut writers: BTreeMap<i64, SttWriter> = BTreeMap::new();
+    let mut sink = Sink {
+        dir,
+        window_units,
+        maxrows,
+        next_id,
+        writers: BTreeMap::new(),
+    };
     // Each STABLE's types, codecs and wanted columns, made once rather than per subtable.
     let mut layouts: HashMap<&str, Arc<Layout>> = HashMap::new();
     let mut batch: Vec<(TableUid, TableRows<'_>, Arc<Layout>)> = Vec::new();
@@ -87,32 +93,16 @@ pub fn write_stts(
             .clone();
         let v = rows.row_count().saturating_mul(l.wanted.len().max(1));
         if !batch.is_empty() && values.saturating_add(v) > FLUSH_GATHER_VALUES_MAX {
-            write_batch(
-                dir,
-                frozen,
-                &batch,
-                window_units,
-                maxrows,
-                next_id,
-                &mut writers,
-            )?;
+            sink.write_batch(&frozen.mem, &batch)?;
             batch.clear();
             values = 0;
         }
         values += v;
         batch.push((uid, rows, l));
     }
-    write_batch(
-        dir,
-        frozen,
-        &batch,
-        window_units,
-        maxrows,
-        next_id,
-        &mut writers,
-    )?;
+    sink.write_batch(&frozen.mem, &batch)?;
     let mut out = BTreeMap::new();
-    for (fid, w) in writers {
+    for (fid, w) in sink.writers {
         out.insert(fid, Arc::new(w.finish()?));
     }
     Ok(out)
@@ -139,55 +129,63 @@ impl Layout {
     }
 }
 
-/// Gathers the rows of `batch` and adds each subtable's rows to the STT file of each window
-/// it has rows in.
-fn write_batch(
-    dir: &Path,
-    frozen: &Frozen,
-    batch: &[(TableUid, TableRows<'_>, Arc<Layout>)],
+/// Where a flush writes: an STT file per window, created as rows for it come.
+struct Sink<'a> {
+    dir: &'a Path,
     window_units: i64,
     maxrows: usize,
-    next_id: &mut u64,
-    writers: &mut BTreeMap<i64, SttWriter>,
-) -> Result<()> {
-    let asks: Vec<(&TableRows<'_>, &[(usize, DataType)])> = batch
-        .iter()
-        .map(|(_, rows, l)| (rows, l.wanted.as_slice()))
-        .collect();
-    let gathered = frozen.mem.gather_all(&asks);
-    for ((uid, _, l), cols) in batch.iter().zip(gathered) {
-        let ts = match cols.first() {
-            Some(c) => ts_slice(c),
-            None => continue,
-        };
-        // The windows that hold rows (not every window between the first and last row: a
-        // subtable may have one row in 1970 and one today), each a run of the sorted rows.
-        let mut start = 0;
-        while let Some(&first) = ts.get(start) {
-            let fid = fid_of(first, window_units);
-            let (_, whi) = window_bounds(fid, window_units);
-            let end = start
-                + ts.get(start..)
-                    .unwrap_or(&[])
-                    .partition_point(|t| *t <= whi);
-            let window: Vec<Column>;
-            let part = if start == 0 && end == ts.len() {
-                cols.as_slice()
-            } else {
-                window = cols.iter().map(|c| c.slice(start, end)).collect();
-                window.as_slice()
+    /// The next file id to allocate.
+    next_id: &'a mut u64,
+    writers: BTreeMap<i64, SttWriter>,
+}
+
+impl Sink<'_> {
+    /// Gathers the rows of `batch` from `mem` and adds each subtable's rows to the STT file
+    /// of each window it has rows in.
+    fn write_batch(
+        &mut self,
+        mem: &Memtable,
+        batch: &[(TableUid, TableRows<'_>, Arc<Layout>)],
+    ) -> Result<()> {
+        let asks: Vec<(&TableRows<'_>, &[(usize, DataType)])> = batch
+            .iter()
+            .map(|(_, rows, l)| (rows, l.wanted.as_slice()))
+            .collect();
+        let gathered = mem.gather_all(&asks);
+        for ((uid, _, l), cols) in batch.iter().zip(gathered) {
+            let ts = match cols.first() {
+                Some(c) => ts_slice(c),
+                None => continue,
             };
-            let w = match writers.entry(fid) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    let id = *next_id;
-                    *next_id += 1;
-                    v.insert(SttWriter::create(dir, fid, id)?)
-                }
-            };
-            w.add_table(*uid, part, &l.types, &l.codecs, maxrows)?;
-            start = end;
+            // The windows that hold rows (not every window between the first and last row:
+            // a subtable may have one row in 1970 and one today), each a run of the rows.
+            let mut start = 0;
+            while let Some(&first) = ts.get(start) {
+                let fid = fid_of(first, self.window_units);
+                let (_, whi) = window_bounds(fid, self.window_units);
+                let end = start
+                    + ts.get(start..)
+                        .unwrap_or(&[])
+                        .partition_point(|t| *t <= whi);
+                let window: Vec<Column>;
+                let part = if start == 0 && end == ts.len() {
+                    cols.as_slice()
+                } else {
+                    window = cols.iter().map(|c| c.slice(start, end)).collect();
+                    window.as_slice()
+                };
+                let w = match self.writers.entry(fid) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        let id = *self.next_id;
+                        *self.next_id += 1;
+                        v.insert(SttWriter::create(self.dir, fid, id)?)
+                    }
+                };
+                w.add_table(*uid, part, &l.types, &l.codecs, self.maxrows)?;
+                start = end;
+            }
         }
+        Ok(())
     }
-    Ok(())
 }
