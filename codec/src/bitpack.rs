@@ -147,9 +147,15 @@ fn unpack_from(src: &[u8], width: u32, out: &mut [u64], from: usize) {
     }
 }
 
+/// A FOR block's frame, as [`frame`] finds it.
+pub type Frame = (i64, u64, u64);
+
+/// The frames of a sequence's blocks, in order.
+pub type Frames = Vec<Frame>;
+
 /// A block's frame: its minimum, the GCD of the offsets from it (0 when every offset is 0;
 /// used as a divisor only when above 1) and the largest offset divided by that divisor.
-fn frame(block: &[i64]) -> (i64, u64, u64) {
+fn frame(block: &[i64]) -> Frame {
     let Some(&first) = block.first() else {
         return (0, 0, 0);
     };
@@ -175,11 +181,8 @@ fn frame(block: &[i64]) -> (i64, u64, u64) {
     (min, g, max_off / g)
 }
 
-/// The frames of `values`' blocks, in order (`(min, divisor, largest offset / divisor)`).
-pub type Frames = Vec<(i64, u64, u64)>;
-
 /// The bytes of a block's header and packed values, given its length and frame.
-fn block_len(len: usize, (min, g, max_off): (i64, u64, u64)) -> usize {
+fn block_len(len: usize, (min, g, max_off): Frame) -> usize {
     let divisor = if g > 1 { varint_len(g) } else { 0 };
     1 + varint_len(zigzag(min)) + divisor + packed_len(len, width_of(max_off))
 }
@@ -206,7 +209,7 @@ pub fn encode(values: &[i64], out: &mut Vec<u8>) {
 
 /// [`encode`] given the blocks' frames as [`encoded_len`] found them (any block without one
 /// has it computed here).
-pub fn encode_framed(values: &[i64], frames: &[(i64, u64, u64)], out: &mut Vec<u8>) {
+pub fn encode_framed(values: &[i64], frames: &[Frame], out: &mut Vec<u8>) {
     let mut offs = [0u64; BLOCK_VALUES];
     for (i, block) in values.chunks(BLOCK_VALUES).enumerate() {
         let (min, g, max_off) = frames.get(i).copied().unwrap_or_else(|| frame(block));

@@ -104,7 +104,7 @@ fn encode_with_deltas(
     values: &[i64],
     d: &[i64],
     id: IntId,
-    frames: &[(i64, u64, u64)],
+    frames: &[bitpack::Frame],
     out: &mut Vec<u8>,
 ) -> IntId {
     match id {

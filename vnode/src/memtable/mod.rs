@@ -27,6 +27,26 @@ use crate::merge::{merge_runs, Run};
 use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, UidHash, Value};
 
+/// `$body` with `$a` and `$b` the value vectors of `$dst` and `$src` when rows of `$src` may
+/// be copied into `$dst` (one physical type; BIGINT-family and TIMESTAMP values are both
+/// i64), else `None`: the one rule for appending rows ([`extend_rows`]) and for placing them
+/// ([`put_rows`]).
+macro_rules! same_physical {
+    ($dst:expr, $src:expr, |$a:ident, $b:ident| $body:expr) => {
+        match ($dst, $src) {
+            (ColumnData::Bool($a), ColumnData::Bool($b)) => $body,
+            (ColumnData::Int($a), ColumnData::Int($b))
+            | (ColumnData::Timestamp($a), ColumnData::Timestamp($b))
+            | (ColumnData::Int($a), ColumnData::Timestamp($b))
+            | (ColumnData::Timestamp($a), ColumnData::Int($b)) => $body,
+            (ColumnData::UInt($a), ColumnData::UInt($b)) => $body,
+            (ColumnData::Float($a), ColumnData::Float($b)) => $body,
+            (ColumnData::Str($a), ColumnData::Str($b)) => $body,
+            _ => None,
+        }
+    };
+}
+
 /// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk):
 /// as an appended piece ([`Linked`]), the larger form.
 const PIECE_BYTES: u64 = std::mem::size_of::<Linked>() as u64;
@@ -224,17 +244,8 @@ fn put_rows(dst: &mut Column, at: usize, src: Option<&Column>, s: usize, e: usiz
     }
     let n = e.saturating_sub(s);
     let len = dst.len();
-    let copied = src.and_then(|src| match (&mut dst.data, &src.data) {
-        (ColumnData::Bool(a), ColumnData::Bool(b)) => copy_at(a, at, b, s, e),
-        (ColumnData::Int(a), ColumnData::Int(b))
-        | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
-        | (ColumnData::Int(a), ColumnData::Timestamp(b))
-        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => copy_at(a, at, b, s, e),
-        (ColumnData::UInt(a), ColumnData::UInt(b)) => copy_at(a, at, b, s, e),
-        (ColumnData::Float(a), ColumnData::Float(b)) => copy_at(a, at, b, s, e),
-        (ColumnData::Str(a), ColumnData::Str(b)) => copy_at(a, at, b, s, e),
-        _ => None,
-    });
+    let copied = src
+        .and_then(|src| same_physical!(&mut dst.data, &src.data, |a, b| copy_at(a, at, b, s, e)));
     // The rows' NULL flags: theirs if they have any (a column without flags has no NULL,
     // nor do rows past the end of a shorter flag list), all set if they were not copied.
     let flags = match (copied, src) {
@@ -447,17 +458,7 @@ impl Rows<'_> {
 /// Appends `rows` of `src` (same physical type, validated by the write path) to `dst`.
 fn extend_rows(dst: &mut Column, src: &Column, rows: Rows<'_>) {
     let len = dst.len();
-    let ok = match (&mut dst.data, &src.data) {
-        (ColumnData::Bool(a), ColumnData::Bool(b)) => rows.append(a, b),
-        (ColumnData::Int(a), ColumnData::Int(b))
-        | (ColumnData::Timestamp(a), ColumnData::Timestamp(b))
-        | (ColumnData::Int(a), ColumnData::Timestamp(b))
-        | (ColumnData::Timestamp(a), ColumnData::Int(b)) => rows.append(a, b),
-        (ColumnData::UInt(a), ColumnData::UInt(b)) => rows.append(a, b),
-        (ColumnData::Float(a), ColumnData::Float(b)) => rows.append(a, b),
-        (ColumnData::Str(a), ColumnData::Str(b)) => rows.append(a, b),
-        _ => None,
-    };
+    let ok = same_physical!(&mut dst.data, &src.data, |a, b| rows.append(a, b));
     if ok.is_none() {
         // Not reachable after validation; keep the columns aligned rather than panic.
         push_nulls(dst, rows.len());
