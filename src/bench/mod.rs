@@ -19,6 +19,7 @@ pub mod generate;
 pub mod http;
 pub mod lastrow;
 pub mod peers;
+pub mod prepare;
 pub mod procfs;
 pub mod queries;
 pub mod report;
@@ -54,6 +55,10 @@ enum BenchCommand {
     /// The last-point queries at 1,000 / 100,000 / 1,000,000 trucks: Tidal with the last-row
     /// cache off and on, and the peers on the same data; writes docs/bench/lastrow.md.
     Lastrow(lastrow::LastRowArgs),
+    /// The frontend's CPU per line to turn line-protocol bodies into row blocks, on one
+    /// thread, without writing them (for work on that path; not part of `run`).
+    #[command(hide = true)]
+    Prepare(prepare::PrepareArgs),
 }
 
 pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
@@ -64,6 +69,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         BenchCommand::Report(a) => run::rerender(a),
         BenchCommand::Differential(a) => differential::run(a).await,
         BenchCommand::Lastrow(a) => lastrow::run(a).await,
+        BenchCommand::Prepare(a) => prepare::run(a).await,
     }
 }
 

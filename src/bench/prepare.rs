@@ -1,0 +1,114 @@
+//! `tidal bench prepare`: the CPU a frontend spends turning line-protocol bodies into row
+//! blocks (`Schemaless::prepare`: parsing, series lookups, filling the blocks), measured alone
+//! on one thread. A line-protocol write spends most of a frontend's CPU there, and end-to-end
+//! runs on a shared 2-core machine vary by 10-20%, too much to see a change of a few percent;
+//! this loop repeats the same bodies and keeps the best pass.
+//!
+//! It starts a local cluster in a temporary folder, writes the first bodies once (so that the
+//! STABLEs and subtables exist, as for a running feed), then prepares every body of the file
+//! `--passes` times without writing it.
+
+use crate::frontend::schemaless::{Known, KnownScope, Schemaless, SchemalessOptions};
+use crate::local::Cluster;
+use crate::server::BoxError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+use tidal_client::Client;
+
+#[derive(clap::Args)]
+pub struct PrepareArgs {
+    /// A line-protocol file (`tidal bench generate --format influx`), nanosecond timestamps.
+    #[arg(long)]
+    file: PathBuf,
+    /// Lines per body (the line-protocol benchmark sends 5,000).
+    #[arg(long, default_value_t = 5_000)]
+    lines: usize,
+    /// At most this many lines of the file are used.
+    #[arg(long, default_value_t = 2_000_000)]
+    lines_max: usize,
+    /// Passes over the bodies; the best is reported.
+    #[arg(long, default_value_t = 5)]
+    passes: u32,
+}
+
+/// The file's first `lines_max` lines, cut into bodies of `lines` lines.
+fn bodies(text: &[u8], lines: usize, lines_max: usize) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let (mut start, mut pos, mut n, mut total) = (0usize, 0usize, 0usize, 0usize);
+    while pos < text.len() && total < lines_max {
+        pos = text[pos..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(text.len(), |i| pos + i + 1);
+        n += 1;
+        total += 1;
+        if n == lines {
+            out.push(&text[start..pos]);
+            start = pos;
+            n = 0;
+        }
+    }
+    if start < pos {
+        out.push(&text[start..pos]);
+    }
+    out
+}
+
+pub async fn run(args: PrepareArgs) -> Result<ExitCode, BoxError> {
+    let text =
+        std::fs::read(&args.file).map_err(|e| format!("reading {}: {e}", args.file.display()))?;
+    let bodies = bodies(&text, args.lines.max(1), args.lines_max);
+    let lines: usize = bodies
+        .iter()
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .sum();
+    let dir = std::env::temp_dir().join(format!("tidal-bench-prepare-{}", std::process::id()));
+    let cluster = Cluster::start(&dir, 1, "127.0.0.1:0").await?;
+    let result = measure(&cluster.addr, &bodies, lines, args.passes).await;
+    cluster.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Result<(), BoxError> {
+    let client = Client::connect(addr).await?;
+    client
+        .execute("CREATE DATABASE bench PRECISION 'ms' VGROUPS 4", "")
+        .await?;
+    let sl = Schemaless::new(client);
+    let opts = SchemalessOptions::default();
+    // One write of every distinct series (a feed's first bodies), so that every subtable
+    // exists and the passes below see a running feed.
+    for b in bodies.iter().take(8) {
+        sl.write("bench", b, &opts).await.map_err(|e| e.message)?;
+    }
+    let contains = |_: &str| true;
+    let generation = KnownScope::new_generation();
+    let known = Known {
+        contains: &contains,
+        scope: Some(KnownScope::new(generation, "")),
+    };
+    let mut best = f64::INFINITY;
+    for pass in 0..passes {
+        let t = Instant::now();
+        let mut rows = 0usize;
+        for b in bodies {
+            let p = sl
+                .prepare("bench", b, &opts, &known)
+                .await
+                .map_err(|e| e.message)?;
+            rows += p.blocks.iter().map(|b| b.num_rows()).sum::<usize>();
+        }
+        let ns = t.elapsed().as_nanos() as f64 / lines as f64;
+        best = best.min(ns);
+        eprintln!("pass {pass}: {ns:.1} ns/line ({rows} rows)");
+    }
+    println!(
+        "prepare: {lines} lines in {} bodies, best {best:.1} ns/line ({:.2}M lines/s)",
+        bodies.len(),
+        1e3 / best
+    );
+    Ok(())
+}
