@@ -32,6 +32,19 @@ pub struct PrepareArgs {
     passes: u32,
 }
 
+/// About the first `lines_max` lines of `path` (the files run to gigabytes).
+fn read_lines(path: &std::path::Path, lines_max: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::BufRead;
+    let mut r = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path)?);
+    let mut text = Vec::new();
+    for _ in 0..lines_max {
+        if r.read_until(b'\n', &mut text)? == 0 {
+            break;
+        }
+    }
+    Ok(text)
+}
+
 /// The file's first `lines_max` lines, cut into bodies of `lines` lines.
 fn bodies(text: &[u8], lines: usize, lines_max: usize) -> Vec<&[u8]> {
     let mut out = Vec::new();
@@ -56,8 +69,8 @@ fn bodies(text: &[u8], lines: usize, lines_max: usize) -> Vec<&[u8]> {
 }
 
 pub async fn run(args: PrepareArgs) -> Result<ExitCode, BoxError> {
-    let text =
-        std::fs::read(&args.file).map_err(|e| format!("reading {}: {e}", args.file.display()))?;
+    let text = read_lines(&args.file, args.lines_max)
+        .map_err(|e| format!("reading {}: {e}", args.file.display()))?;
     let bodies = bodies(&text, args.lines.max(1), args.lines_max);
     let lines: usize = bodies
         .iter()
