@@ -17,9 +17,12 @@
 //! everything its subtable holds (nearly every one) is not pushed onto the subtable's list
 //! but appended to one log shared by all subtables, linked to the subtable's previous one
 //! ([`Appended`]); any other change first moves them into the list. Rows written as
-//! per-subtable columns go to an owned piece, which in-order writes extend. Late rows are
-//! merged, in one linear pass (`merge::merge_runs`), with the held rows in their ts range
-//! only; flushes and scans copy the pieces of the range they read.
+//! per-subtable columns go to an owned piece, which in-order writes extend. Rows overtaken by
+//! a batch or two of later ones (a client's concurrent requests, sent on in another order)
+//! that fall between two of the subtable's newest appended pieces, or between two rows of
+//! one, are linked into its chain there ([`TableMem::link_into_gap`]), the piece cut in two.
+//! Other late rows are merged, in one linear pass (`merge::merge_runs`), with the held rows
+//! in their ts range only; flushes and scans copy the pieces of the range they read.
 
 use crate::block::ts_slice;
 use crate::cache::Entry;
@@ -50,6 +53,9 @@ macro_rules! same_physical {
 /// Estimated heap bytes of a chunk piece's bookkeeping (its rows are counted in the chunk):
 /// as an appended piece ([`Linked`]), the larger form.
 const PIECE_BYTES: u64 = std::mem::size_of::<Linked>() as u64;
+/// How far back from a subtable's newest appended piece late rows are linked in where they
+/// fall ([`TableMem::link_into_gap`]).
+const GAP_LINKS_MAX: usize = 8;
 /// Pieces per segment of [`Appended`] (40 bytes each).
 const SEGMENT_PIECES: usize = 1 << 14;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
@@ -700,6 +706,19 @@ impl TableMem {
             self.tail = Some((chunk as u32, e as u32));
             return;
         }
+        if strictly_ascending(ts) {
+            let piece = Piece::Chunk {
+                chunk: chunk as u32,
+                start: s as u32,
+                end: e as u32,
+                first,
+                last,
+            };
+            if self.link_into_gap(chunks, appended, piece) {
+                self.bytes += PIECE_BYTES;
+                return;
+            }
+        }
         self.settle(appended);
         if strictly_ascending(ts) {
             if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
@@ -724,6 +743,153 @@ impl TableMem {
             .map(|c| c.cols.iter().map(|col| col.slice(s, e)).collect())
             .unwrap_or_default();
         self.merge_late(chunks, rows);
+    }
+
+    /// Links chunk piece `piece` into the subtable's appended chain where its rows fall,
+    /// if that is among the newest [`GAP_LINKS_MAX`] appended pieces: between two pieces, or
+    /// between two rows of one (which is cut in two there); false (nothing changed)
+    /// otherwise. Rows overtaken by a batch or two of later ones (a client's concurrent
+    /// requests, parsed and sent in another order than they were written) land there:
+    /// linking them in costs a piece or two, where settling the chain into the list first
+    /// read every piece appended since the last late rows (cold by then), held them twice,
+    /// and merged the rows of a piece they fell inside into a copy.
+    fn link_into_gap(&mut self, chunks: &[Chunk], appended: &mut Appended, piece: Piece) -> bool {
+        let (Some(first), Some(last)) = (piece.first_ts(chunks), piece.last_ts(chunks)) else {
+            return false;
+        };
+        // `cur`, walking back from the newest piece, and the piece after it (`succ`).
+        let Some(mut cur) = self.newest else {
+            return false;
+        };
+        let mut succ: Option<u32> = None;
+        for _ in 0..GAP_LINKS_MAX {
+            let Some(c) = appended.get(cur) else {
+                return false;
+            };
+            let (Some(cf), Some(cl)) = (c.piece.first_ts(chunks), c.piece.last_ts(chunks)) else {
+                return false;
+            };
+            let prev = c.prev;
+            if first > cl {
+                // Between `cur` and `succ` (before which the step before found the rows).
+                let Some(s) = succ else {
+                    return false; // after the newest: an in-order append, not here
+                };
+                let Ok(at) = appended.push(piece, Some(cur)) else {
+                    return false;
+                };
+                if let Some(n) = appended.get_mut(s) {
+                    n.prev = Some(at);
+                }
+                return true;
+            }
+            if last >= cf {
+                // Within `cur`'s span.
+                return self.split_around(chunks, appended, cur, succ, piece, first, last);
+            }
+            match prev {
+                Some(p) => {
+                    succ = Some(cur);
+                    cur = p;
+                }
+                None => {
+                    // Before the oldest appended piece: after the held list, if its rows end
+                    // before these.
+                    let held_last = self.pieces.last().map(|b| b.last_ts(chunks));
+                    if held_last.is_some_and(|l| l.is_none_or(|l| l >= first)) {
+                        return false;
+                    }
+                    let Ok(at) = appended.push(piece, None) else {
+                        return false;
+                    };
+                    if let Some(n) = appended.get_mut(cur) {
+                        n.prev = Some(at);
+                    }
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// Cuts appended chunk piece `cur` (followed by `succ`, or the newest) in two where rows
+    /// `first..=last` (`piece`) fall strictly between two of its rows, and links `piece`
+    /// between the halves; false (nothing changed) if they do not.
+    #[allow(clippy::too_many_arguments)]
+    fn split_around(
+        &mut self,
+        chunks: &[Chunk],
+        appended: &mut Appended,
+        cur: u32,
+        succ: Option<u32>,
+        piece: Piece,
+        first: i64,
+        last: i64,
+    ) -> bool {
+        let Some(Linked {
+            piece:
+                Piece::Chunk {
+                    chunk,
+                    start,
+                    end,
+                    first: cf,
+                    last: cl,
+                },
+            ..
+        }) = appended.get(cur)
+        else {
+            return false;
+        };
+        let (chunk, start, end, cf, cl) = (*chunk, *start, *end, *cf, *cl);
+        let Some(ts) = chunks
+            .get(chunk as usize)
+            .and_then(|c| c.cols.first())
+            .and_then(|c| ts_slice(c).get(start as usize..end as usize))
+        else {
+            return false;
+        };
+        let k = ts.partition_point(|&t| t < first);
+        let (Some(&below), Some(&above)) = (k.checked_sub(1).and_then(|i| ts.get(i)), ts.get(k))
+        else {
+            return false;
+        };
+        if above <= last {
+            return false; // the rows interleave with (or repeat) this piece's
+        }
+        let split = start + k as u32;
+        let Ok(at) = appended.push(piece, Some(cur)) else {
+            return false;
+        };
+        let upper = Piece::Chunk {
+            chunk,
+            start: split,
+            end,
+            first: above,
+            last: cl,
+        };
+        let Ok(up) = appended.push(upper, Some(at)) else {
+            return false; // `piece` stays in the log, linked from nowhere
+        };
+        if let Some(c) = appended.get_mut(cur) {
+            c.piece = Piece::Chunk {
+                chunk,
+                start,
+                end: split,
+                first: cf,
+                last: below,
+            };
+        }
+        match succ {
+            Some(s) => {
+                if let Some(n) = appended.get_mut(s) {
+                    n.prev = Some(up);
+                }
+            }
+            // The upper half is the newest now; it ends where `cur` did (`tail` holds).
+            None => self.newest = Some(up),
+        }
+        self.bytes += PIECE_BYTES;
+        true
     }
 
     /// Where rows spanning `first..=last` fit between the held pieces without overlapping
@@ -1339,6 +1505,90 @@ mod tests {
         m.insert_block(&[(0, 2)], &cols(&[(20, 22), (25, 25)]), |_| Some(t));
         assert_eq!(all(&m)[2..4], [(20, Value::Int(22)), (25, Value::Int(25))]);
         assert_eq!(m.ts_bounds(t), Some((5, 60)));
+    }
+
+    /// Rows that fall between two of the newest appended pieces (overtaken by a batch or
+    /// two) are linked in there: nothing is settled into the list, and each costs one piece.
+    #[test]
+    fn rows_overtaken_by_a_batch_or_two_are_linked_in_without_settling() {
+        let mut m = Memtable::default();
+        let t = TableUid(1);
+        // A row of `uid` at `ts` and one of another subtable after it in each block, so that
+        // each block's row of `uid` is a piece of its own.
+        let mut filler = 1000i64;
+        let mut put = |m: &mut Memtable, uid: TableUid, rows: &[(i64, i64)]| {
+            let mut r = rows.to_vec();
+            filler += 1;
+            r.push((filler, 0));
+            let n = rows.len() as u32;
+            m.insert_block(&[(0, n), (1, 1)], &cols(&r), |i| {
+                Some(if i == 0 { uid } else { TableUid(9) })
+            });
+        };
+        for ts in [10i64, 20, 30, 40, 50] {
+            put(&mut m, t, &[(ts, ts)]);
+        }
+        let held = |m: &Memtable| m.tables.get(&t).map(|x| x.pieces.len());
+        // Just before the newest, and four pieces back.
+        for ts in [45i64, 25] {
+            put(&mut m, t, &[(ts, ts)]);
+        }
+        assert_eq!(held(&m), Some(0), "nothing settled");
+        assert_eq!(m.appended.len(), 14, "a piece each");
+        let want = |v: &[i64]| v.iter().map(|&x| (x, Value::Int(x))).collect::<Vec<_>>();
+        assert_eq!(all(&m), want(&[10, 20, 25, 30, 40, 45, 50]));
+        assert_eq!(m.ts_bounds(t), Some((10, 50)));
+        assert_eq!(m.last_row_view(t).map(|(ts, _, _)| ts), Some(50));
+        // A ts held already (at the end of the piece before a gap) replaces the row.
+        put(&mut m, t, &[(40, 400)]);
+        let mut w = want(&[10, 20, 25, 30, 40, 45, 50]);
+        w[4].1 = Value::Int(400);
+        assert_eq!(all(&m), w);
+        put(&mut m, t, &[(40, 40)]);
+        // Before every piece, when those are the newest few.
+        let u = TableUid(2);
+        for ts in [20i64, 30, 10] {
+            put(&mut m, u, &[(ts, ts)]);
+        }
+        assert_eq!(m.tables.get(&u).map(|x| x.pieces.len()), Some(0));
+        assert_eq!(m.ts_bounds(u), Some((10, 30)));
+        m.remove_table(u);
+        // The newest still takes in-order rows; two rows spanning a piece are merged.
+        put(&mut m, t, &[(60, 60)]);
+        put(&mut m, t, &[(42, 42), (47, 47)]);
+        assert_eq!(all(&m), want(&[10, 20, 25, 30, 40, 42, 45, 47, 50, 60]));
+        // Too far back (beyond the newest few pieces): settled, then placed in the list.
+        put(&mut m, t, &[(15, 15)]);
+        assert_eq!(all(&m), want(&[10, 15, 20, 25, 30, 40, 42, 45, 47, 50, 60]));
+        // Overlapping the piece before the gap: merged, the later write winning.
+        put(&mut m, t, &[(60, 6), (65, 65)]);
+        put(&mut m, t, &[(25, 2), (62, 62)]);
+        let mut w = want(&[10, 15, 20, 25, 30, 40, 42, 45, 47, 50, 60, 62, 65]);
+        w[3].1 = Value::Int(2);
+        w[10].1 = Value::Int(6);
+        assert_eq!(all(&m), w);
+        // Rows that fall between two rows of one piece cut it in two.
+        put(&mut m, t, &[(100, 100), (110, 110), (120, 120)]);
+        let settled = held(&m);
+        let pieces = m.appended.len();
+        put(&mut m, t, &[(105, 105)]);
+        put(&mut m, t, &[(115, 115), (117, 117)]);
+        assert_eq!(held(&m), settled, "nothing settled");
+        assert_eq!(
+            m.appended.len(),
+            pieces + 2 * 3,
+            "each: the rows, the upper half, a filler"
+        );
+        let tail = &all(&m)[w.len()..];
+        assert_eq!(tail, want(&[100, 105, 110, 115, 117, 120]));
+        assert_eq!(m.last_row_view(t).map(|(ts, _, _)| ts), Some(120));
+        assert_eq!(m.ts_bounds(t), Some((10, 120)));
+        // The newest (an upper half) still takes in-order rows at the end of its chunk rows.
+        put(&mut m, t, &[(130, 130)]);
+        // Rows that interleave with a piece's are merged.
+        put(&mut m, t, &[(113, 113), (116, 116)]);
+        let tail = &all(&m)[w.len()..];
+        assert_eq!(tail, want(&[100, 105, 110, 113, 115, 116, 117, 120, 130]));
     }
 
     /// Pieces moved from the log into a subtable's list by a late row stay in the log too,
