@@ -667,6 +667,13 @@ impl TableMem {
             return;
         }
         let (first, last) = (ts[0], ts[ts.len() - 1]);
+        let piece = || Piece::Chunk {
+            chunk: chunk as u32,
+            start: s as u32,
+            end: e as u32,
+            first,
+            last,
+        };
         if self.last_ts().is_none_or(|l| first > l) && strictly_ascending(ts) {
             // The common case: rows after everything held; name them, copy nothing.
             // The last piece is read only when the cached tail says these rows continue it:
@@ -685,14 +692,7 @@ impl TableMem {
                     *pl = last;
                 }
                 _ => {
-                    let piece = Piece::Chunk {
-                        chunk: chunk as u32,
-                        start: s as u32,
-                        end: e as u32,
-                        first,
-                        last,
-                    };
-                    match appended.push(piece, self.newest) {
+                    match appended.push(piece(), self.newest) {
                         Ok(at) => self.newest = Some(at),
                         Err(piece) => {
                             self.settle(appended);
@@ -706,33 +706,16 @@ impl TableMem {
             self.tail = Some((chunk as u32, e as u32));
             return;
         }
-        if strictly_ascending(ts) {
-            let piece = Piece::Chunk {
-                chunk: chunk as u32,
-                start: s as u32,
-                end: e as u32,
-                first,
-                last,
-            };
-            if self.link_into_gap(chunks, appended, piece) {
-                self.bytes += PIECE_BYTES;
-                return;
-            }
+        let ascending = strictly_ascending(ts);
+        if ascending && self.link_into_gap(chunks, appended, piece()) {
+            self.bytes += PIECE_BYTES;
+            return;
         }
         self.settle(appended);
-        if strictly_ascending(ts) {
+        if ascending {
             if let Some(k) = self.gap_for(chunks, ts[0], ts[ts.len() - 1]) {
                 // Rows of a batch that was overtaken by a later one: they fall between pieces.
-                self.pieces.insert(
-                    k,
-                    Piece::Chunk {
-                        chunk: chunk as u32,
-                        start: s as u32,
-                        end: e as u32,
-                        first,
-                        last,
-                    },
-                );
+                self.pieces.insert(k, piece());
                 self.bytes += PIECE_BYTES;
                 self.refresh_tail(chunks);
                 return;
