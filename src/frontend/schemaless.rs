@@ -332,7 +332,7 @@ struct SeriesKeys {
 
 /// [`SeriesKeys::route_epoch`] and [`SeriesKeys::known_epoch`] for one body, its database
 /// and its scope (the same strings: a body's are the same for all its lines).
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Default, Clone, Copy)]
 struct BodyEpochs {
     /// 0: none held.
     body: u64,
