@@ -768,7 +768,7 @@ impl TableMem {
             }
             if last >= cf {
                 // Within `cur`'s span.
-                return self.split_around(chunks, appended, cur, succ, piece, first, last);
+                return self.split_around(chunks, appended, (cur, succ), piece);
             }
             match prev {
                 Some(p) => {
@@ -795,20 +795,19 @@ impl TableMem {
         false
     }
 
-    /// Cuts appended chunk piece `cur` (followed by `succ`, or the newest) in two where rows
-    /// `first..=last` (`piece`) fall strictly between two of its rows, and links `piece`
-    /// between the halves; false (nothing changed) if they do not.
-    #[allow(clippy::too_many_arguments)]
+    /// Cuts appended chunk piece `cur` (followed by `succ`, or the newest) in two where the
+    /// rows of `piece` fall strictly between two of its rows, and links `piece` between the
+    /// halves; false (nothing changed) if they do not.
     fn split_around(
         &mut self,
         chunks: &[Chunk],
         appended: &mut Appended,
-        cur: u32,
-        succ: Option<u32>,
+        (cur, succ): (u32, Option<u32>),
         piece: Piece,
-        first: i64,
-        last: i64,
     ) -> bool {
+        let (Some(first), Some(last)) = (piece.first_ts(chunks), piece.last_ts(chunks)) else {
+            return false;
+        };
         let Some(Linked {
             piece:
                 Piece::Chunk {
