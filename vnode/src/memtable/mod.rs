@@ -808,28 +808,20 @@ impl TableMem {
         let (Some(first), Some(last)) = (piece.first_ts(chunks), piece.last_ts(chunks)) else {
             return false;
         };
-        let Some(Linked {
-            piece:
-                Piece::Chunk {
-                    chunk,
-                    start,
-                    end,
-                    first: cf,
-                    last: cl,
-                },
-            ..
-        }) = appended.get(cur)
+        let Some(l) = appended.get(cur) else {
+            return false;
+        };
+        let Piece::Chunk {
+            chunk,
+            start,
+            end,
+            first: cf,
+            last: cl,
+        } = l.piece
         else {
             return false;
         };
-        let (chunk, start, end, cf, cl) = (*chunk, *start, *end, *cf, *cl);
-        let Some(ts) = chunks
-            .get(chunk as usize)
-            .and_then(|c| c.cols.first())
-            .and_then(|c| ts_slice(c).get(start as usize..end as usize))
-        else {
-            return false;
-        };
+        let ts = l.piece.ts(chunks);
         let k = ts.partition_point(|&t| t < first);
         let (Some(&below), Some(&above)) = (k.checked_sub(1).and_then(|i| ts.get(i)), ts.get(k))
         else {
