@@ -20,9 +20,12 @@
 //! per-subtable columns go to an owned piece, which in-order writes extend. Rows overtaken by
 //! a batch or two of later ones (a client's concurrent requests, sent on in another order)
 //! that fall between two of the subtable's newest appended pieces, or between two rows of
-//! one, are linked into its chain there ([`TableMem::link_into_gap`]), the piece cut in two.
-//! Other late rows are merged, in one linear pass (`merge::merge_runs`), with the held rows
-//! in their ts range only; flushes and scans copy the pieces of the range they read.
+//! one, are linked into its chain there ([`TableMem::link_into_gap`]), the piece cut in two;
+//! late rows that interleave with those newest pieces' rows are merged with them into one
+//! owned piece linked in their place ([`TableMem::merge_into_chain`]). Other late rows settle
+//! the chain into the list and are merged, in one linear pass (`merge::merge_runs`), with
+//! the held rows in their ts range only; flushes and scans copy the pieces of the range they
+//! read.
 
 use crate::block::ts_slice;
 use crate::cache::Entry;
@@ -56,6 +59,8 @@ const PIECE_BYTES: u64 = std::mem::size_of::<Linked>() as u64;
 /// How far back from a subtable's newest appended piece late rows are linked in where they
 /// fall ([`TableMem::link_into_gap`]).
 const GAP_LINKS_MAX: usize = 8;
+/// Most rows, held and late together, that [`TableMem::merge_into_chain`] merges.
+const CHAIN_MERGE_ROWS_MAX: usize = 256;
 /// Pieces per segment of [`Appended`] (40 bytes each).
 const SEGMENT_PIECES: usize = 1 << 14;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
@@ -93,8 +98,8 @@ impl Chunk {
 }
 
 /// Chunk pieces that came after everything their subtable held (nearly every piece of a
-/// feed), in the order they came, across subtables; each names the one its subtable got
-/// before. With 100,000s of subtables a batch brings a row or two of each: pushing each
+/// feed), in the order they came, across subtables, and the few late rows linked or merged
+/// into a subtable's newest pieces; each names the piece its subtable has before it. With 100,000s of subtables a batch brings a row or two of each: pushing each
 /// piece onto its subtable's own list wrote to memory last touched a batch earlier (a cache
 /// miss per piece) and grew thousands of small lists by reallocation, a seventh of a data
 /// node's write CPU. Here a piece is written where the previous one of any subtable was.
@@ -645,7 +650,8 @@ impl TableMem {
         }
         let chain = appended.chain(self.newest.take());
         self.bytes += chain.len() as u64 * PIECE_BYTES;
-        // Only chunk pieces are appended, so the clones copy a few numbers each.
+        // Nearly all appended pieces are chunk pieces, whose clones copy a few numbers; an
+        // owned one (merged in the chain) is a few rows.
         self.pieces.extend(chain.into_iter().cloned());
     }
 
@@ -709,6 +715,9 @@ impl TableMem {
         let ascending = strictly_ascending(ts);
         if ascending && self.link_into_gap(chunks, appended, piece()) {
             self.bytes += PIECE_BYTES;
+            return;
+        }
+        if self.merge_into_chain(chunks, appended, &piece()) {
             return;
         }
         self.settle(appended);
@@ -863,6 +872,96 @@ impl TableMem {
             None => self.newest = Some(up),
         }
         self.bytes += PIECE_BYTES;
+        true
+    }
+
+    /// Merges late rows (`run`, just appended to a chunk) that interleave with or repeat the
+    /// rows of the subtable's newest appended pieces with those pieces, back to the first
+    /// one that ends before them, and links the merged rows, as one owned piece, where those
+    /// pieces were: the subtable's newest. False (nothing changed) when that reaches further
+    /// back than [`GAP_LINKS_MAX`] pieces or [`CHAIN_MERGE_ROWS_MAX`] rows, or into the held
+    /// list.
+    ///
+    /// Why: concurrent requests reach a data node in another order than they were written,
+    /// and the frontend merges several into one block, so a subtable's run often interleaves
+    /// with its newest piece (rows of bodies i and i + 2 came first, then i + 1's). Settling
+    /// the chain into the list for them read every piece appended since the last late rows
+    /// (cold by then) and held each piece twice: at 4,000 trucks through the line protocol,
+    /// nearly every appended piece was copied so, a sixth of the memtable's bytes. Here a
+    /// merge copies the few rows involved; the replaced entries stay in the log, linked from
+    /// nowhere, as memory of this memtable.
+    fn merge_into_chain(&mut self, chunks: &[Chunk], appended: &mut Appended, run: &Piece) -> bool {
+        let Some(&first) = run.ts(chunks).iter().min() else {
+            return false;
+        };
+        // The appended pieces to merge with (newest first), and the one the merged piece
+        // follows (`keep`; `None`: the held list, whose rows must end before `first`).
+        let mut taken: Vec<u32> = Vec::new();
+        let mut rows = run.ts(chunks).len();
+        let mut at = self.newest;
+        let keep = loop {
+            let Some(i) = at else {
+                let held_last = self.pieces.last().map(|p| p.last_ts(chunks));
+                if held_last.is_some_and(|l| l.is_none_or(|l| l >= first)) {
+                    return false;
+                }
+                break None;
+            };
+            let Some(l) = appended.get(i) else {
+                return false;
+            };
+            if l.piece.last_ts(chunks).is_some_and(|cl| cl < first) {
+                break Some(i);
+            }
+            rows += l.piece.ts(chunks).len();
+            if taken.len() == GAP_LINKS_MAX || rows > CHAIN_MERGE_ROWS_MAX {
+                return false;
+            }
+            taken.push(i);
+            at = l.prev;
+        };
+        if taken.is_empty() {
+            return false; // after every appended piece: not late
+        }
+        let mut held: Vec<Column> = Vec::new();
+        for i in taken.iter().rev() {
+            let Some(l) = appended.get(*i) else {
+                return false;
+            };
+            let mut cols = l.piece.clone().into_owned(chunks);
+            if held.is_empty() {
+                held = cols;
+            } else {
+                align(&mut held, &mut cols);
+                for (a, b) in held.iter_mut().zip(cols) {
+                    a.extend_owned(b);
+                }
+            }
+        }
+        let mut batch = sort_batch(run.clone().into_owned(chunks));
+        align(&mut held, &mut batch);
+        let merged = merge_runs(
+            vec![
+                Run {
+                    prio: 0,
+                    cols: held,
+                },
+                Run {
+                    prio: 1,
+                    cols: batch,
+                },
+            ],
+            Vec::new,
+        );
+        let piece = Piece::Owned(merged);
+        let (last, added) = (piece.last_ts(chunks), piece.bytes() + PIECE_BYTES);
+        let Ok(at) = appended.push(piece, keep) else {
+            return false;
+        };
+        self.newest = Some(at);
+        self.last = last;
+        self.tail = None;
+        self.bytes += added;
         true
     }
 
@@ -1563,6 +1662,65 @@ mod tests {
         put(&mut m, t, &[(113, 113), (116, 116)]);
         let tail = &all(&m)[w.len()..];
         assert_eq!(tail, want(&[100, 105, 110, 113, 115, 116, 117, 120, 130]));
+    }
+
+    /// Rows that interleave with (or repeat) the rows of the newest few appended pieces are
+    /// merged with those pieces into one, linked where they were: nothing is settled.
+    #[test]
+    fn rows_interleaving_the_newest_pieces_are_merged_in_the_chain() {
+        let mut m = Memtable::default();
+        let t = TableUid(1);
+        let mut filler = 100_000i64;
+        let mut put = |m: &mut Memtable, rows: &[(i64, i64)]| {
+            let mut r = rows.to_vec();
+            filler += 1;
+            r.push((filler, 0));
+            let n = rows.len() as u32;
+            m.insert_block(&[(0, n), (1, 1)], &cols(&r), |i| {
+                Some(if i == 0 { t } else { TableUid(9) })
+            });
+        };
+        for ts in [10i64, 20, 30] {
+            put(&mut m, &[(ts, ts)]);
+        }
+        let held = |m: &Memtable| m.tables.get(&t).map(|x| x.pieces.len());
+        let want = |v: &[i64]| v.iter().map(|&x| (x, Value::Int(x))).collect::<Vec<_>>();
+        // 15 and 25 around 20, before 30: neither a gap nor within two rows of one piece.
+        let pieces = m.appended.len();
+        put(&mut m, &[(15, 15), (25, 25)]);
+        assert_eq!(held(&m), Some(0), "nothing settled");
+        assert_eq!(
+            m.appended.len(),
+            pieces + 2,
+            "the merged piece and the filler"
+        );
+        assert_eq!(all(&m), want(&[10, 15, 20, 25, 30]));
+        assert_eq!(m.ts_bounds(t), Some((10, 30)));
+        assert_eq!(m.last_row_view(t).map(|(ts, _, _)| ts), Some(30));
+        // A repeated ts: the later write wins; rows after the newest one extend it.
+        put(&mut m, &[(20, 200), (35, 35)]);
+        let mut w = want(&[10, 15, 20, 25, 30, 35]);
+        w[2].1 = Value::Int(200);
+        assert_eq!(all(&m), w);
+        assert_eq!(m.last_row_view(t).map(|(ts, _, _)| ts), Some(35));
+        // The merged piece is the newest: in-order rows follow it, late ones merge again.
+        put(&mut m, &[(40, 40)]);
+        put(&mut m, &[(33, 33), (37, 37), (36, 36)]);
+        assert_eq!(held(&m), Some(0), "nothing settled");
+        let mut w = want(&[10, 15, 20, 25, 30, 33, 35, 36, 37, 40]);
+        w[2].1 = Value::Int(200);
+        assert_eq!(all(&m), w);
+        assert_eq!(m.ts_bounds(t), Some((10, 40)));
+        // More rows than a chain merge takes: settled into the list, then merged there.
+        let many: Vec<(i64, i64)> = (0..300).map(|i| (1000 + 2 * i, i)).collect();
+        put(&mut m, &many);
+        put(&mut m, &[(1001, -1), (1003, -3)]);
+        assert!(held(&m).is_some_and(|h| h > 0), "settled");
+        let got = all(&m);
+        assert_eq!(got.len(), w.len() + 302);
+        assert_eq!(got[w.len() + 1], (1001, Value::Int(-1)));
+        assert_eq!(got[w.len() + 3], (1003, Value::Int(-3)));
+        assert!(got.windows(2).all(|p| p[0].0 < p[1].0), "ascending, unique");
     }
 
     /// Pieces moved from the log into a subtable's list by a late row stay in the log too,
