@@ -410,38 +410,51 @@ impl RowBlock {
     /// the merge. Returns false, appending nothing, if any segment is one `push_rows` would
     /// refuse.
     pub fn push_segments(&mut self, sources: &[&[Column]], segs: &[Segment]) -> bool {
-        let fits = |&(table, source, start, end): &Segment| {
-            let Some(cols) = sources.get(source) else {
-                return false;
+        // Each source's rows if it fits this block (its columns of this block's types, of
+        // one length), checked once per source rather than per segment.
+        let rows_of: Vec<Option<usize>> = sources
+            .iter()
+            .map(|cols| {
+                let len = cols.first().map(Column::len).unwrap_or(0);
+                (self.accepts(cols) && cols.iter().all(|c| c.len() == len)).then_some(len)
+            })
+            .collect();
+        let fits =
+            |&(table, source, start, end): &Segment| {
+                rows_of.get(source).copied().flatten().is_some_and(|len| {
+                    (table as usize) < self.ends.len() && start <= end && end <= len
+                })
             };
-            let len = cols.first().map(Column::len).unwrap_or(0);
-            (table as usize) < self.ends.len()
-                && start <= end
-                && end <= len
-                && self.accepts(cols)
-                && cols.iter().all(|c| c.len() == len)
-        };
         if !segs.iter().all(fits) {
             return false;
         }
         for (i, dst) in self.columns.iter_mut().enumerate() {
             // Checked above: every source has column i, of dst's type.
-            let src = |source: usize| sources.get(source).and_then(|cols| cols.get(i));
             let len = dst.len();
-            // One arm per type: the sources' column of the same variant as dst's.
+            // One arm per type: each source's column of dst's variant, looked up once.
             macro_rules! gather_as {
                 ($($v:ident),*) => {
                     match &mut dst.data {
-                        $(ColumnData::$v(a) => gather(a, segs, |s| match &src(s)?.data {
-                            ColumnData::$v(b) => Some(b),
-                            _ => None,
-                        }),)*
+                        $(ColumnData::$v(a) => {
+                            let of: Vec<Option<&Vec<_>>> = sources
+                                .iter()
+                                .map(|cols| match &cols.get(i)?.data {
+                                    ColumnData::$v(b) => Some(b),
+                                    _ => None,
+                                })
+                                .collect();
+                            gather(a, segs, |s| of.get(s).copied().flatten())
+                        })*
                     }
                 };
             }
             gather_as!(Bool, Int, UInt, Float, Str, Timestamp);
+            let nulls: Vec<&[bool]> = sources
+                .iter()
+                .map(|cols| cols.get(i).map_or(&[][..], |c| &c.nulls[..]))
+                .collect();
             let with_nulls =
-                |&(_, source, _, _): &Segment| src(source).is_some_and(|c| !c.nulls.is_empty());
+                |&(_, source, _, _): &Segment| nulls.get(source).is_some_and(|n| !n.is_empty());
             if dst.nulls.is_empty() && !segs.iter().any(with_nulls) {
                 continue;
             }
@@ -449,7 +462,7 @@ impl RowBlock {
                 dst.nulls = vec![false; len];
             }
             for &(_, source, start, end) in segs {
-                match src(source).and_then(|c| c.nulls.get(start..end)) {
+                match nulls.get(source).and_then(|n| n.get(start..end)) {
                     Some(n) => dst.nulls.extend_from_slice(n),
                     None => dst.nulls.resize(dst.nulls.len() + (end - start), false),
                 }
