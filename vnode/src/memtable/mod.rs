@@ -99,10 +99,10 @@ impl Chunk {
 
 /// Chunk pieces that came after everything their subtable held (nearly every piece of a
 /// feed), in the order they came, across subtables, and the few late rows linked or merged
-/// into a subtable's newest pieces; each names the piece its subtable has before it. With 100,000s of subtables a batch brings a row or two of each: pushing each
-/// piece onto its subtable's own list wrote to memory last touched a batch earlier (a cache
-/// miss per piece) and grew thousands of small lists by reallocation, a seventh of a data
-/// node's write CPU. Here a piece is written where the previous one of any subtable was.
+/// into a subtable's newest pieces; each names the piece its subtable has before it. With
+/// 100,000s of subtables a batch brings a row or two of each: pushing each piece onto its
+/// subtable's own list wrote to memory last touched a batch earlier (a cache miss per piece)
+/// and grew thousands of small lists by reallocation, a seventh of a data node's write CPU. Here a piece is written where the previous one of any subtable was.
 /// Segments of a fixed size, so growing never copies the pieces already held.
 #[derive(Default)]
 struct Appended {
@@ -578,6 +578,45 @@ fn align(a: &mut Vec<Column>, b: &mut Vec<Column>) {
     }
 }
 
+/// Consecutive parts of one subtable's rows (ascending, disjoint) as one set of columns, the
+/// narrower ones padded with NULL columns.
+fn concat_columns(parts: impl IntoIterator<Item = Vec<Column>>) -> Vec<Column> {
+    let mut out: Vec<Column> = Vec::new();
+    for mut cols in parts {
+        if out.is_empty() {
+            out = cols;
+        } else {
+            align(&mut out, &mut cols);
+            for (a, b) in out.iter_mut().zip(cols) {
+                a.extend_owned(b);
+            }
+        }
+    }
+    out
+}
+
+/// `older` and `newer` rows of one subtable (each sorted, unique ts) merged in ts order; of a
+/// ts in both, `newer`'s row (the later write) is kept.
+fn later_wins(mut older: Vec<Column>, mut newer: Vec<Column>) -> Vec<Column> {
+    if older.first().is_none_or(|c| c.is_empty()) {
+        return newer;
+    }
+    align(&mut older, &mut newer);
+    merge_runs(
+        vec![
+            Run {
+                prio: 0,
+                cols: older,
+            },
+            Run {
+                prio: 1,
+                cols: newer,
+            },
+        ],
+        Vec::new,
+    )
+}
+
 /// Sorts a batch by ts, keeping the last copy of a repeated ts.
 fn sort_batch(cols: Vec<Column>) -> Vec<Column> {
     let ts = cols.first().map(ts_slice).unwrap_or(&[]);
@@ -923,35 +962,16 @@ impl TableMem {
         if taken.is_empty() {
             return false; // after every appended piece: not late
         }
-        let mut held: Vec<Column> = Vec::new();
+        let mut older = Vec::with_capacity(taken.len());
         for i in taken.iter().rev() {
             let Some(l) = appended.get(*i) else {
                 return false;
             };
-            let mut cols = l.piece.clone().into_owned(chunks);
-            if held.is_empty() {
-                held = cols;
-            } else {
-                align(&mut held, &mut cols);
-                for (a, b) in held.iter_mut().zip(cols) {
-                    a.extend_owned(b);
-                }
-            }
+            older.push(l.piece.clone().into_owned(chunks));
         }
-        let mut batch = sort_batch(run.clone().into_owned(chunks));
-        align(&mut held, &mut batch);
-        let merged = merge_runs(
-            vec![
-                Run {
-                    prio: 0,
-                    cols: held,
-                },
-                Run {
-                    prio: 1,
-                    cols: batch,
-                },
-            ],
-            Vec::new,
+        let merged = later_wins(
+            concat_columns(older),
+            sort_batch(run.clone().into_owned(chunks)),
         );
         let piece = Piece::Owned(merged);
         let (last, added) = (piece.last_ts(chunks), piece.bytes() + PIECE_BYTES);
@@ -1015,7 +1035,7 @@ impl TableMem {
     /// of a subtable with thousands in the memtable costs the batch, not the subtable. The
     /// held rows in range and the batch become one owned piece in their place.
     fn merge_late(&mut self, chunks: &[Chunk], batch: Vec<Column>) {
-        let mut batch = sort_batch(batch);
+        let batch = sort_batch(batch);
         let bounds = batch
             .first()
             .map(ts_slice)
@@ -1042,36 +1062,8 @@ impl TableMem {
             (Some(p), Some(after)) => p.split_off_from(after, chunks),
             _ => None,
         };
-        let mut tail: Vec<Column> = Vec::new();
-        for p in middle {
-            let mut cols = p.into_owned(chunks);
-            if tail.is_empty() {
-                tail = cols;
-            } else {
-                align(&mut tail, &mut cols);
-                for (a, b) in tail.iter_mut().zip(&cols) {
-                    a.extend(b);
-                }
-            }
-        }
-        let merged = if tail.first().is_none_or(|c| c.is_empty()) {
-            batch
-        } else {
-            align(&mut tail, &mut batch);
-            merge_runs(
-                vec![
-                    Run {
-                        prio: 0,
-                        cols: tail,
-                    },
-                    Run {
-                        prio: 1,
-                        cols: batch,
-                    },
-                ],
-                Vec::new,
-            )
-        };
+        let tail = concat_columns(middle.into_iter().map(|p| p.into_owned(chunks)));
+        let merged = later_wins(tail, batch);
         let placed: Vec<Piece> = front
             .into_iter()
             .chain(std::iter::once(Piece::Owned(merged)))
