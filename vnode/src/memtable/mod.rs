@@ -1572,23 +1572,27 @@ mod tests {
         assert_eq!(m.ts_bounds(t), Some((5, 60)));
     }
 
+    /// Writes `rows` of `uid` in a block with one row of another subtable after them (at the
+    /// next `filler` ts), so that each call's rows of `uid` are a piece of their own.
+    fn put_alone(m: &mut Memtable, uid: TableUid, rows: &[(i64, i64)], filler: &mut i64) {
+        let mut r = rows.to_vec();
+        *filler += 1;
+        r.push((*filler, 0));
+        let n = rows.len() as u32;
+        m.insert_block(&[(0, n), (1, 1)], &cols(&r), |i| {
+            Some(if i == 0 { uid } else { TableUid(9) })
+        });
+    }
+
     /// Rows that fall between two of the newest appended pieces (overtaken by a batch or
     /// two) are linked in there: nothing is settled into the list, and each costs one piece.
     #[test]
     fn rows_overtaken_by_a_batch_or_two_are_linked_in_without_settling() {
         let mut m = Memtable::default();
         let t = TableUid(1);
-        // A row of `uid` at `ts` and one of another subtable after it in each block, so that
-        // each block's row of `uid` is a piece of its own.
         let mut filler = 1000i64;
         let mut put = |m: &mut Memtable, uid: TableUid, rows: &[(i64, i64)]| {
-            let mut r = rows.to_vec();
-            filler += 1;
-            r.push((filler, 0));
-            let n = rows.len() as u32;
-            m.insert_block(&[(0, n), (1, 1)], &cols(&r), |i| {
-                Some(if i == 0 { uid } else { TableUid(9) })
-            });
+            put_alone(m, uid, rows, &mut filler)
         };
         for ts in [10i64, 20, 30, 40, 50] {
             put(&mut m, t, &[(ts, ts)]);
@@ -1663,15 +1667,7 @@ mod tests {
         let mut m = Memtable::default();
         let t = TableUid(1);
         let mut filler = 100_000i64;
-        let mut put = |m: &mut Memtable, rows: &[(i64, i64)]| {
-            let mut r = rows.to_vec();
-            filler += 1;
-            r.push((filler, 0));
-            let n = rows.len() as u32;
-            m.insert_block(&[(0, n), (1, 1)], &cols(&r), |i| {
-                Some(if i == 0 { t } else { TableUid(9) })
-            });
-        };
+        let mut put = |m: &mut Memtable, rows: &[(i64, i64)]| put_alone(m, t, rows, &mut filler);
         for ts in [10i64, 20, 30] {
             put(&mut m, &[(ts, ts)]);
         }
