@@ -928,7 +928,7 @@ impl TableMem {
     /// (cold by then) and held each piece twice: at 4,000 trucks through the line protocol,
     /// nearly every appended piece was copied so, a sixth of the memtable's bytes. Here a
     /// merge copies the few rows involved; the replaced entries stay in the log, linked from
-    /// nowhere, as memory of this memtable.
+    /// nowhere (40 bytes each; an owned one, an earlier merge, gives its rows back).
     fn merge_into_chain(&mut self, chunks: &[Chunk], appended: &mut Appended, run: &Piece) -> bool {
         let Some(&first) = run.ts(chunks).iter().min() else {
             return false;
@@ -982,6 +982,20 @@ impl TableMem {
         self.last = last;
         self.tail = None;
         self.bytes += added;
+        // The replaced pieces are reachable from no chain now: an owned one (an earlier merge,
+        // when late rows keep coming) gives its rows back rather than holding them till the
+        // flush.
+        for i in taken {
+            if let Some(Linked {
+                piece: Piece::Owned(cols),
+                ..
+            }) = appended.get_mut(i)
+            {
+                let freed: u64 = cols.iter().map(col_bytes).sum();
+                *cols = Vec::new();
+                self.bytes = self.bytes.saturating_sub(freed);
+            }
+        }
         true
     }
 
@@ -1699,6 +1713,14 @@ mod tests {
         w[2].1 = Value::Int(200);
         assert_eq!(all(&m), w);
         assert_eq!(m.ts_bounds(t), Some((10, 40)));
+        // Only the newest merged piece holds rows: the ones it replaced gave theirs back.
+        let owned_with_rows = |m: &Memtable| {
+            (0..m.appended.len() as u32)
+                .filter_map(|i| m.appended.get(i))
+                .filter(|l| matches!(&l.piece, Piece::Owned(c) if c.first().is_some_and(|c| !c.is_empty())))
+                .count()
+        };
+        assert_eq!(owned_with_rows(&m), 1);
         // More rows than a chain merge takes: settled into the list, then merged there.
         let many: Vec<(i64, i64)> = (0..300).map(|i| (1000 + 2 * i, i)).collect();
         put(&mut m, &many);
