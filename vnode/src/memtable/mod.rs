@@ -102,8 +102,9 @@ impl Chunk {
 /// into a subtable's newest pieces; each names the piece its subtable has before it. With
 /// 100,000s of subtables a batch brings a row or two of each: pushing each piece onto its
 /// subtable's own list wrote to memory last touched a batch earlier (a cache miss per piece)
-/// and grew thousands of small lists by reallocation, a seventh of a data node's write CPU. Here a piece is written where the previous one of any subtable was.
-/// Segments of a fixed size, so growing never copies the pieces already held.
+/// and grew thousands of small lists by reallocation, a seventh of a data node's write CPU.
+/// Here a piece is written where the previous one of any subtable was. Segments of a fixed
+/// size, so growing never copies the pieces already held.
 #[derive(Default)]
 struct Appended {
     segments: Vec<Vec<Linked>>,
@@ -680,6 +681,13 @@ impl TableMem {
         lo + pieces[lo..hi].partition_point(before)
     }
 
+    /// Whether the held list's rows (none: trivially) all come before `t`: what a piece linked
+    /// before the oldest appended one must follow.
+    fn held_end_before(&self, chunks: &[Chunk], t: i64) -> bool {
+        let held_last = self.pieces.last().map(|p| p.last_ts(chunks));
+        held_last.is_none_or(|l| l.is_some_and(|l| l < t))
+    }
+
     /// Moves the appended pieces into `pieces`: every change but an in-order append works on
     /// the list. Their entries in the log stay until the memtable is dropped, so the copies
     /// are counted as more bytes held (a feed with many late rows settles often).
@@ -826,8 +834,7 @@ impl TableMem {
                 None => {
                     // Before the oldest appended piece: after the held list, if its rows end
                     // before these.
-                    let held_last = self.pieces.last().map(|b| b.last_ts(chunks));
-                    if held_last.is_some_and(|l| l.is_none_or(|l| l >= first)) {
+                    if !self.held_end_before(chunks, first) {
                         return false;
                     }
                     let Ok(at) = appended.push(piece, None) else {
@@ -940,8 +947,7 @@ impl TableMem {
         let mut at = self.newest;
         let keep = loop {
             let Some(i) = at else {
-                let held_last = self.pieces.last().map(|p| p.last_ts(chunks));
-                if held_last.is_some_and(|l| l.is_none_or(|l| l >= first)) {
+                if !self.held_end_before(chunks, first) {
                     return false;
                 }
                 break None;
