@@ -2,12 +2,13 @@
 //! must carry a 1-based line and column, and every parsed line must survive a serialize →
 //! parse round trip unchanged. Parsed again with every series key it gave called known
 //! (`next_into_known`), the body gives the same keys, fields, timestamps and errors; so it
-//! does with the field keys of the lines before forgotten at every line.
+//! does with the field keys of the lines before forgotten at every line, and with each key
+//! told the shape of its first point's numeric fields (`next_into_shaped`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
-use tidal_lineproto::{parse_line, parse_lines, Line};
+use tidal_lineproto::{parse_line, parse_lines, Ask, FieldValue, Line, Number, Shape};
 
 fuzz_target!(|data: &[u8]| {
     let mut want = Vec::new();
@@ -33,6 +34,63 @@ fuzz_target!(|data: &[u8]| {
         alone.push(r.map(|k| (k, l.fields.clone(), l.timestamp)));
     }
     assert_eq!(alone, want);
+    // Each key's first point's fields as a shape, when they are all numbers.
+    let mut shapes: Vec<(&[u8], Vec<(String, Number)>, Shape)> = Vec::new();
+    for (key, fields, _) in want.iter().filter_map(|r| r.as_ref().ok()) {
+        if shapes.iter().any(|(k, _, _)| k == key) {
+            continue;
+        }
+        let kinds: Option<Vec<(String, Number)>> = fields
+            .iter()
+            .map(|(k, v)| match v {
+                FieldValue::Float(_) => Some((k.to_string(), Number::Float)),
+                FieldValue::Int(_) => Some((k.to_string(), Number::Int)),
+                _ => None,
+            })
+            .collect();
+        let Some(kinds) = kinds else { continue };
+        if let Some(shape) = Shape::new(kinds.iter().map(|(k, n)| (k.as_str(), *n))) {
+            shapes.push((key, kinds, shape));
+        }
+    }
+    let mut shaped = Vec::new();
+    let mut values = Vec::new();
+    let mut lines = parse_lines(data);
+    loop {
+        let mut asked = None;
+        let r = lines.next_into_shaped(&mut l, &mut values, &mut |k| {
+            match shapes.iter().position(|(s, _, _)| *s == k) {
+                Some(i) => {
+                    asked = Some(i);
+                    Ask::Shaped(&shapes[i].2)
+                }
+                None => Ask::Parse,
+            }
+        });
+        let Some(r) = r else { break };
+        shaped.push(r.map(|(k, by_shape)| {
+            let fields = match (by_shape, asked) {
+                (Some(present), Some(i)) => shapes[i]
+                    .1
+                    .iter()
+                    .zip(&values)
+                    .enumerate()
+                    .filter(|(j, _)| present & (1 << j) != 0)
+                    .map(|(_, ((name, n), &v))| {
+                        let v = match n {
+                            Number::Float => FieldValue::Float(f64::from_bits(v)),
+                            Number::Int => FieldValue::Int(v as i64),
+                        };
+                        (std::borrow::Cow::Owned(name.clone()), v)
+                    })
+                    .collect(),
+                (Some(_), None) => panic!("a point read by a shape it was not asked with"),
+                (None, _) => l.fields.clone(),
+            };
+            (k, fields, l.timestamp)
+        }));
+    }
+    assert_eq!(shaped, want);
     for r in parse_lines(data) {
         match r {
             Err(e) => {

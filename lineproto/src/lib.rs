@@ -251,6 +251,101 @@ pub fn parse_line(line: &[u8]) -> Result<Option<Line<'_>>, ParseError> {
     it.next().transpose()
 }
 
+/// What a caller of [`Lines::next_into_shaped`] says of a point's series key (its
+/// measurement and tags as written).
+#[derive(Clone, Copy, Debug)]
+pub enum Ask<'s> {
+    /// Unknown: parse the measurement and tags.
+    Parse,
+    /// Known: skip them (as [`Lines::next_into_known`] when told true).
+    Skip,
+    /// Known, and its points usually carry these fields: skip the measurement and tags, and
+    /// read the fields by the shape if they have it.
+    Shaped(&'s Shape),
+}
+
+/// A point from [`Lines::next_into_shaped`]: its series key as written and, when it was read
+/// by its shape, the shape's keys it has (bit `i` for key `i`).
+pub type Shaped<'a> = (&'a [u8], Option<u64>);
+
+/// The `known` question of a parse and, for [`Lines::next_into_shaped`], where shaped values go.
+type Asker<'a, 'k, 's, 'r> = (
+    &'r mut (dyn FnMut(&'a [u8]) -> Ask<'s> + 'k),
+    Option<&'r mut Vec<u64>>,
+);
+
+/// The kind of number a [`Shape`]'s field holds: a float as [`FieldValue::Float`] reads it,
+/// or an integer written with the `i` suffix ([`FieldValue::Int`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Number {
+    Float,
+    Int,
+}
+
+/// A field set as lines of one measurement usually write it: its keys in order, each with
+/// the kind of number it holds (see [`Lines::next_into_shaped`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Each key with the `=` after it, one after the other: one comparison per field.
+    text: Vec<u8>,
+    /// Where each key's bytes end in `text`.
+    ends: Vec<usize>,
+    /// Per key: whether its value is an integer (`i` suffix) rather than a float.
+    ints: Vec<bool>,
+}
+
+impl Shape {
+    /// Most keys of a shape (the keys a line has are bits of a `u64`).
+    pub const KEYS_MAX: usize = 64;
+
+    /// The shape of these fields in this order; `None` if there are none or more than
+    /// [`Shape::KEYS_MAX`], a key is empty, repeats another or holds a byte that ends or
+    /// escapes a key where it is written (`,` `=` space tab `\\` `\r` `\n`): keys that
+    /// read back as themselves only.
+    pub fn new<'k>(fields: impl IntoIterator<Item = (&'k str, Number)>) -> Option<Shape> {
+        let mut shape = Shape {
+            text: Vec::new(),
+            ends: Vec::new(),
+            ints: Vec::new(),
+        };
+        let mut keys: Vec<&str> = Vec::new();
+        for (key, number) in fields {
+            let plain = !key.is_empty()
+                && key
+                    .bytes()
+                    .all(|b| !KEY_STOPS[usize::from(b)] && b != b'\t');
+            if !plain || keys.contains(&key) || keys.len() == Self::KEYS_MAX {
+                return None;
+            }
+            keys.push(key);
+            shape.text.extend_from_slice(key.as_bytes());
+            shape.text.push(b'=');
+            shape.ends.push(shape.text.len());
+            shape.ints.push(number == Number::Int);
+        }
+        (!shape.ends.is_empty()).then_some(shape)
+    }
+
+    /// Fields in the shape.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Never true: a shape has a field at least.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Key `j` with its `=`.
+    fn key(&self, j: usize) -> Option<&[u8]> {
+        let from = match j.checked_sub(1) {
+            Some(i) => *self.ends.get(i)?,
+            None => 0,
+        };
+        self.text.get(from..*self.ends.get(j)?)
+    }
+}
+
 /// Iterator returned by [`parse_lines`].
 pub struct Lines<'a> {
     buf: &'a [u8],
@@ -287,7 +382,7 @@ impl<'a> Lines<'a> {
     /// the same order), or the line's error (then `line` holds no meaningful point). `None`
     /// at the end of the body.
     pub fn next_into(&mut self, line: &mut Line<'a>) -> Option<Result<&'a [u8], ParseError>> {
-        self.next_line_into(line, None)
+        self.next_line_into(line, None).map(|r| r.map(|(k, _)| k))
     }
 
     /// [`Lines::next_into`] that first asks `known` about the point's series key as written
@@ -301,7 +396,27 @@ impl<'a> Lines<'a> {
         line: &mut Line<'a>,
         known: &mut dyn FnMut(&'a [u8]) -> bool,
     ) -> Option<Result<&'a [u8], ParseError>> {
-        self.next_line_into(line, Some(known))
+        let mut ask = |k: &'a [u8]| if known(k) { Ask::Skip } else { Ask::Parse };
+        self.next_line_into(line, Some((&mut ask, None)))
+            .map(|r| r.map(|(k, _)| k))
+    }
+
+    /// [`Lines::next_into_known`] where `known` may also answer with the [`Shape`] the
+    /// point's fields are expected to have: when the field set fits that shape (some of its
+    /// keys, in its order, each value a number of its kind) and a plain timestamp ends the
+    /// line, the values go to `values` (one slot per key of the shape, in its order: an
+    /// f64's bits or an i64; 0 for a key left out), `line.fields` is left empty, and the
+    /// point comes back with the keys it has as bits (bit `i` for the shape's key `i`).
+    /// Otherwise the line is parsed as `next_into_known` would (`None`): the same key,
+    /// fields, timestamp or error either way. A feed's lines of one measurement repeat one
+    /// field set, and this spares them the general parse's field list.
+    pub fn next_into_shaped<'s>(
+        &mut self,
+        line: &mut Line<'a>,
+        values: &mut Vec<u64>,
+        known: &mut dyn FnMut(&'a [u8]) -> Ask<'s>,
+    ) -> Option<Result<Shaped<'a>, ParseError>> {
+        self.next_line_into(line, Some((known, Some(values))))
     }
 
     /// Forgets the field keys of the lines before: the next line is parsed as if it were
@@ -312,11 +427,11 @@ impl<'a> Lines<'a> {
         self.keys_memo.clear();
     }
 
-    fn next_line_into<'k>(
+    fn next_line_into<'k, 's>(
         &mut self,
         line: &mut Line<'a>,
-        mut known: Option<&mut (dyn FnMut(&'a [u8]) -> bool + 'k)>,
-    ) -> Option<Result<&'a [u8], ParseError>> {
+        mut known: Option<Asker<'a, 'k, 's, '_>>,
+    ) -> Option<Result<Shaped<'a>, ParseError>> {
         loop {
             if self.pos >= self.buf.len() {
                 return None;
@@ -354,14 +469,17 @@ impl<'a> Lines<'a> {
                 _ => {}
             }
             let series_start = p.pos;
-            let result = p.line_into(line, known.as_deref_mut(), &mut self.keys_memo);
+            let asker = known
+                .as_mut()
+                .map(|(ask, values)| (&mut **ask, values.as_deref_mut()));
+            let result = p.line_into(line, asker, &mut self.keys_memo);
             // Strings may span newlines; keep the line count in step with the body.
             self.line_no += p.extra_newlines;
             match result {
-                Ok(series_end) => {
+                Ok((series_end, shaped)) => {
                     self.pos = p.pos;
                     let series = self.buf.get(series_start..series_end).unwrap_or(&[]);
-                    return Some(Ok(series));
+                    return Some(Ok((series, shaped)));
                 }
                 Err((column_pos, kind)) => {
                     // After an error the quoting state is unknown: resume at the next newline
@@ -499,29 +617,101 @@ impl<'a> Parser<'a> {
 
     /// Parses a line into `out` (its vectors cleared and reused); returns where the series
     /// key (measurement and tags) ends.
-    fn line_into<'k>(
+    fn line_into<'k, 's>(
         &mut self,
         out: &mut Line<'a>,
-        known: Option<&mut (dyn FnMut(&'a [u8]) -> bool + 'k)>,
+        known: Option<Asker<'a, 'k, 's, '_>>,
         keys_memo: &mut Vec<&'a str>,
-    ) -> PResult<usize> {
+    ) -> PResult<(usize, Option<u64>)> {
         out.line_no = self.line_no;
         out.timestamp = None;
         out.tags.clear();
-        let skip = known.is_some_and(|known| {
-            let end = self.series_end();
-            let skip = known(self.buf.get(self.pos..end).unwrap_or(&[]));
-            if skip {
-                self.pos = end;
+        let (ask, values) = match known {
+            Some((known, values)) => {
+                let end = self.series_end();
+                let ask = known(self.buf.get(self.pos..end).unwrap_or(&[]));
+                if !matches!(ask, Ask::Parse) {
+                    self.pos = end;
+                }
+                (ask, values)
             }
-            skip
-        });
-        if skip {
-            out.measurement = Cow::Borrowed("");
-        } else {
+            None => (Ask::Parse, None),
+        };
+        if matches!(ask, Ask::Parse) {
             self.series_into(out)?;
+        } else {
+            out.measurement = Cow::Borrowed("");
         }
-        self.fields_into(out, keys_memo)
+        if let (Ask::Shaped(shape), Some(values)) = (ask, values) {
+            let series_end = self.pos;
+            if let Some((present, ts)) = self.shaped_fields(shape, values) {
+                out.fields.clear();
+                out.timestamp = Some(ts);
+                return Ok((series_end, Some(present)));
+            }
+        }
+        self.fields_into(out, keys_memo).map(|end| (end, None))
+    }
+
+    /// The field set and timestamp of a line when they fit `shape` (see
+    /// [`Lines::next_into_shaped`]): the values into `values` (one slot per key of the
+    /// shape), the keys present returned as bits with the timestamp, and the line consumed.
+    /// `None`, with nothing consumed, for anything else, which the general path then
+    /// parses. What it takes, the general path reads the same way: a key without the bytes
+    /// a key ends or is escaped at reads as itself; a value is what [`plain_number`] reads
+    /// (of the kind the shape says), ended by the `,` before the next key or by the space
+    /// before the timestamp; the timestamp is [`Parser::plain_timestamp`]'s.
+    fn shaped_fields(&mut self, shape: &Shape, values: &mut Vec<u64>) -> Option<(u64, i64)> {
+        let start = self.pos;
+        values.clear();
+        values.resize(shape.len(), 0);
+        // The one space the field set starts after.
+        if self.peek() != Some(b' ') {
+            return None;
+        }
+        let mut pos = start + 1;
+        let mut present = 0u64;
+        // The next key of the shape a field may have: keys come in the shape's order, some
+        // left out (a feed leaves out the fields it has no value for).
+        let mut next = 0usize;
+        loop {
+            let rest = self.buf.get(pos..)?;
+            let (j, key) = (next..shape.len()).find_map(|j| {
+                let key = shape.key(j)?;
+                rest.starts_with(key).then_some((j, key))
+            })?;
+            next = j + 1;
+            pos += key.len();
+            let rest = self.buf.get(pos..)?;
+            let d = Decimal::prefix(rest)?;
+            let int = shape.ints.get(j).copied()?;
+            if (rest.get(d.len) == Some(&b'i')) != int {
+                return None;
+            }
+            let (v, len) = if int {
+                // At most 15 digits: within i64 either way.
+                d.frac.is_none().then_some(())?;
+                let v = d.mantissa as i64;
+                ((if d.neg { -v } else { v }) as u64, d.len + 1)
+            } else {
+                (d.to_f64()?.to_bits(), d.len)
+            };
+            *values.get_mut(j)? = v;
+            present |= 1 << j;
+            pos += len;
+            match self.buf.get(pos) {
+                Some(b',') => pos += 1,
+                _ => break,
+            }
+        }
+        self.pos = pos;
+        match self.plain_timestamp() {
+            Some(ts) => Some((present, ts)),
+            None => {
+                self.pos = start;
+                None
+            }
+        }
     }
 
     /// Where the series key starting here ends in a well-formed line: the first unescaped

@@ -581,7 +581,166 @@ fn same_with_known_keys(body: &[u8], what: &str) -> usize {
             .collect()
     };
     assert_eq!(strip(&got), strip(&want), "{what}: {text:?}");
+    // Each key told the shape of its first point's fields, then the shape of another key's
+    // (mostly wrong): the same keys, fields, timestamps and errors again.
+    let mut shapes: Vec<(Vec<u8>, Shape)> = Vec::new();
+    let mut lines = parse_lines(body);
+    let mut l = Line::default();
+    while let Some(r) = lines.next_into(&mut l) {
+        let Ok(key) = r else { continue };
+        let numbers = l.fields.iter().map(|(k, v)| match v {
+            FieldValue::Float(_) => Some((k.as_ref(), Number::Float)),
+            FieldValue::Int(_) => Some((k.as_ref(), Number::Int)),
+            _ => None,
+        });
+        let shape = numbers.collect::<Option<Vec<_>>>().and_then(Shape::new);
+        if let Some(shape) = shape {
+            if !shapes.iter().any(|(k, _)| k == key) {
+                shapes.push((key.to_vec(), shape));
+            }
+        }
+    }
+    for shift in [0, 1] {
+        let shape_of = |k: &[u8]| {
+            let i = shapes.iter().position(|(s, _)| s == k)?;
+            shapes.get((i + shift) % shapes.len()).map(|(_, s)| s)
+        };
+        let (got, _) = shaped_pass(body, &shape_of);
+        assert_eq!(
+            strip(&got),
+            strip(&want),
+            "{what}, shapes shifted {shift}: {text:?}"
+        );
+    }
     skipped
+}
+
+/// [`pass`] by [`Lines::next_into_shaped`], each key asked with `shape_of` its shape (a key
+/// without one is parsed); a shaped point's fields are spelled from its shape and values.
+fn shaped_pass<'s>(body: &[u8], shape_of: &dyn Fn(&[u8]) -> Option<&'s Shape>) -> (Outcome, usize) {
+    let mut lines = parse_lines(body);
+    let mut l = Line::default();
+    let mut values = Vec::new();
+    let mut out = Vec::new();
+    let mut shaped_lines = 0;
+    loop {
+        let mut asked: Option<&Shape> = None;
+        let r = lines.next_into_shaped(&mut l, &mut values, &mut |k| match shape_of(k) {
+            Some(s) => {
+                asked = Some(s);
+                Ask::Shaped(s)
+            }
+            None => Ask::Parse,
+        });
+        let Some(r) = r else { break };
+        out.push(r.map(|(key, shaped)| {
+            let key = String::from_utf8_lossy(key).into_owned();
+            let fields = match (shaped, asked) {
+                (Some(present), Some(shape)) => {
+                    shaped_lines += 1;
+                    assert!(l.fields.is_empty() && l.measurement.is_empty());
+                    assert_eq!(values.len(), shape.len());
+                    assert!(present != 0 && present >> shape.len() == 0);
+                    let fields: Vec<(Cow<str>, FieldValue)> = (0..shape.len())
+                        .filter(|j| present & (1 << j) != 0)
+                        .map(|j| {
+                            let text = std::str::from_utf8(shape.key(j).unwrap()).unwrap();
+                            let k = text.trim_end_matches('=');
+                            let v = values[j];
+                            let v = if shape.ints[j] {
+                                FieldValue::Int(v as i64)
+                            } else {
+                                FieldValue::Float(f64::from_bits(v))
+                            };
+                            (Cow::Borrowed(k), v)
+                        })
+                        .collect();
+                    format!("{fields:?}")
+                }
+                (Some(_), None) => panic!("a shaped point that was not asked for a shape"),
+                (None, _) => format!("{:?}", l.fields),
+            };
+            (
+                key,
+                l.measurement.to_string(),
+                format!("{:?}", l.tags),
+                fields,
+                l.timestamp,
+            )
+        }));
+    }
+    (out, shaped_lines)
+}
+
+/// A TSBS-like body read by its shape: every point shaped, and what the general parse gives.
+#[test]
+fn points_of_the_asked_shape_are_read_by_it() {
+    let body = b"r,n=a lat=52.3,lon=-1.5,vel=0,st=3i 1451606400000000000\n\
+r,n=b lat=1,lon=2,vel=3.25,st=-4i 1451606400000000001\n\
+r,n=c lat=1,lon=2,vel=3.25,st=-4i 1451606400000000002";
+    let shape = Shape::new([
+        ("lat", Number::Float),
+        ("lon", Number::Float),
+        ("vel", Number::Float),
+        ("st", Number::Int),
+    ])
+    .expect("a shape");
+    let (want, _) = pass(body, None);
+    let (got, shaped) = shaped_pass(body, &|_| Some(&shape));
+    assert_eq!(shaped, 3);
+    let strip = |o: &Outcome| -> Vec<_> {
+        o.iter()
+            .map(|r| r.clone().map(|(k, _, _, f, t)| (k, f, t)))
+            .collect()
+    };
+    assert_eq!(strip(&got), strip(&want));
+    // Some of its fields, in its order, are read by it too.
+    for fewer in [
+        "r,n=a lat=52.3,lon=-1.5,vel=0 5",
+        "r,n=a lon=-1.5,st=3i 5",
+        "r,n=a st=3i 5",
+        "r,n=a lat=52.3 5",
+    ] {
+        let (want, _) = pass(fewer.as_bytes(), None);
+        let (got, shaped) = shaped_pass(fewer.as_bytes(), &|_| Some(&shape));
+        assert_eq!(shaped, 1, "{fewer}");
+        assert_eq!(strip(&got), strip(&want), "{fewer}");
+    }
+    // Other field sets, kinds, endings and timestamps are parsed in full, with the same result.
+    for other in [
+        "r,n=a lon=-1.5,lat=52.3 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i,x=1 5",
+        "r,n=a x=1,lat=52.3 5",
+        "r,n=a lat=52.3,,lon=1 5",
+        "r,n=a la=52.3 5",
+        "r,n=a latitude=52.3 5",
+        "r,n=a  5",
+        "r,n=a 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0i,st=3i 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i 5\r",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i  5",
+        "r,n=a  lat=52.3,lon=-1.5,vel=0,st=3i 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=1e3,st=3i 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=1234567890123456,st=3i 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3.5i 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i 5x",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i 99999999999999999999",
+        "r,n=a lat=52.3,lon=-1.5,vel=0,st=3i,lat=2 5",
+        "r,n=a lat=52.3,lon=-1.5,vel=0\t,st=3i 5",
+    ] {
+        let (want, _) = pass(other.as_bytes(), None);
+        let (got, shaped) = shaped_pass(other.as_bytes(), &|_| Some(&shape));
+        assert_eq!(shaped, 0, "{other}");
+        assert_eq!(strip(&got), strip(&want), "{other}");
+    }
+    // Keys that would not read back as themselves make no shape.
+    for key in ["", "a b", "a,b", "a=b", "a\\b", "a\tb", "a\nb", "a\rb"] {
+        assert_eq!(Shape::new([(key, Number::Float)]), None, "{key:?}");
+    }
+    assert_eq!(Shape::new([("a", Number::Float), ("a", Number::Int)]), None);
+    assert_eq!(Shape::new(std::iter::empty()), None);
 }
 
 /// `next_into_known` gives what `next_into` gives — the same keys, fields, timestamps and

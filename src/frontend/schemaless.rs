@@ -41,7 +41,7 @@ use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
     Value,
 };
-use tidal_lineproto::{parse_lines, FieldValue, Line, Precision};
+use tidal_lineproto::{parse_lines, Ask, FieldValue, Line, Number, Precision, Shape};
 
 /// Width of VARCHAR columns created for string fields. Values are stored at their own length;
 /// the width only bounds them. Roomy because the width cannot be changed later (no MODIFY).
@@ -971,6 +971,102 @@ struct FastStable {
     /// The stamp of the line that last set each column, and the current line's.
     stamps: Vec<u32>,
     stamp: u32,
+    /// The field set this STABLE's lines had last, when the parser can read it by its shape.
+    shape: Option<RowShape>,
+    /// Lines of this STABLE to convert before a field set that made no shape is tried again.
+    shape_pause: u32,
+}
+
+/// A field set of a STABLE's lines as the parser reads it by its shape
+/// ([`tidal_lineproto::Lines::next_into_shaped`]), and where its values go: a feed writes the
+/// same fields line after line, and a line read so goes into the block without its field list,
+/// a lookup of each key's column or a check of each value's type.
+struct RowShape {
+    parse: Shape,
+    /// The column of each of the shape's fields, in its order, and whether it holds integers.
+    columns: Vec<(usize, bool)>,
+    /// The columns (not the timestamp's) that the shape has no field for: NULL in its rows.
+    nulls: Vec<usize>,
+}
+
+impl RowShape {
+    /// `line`'s field set as a shape of `index`'s STABLE: every field a number of its column's
+    /// type (DOUBLE or BIGINT), each column at most once. `None` for any other.
+    fn of(index: &SchemaIndex, line: &Line<'_>) -> Option<RowShape> {
+        let columns = &index.schema.columns;
+        let mut fields = Vec::with_capacity(line.fields.len());
+        let mut at = Vec::with_capacity(line.fields.len());
+        for (k, v) in &line.fields {
+            let i = index.column(k)?;
+            let number = match (v, columns.get(i)?.data_type) {
+                (FieldValue::Float(_), DataType::Double) => Number::Float,
+                (FieldValue::Int(_), DataType::BigInt) => Number::Int,
+                _ => return None,
+            };
+            // The timestamp column is never a field; a column named twice is the general
+            // path's (the later key wins).
+            if i == 0 || at.iter().any(|&(c, _)| c == i) {
+                return None;
+            }
+            fields.push((k.as_ref(), number));
+            at.push((i, number == Number::Int));
+        }
+        let parse = Shape::new(fields)?;
+        let nulls = (1..columns.len())
+            .filter(|i| !at.iter().any(|&(c, _)| c == *i))
+            .collect();
+        Some(RowShape {
+            parse,
+            columns: at,
+            nulls,
+        })
+    }
+
+    /// Appends the row of a line read by this shape (`values` in its order, the fields it
+    /// has as the bits of `present`, timestamp `ts`) to `cols`, a block's columns of the
+    /// STABLE: `Ok(true)`, or `Ok(false)` if they are not of its types (which the block
+    /// then puts back).
+    fn push(
+        &self,
+        values: &[u64],
+        present: u64,
+        ts: i64,
+        cols: &mut [Column],
+    ) -> Result<bool, String> {
+        if values.len() != self.columns.len() {
+            return Ok(false);
+        }
+        match cols.first_mut() {
+            Some(Column {
+                data: ColumnData::Timestamp(d),
+                nulls,
+            }) if nulls.is_empty() => d.push(ts),
+            _ => return Ok(false),
+        }
+        for (j, (&(i, int), &v)) in self.columns.iter().zip(values).enumerate() {
+            let Some(col) = cols.get_mut(i) else {
+                return Ok(false);
+            };
+            if present & (1 << j) == 0 {
+                col.push(&Value::Null);
+                continue;
+            }
+            match (&mut col.data, int) {
+                (ColumnData::Float(d), false) => d.push(f64::from_bits(v)),
+                (ColumnData::Int(d), true) => d.push(v as i64),
+                _ => return Ok(false),
+            }
+            if !col.nulls.is_empty() {
+                col.nulls.push(false);
+            }
+        }
+        for &i in &self.nulls {
+            if let Some(col) = cols.get_mut(i) {
+                col.push(&Value::Null);
+            }
+        }
+        Ok(true)
+    }
 }
 
 impl FastStable {
@@ -989,8 +1085,26 @@ impl FastStable {
             recent: Vec::new(),
             stamps: Vec::new(),
             stamp: 0,
+            shape: None,
+            shape_pause: 0,
         }
     }
+
+    /// After a line of this STABLE converted without its shape: takes the line's field set
+    /// as the shape if it makes one, else waits [`FastStable::SHAPE_PAUSE`] lines before
+    /// the next try (a feed whose lines make none pays the try seldom).
+    fn reshape(&mut self, line: &Line<'_>) {
+        if self.shape_pause > 0 {
+            self.shape_pause -= 1;
+            return;
+        }
+        self.shape = RowShape::of(&self.index, line);
+        if self.shape.is_none() {
+            self.shape_pause = Self::SHAPE_PAUSE;
+        }
+    }
+
+    const SHAPE_PAUSE: u32 = 256;
 
     /// [`SchemaIndex::column`] of the field key at position `pos` of a line.
     fn column(&mut self, pos: usize, k: &str) -> Option<usize> {
@@ -1044,6 +1158,15 @@ enum Looked {
 }
 
 impl Looked {
+    /// The index of the series' STABLE among the body's (past the end for a miss).
+    fn stable(&self) -> usize {
+        match self {
+            Looked::Body(_, s) => s.stable,
+            Looked::Thread(_, _, si, _, _) => *si,
+            Looked::Miss(_) => usize::MAX,
+        }
+    }
+
     /// Whether the line's tags are not needed (see [`SeriesKeys::thread_series`]).
     fn skips_tags(&self) -> bool {
         match self {
@@ -1538,20 +1661,34 @@ impl Schemaless {
         // `child_table_tag`, which names subtables otherwise).
         let body_id = next_body();
         let thread = (child_table_tag.is_none()).then_some((db, known, body_id));
+        // A line read by its STABLE's shape: the keys it has (bits) and its values.
+        let mut shaped_values: Vec<u64> = Vec::new();
         loop {
             let mut looked_up: Option<Looked> = None;
+            let mut asked_shape = false;
             let parsed = if skip_tags.ask() {
-                lines.next_into_known(&mut line, &mut |k| {
+                lines.next_into_shaped(&mut line, &mut shaped_values, &mut |k| {
                     let look = look_up(series_hash(k), &series, &stables, thread);
-                    let skip = look.skips_tags();
+                    let ask = if !look.skips_tags() {
+                        Ask::Parse
+                    } else {
+                        let shape = stables.get(look.stable()).and_then(|st| st.shape.as_ref());
+                        match shape {
+                            Some(shape) => {
+                                asked_shape = true;
+                                Ask::Shaped(&shape.parse)
+                            }
+                            None => Ask::Skip,
+                        }
+                    };
                     looked_up = Some(look);
-                    skip
+                    ask
                 })
             } else {
-                lines.next_into(&mut line)
+                lines.next_into(&mut line).map(|r| r.map(|k| (k, None)))
             };
             let Some(parsed) = parsed else { break };
-            let key = match parsed {
+            let (key, shaped) = match parsed {
                 Ok(k) => k,
                 Err(e) => {
                     out.reject(
@@ -1619,9 +1756,15 @@ impl Schemaless {
             {
                 // A series this body has a subtable for: its row goes straight into the block
                 // (which puts its columns back itself if the line does not convert).
-                let pushed = blocks.get_mut(b)?.push_row_with(t, row_of(st, &line, ts));
+                let fill = fill_of(st, &line, &shaped_values, shaped, ts);
+                let pushed = blocks.get_mut(b)?.push_row_with(t, fill);
                 match pushed {
-                    Ok(true) => out.fields += line.fields.len() as u64,
+                    Ok(true) => {
+                        out.fields += fields_of(&line, shaped);
+                        if shaped.is_none() && (asked_shape || st.shape.is_none()) {
+                            st.reshape(&line);
+                        }
+                    }
                     // A key the schema lacks (or a block out of shape, which cannot be).
                     Ok(false) => return None,
                     Err(msg) => out.reject(line.line_no, msg),
@@ -1646,7 +1789,7 @@ impl Schemaless {
                     }
                 };
                 let block = blocks.get_mut(b)?;
-                let fill = row_of(st, &line, ts);
+                let fill = fill_of(st, &line, &shaped_values, shaped, ts);
                 let pushed = match existing {
                     Some(t) => block.push_row_with(t, fill).map(|ok| ok.then_some(t)),
                     None => block.push_row_with_new_table(sub.name.as_str(), None, fill),
@@ -1675,7 +1818,10 @@ impl Schemaless {
                                 },
                             );
                         }
-                        out.fields += line.fields.len() as u64;
+                        out.fields += fields_of(&line, shaped);
+                        if shaped.is_none() && (asked_shape || st.shape.is_none()) {
+                            st.reshape(&line);
+                        }
                     }
                     // A key the schema lacks (or a block out of shape, which cannot be).
                     Ok(None) => return None,
@@ -1771,11 +1917,14 @@ impl Schemaless {
                     },
                 );
             }
-            let scratch = &stables.get(si)?.scratch;
-            if !blocks.get_mut(b)?.push_rows(t, scratch, 0, 1) {
+            let st = stables.get_mut(si)?;
+            if !blocks.get_mut(b)?.push_rows(t, &st.scratch, 0, 1) {
                 return None;
             }
             out.fields += line.fields.len() as u64;
+            if st.shape.is_none() {
+                st.reshape(&line);
+            }
         }
         let mut vgroup_of = vec![usize::MAX; blocks.len()];
         for st in &stables {
@@ -2157,6 +2306,32 @@ fn row_if_known(
         }
     }
     converted
+}
+
+/// The row of a line as [`RowBlock::push_row_with`] takes it: read by `st`'s shape when
+/// `shaped` (the fields it has, its values in `values`), else from `line`'s fields
+/// ([`row_of`]).
+fn fill_of<'a>(
+    st: &'a mut FastStable,
+    line: &'a Line<'_>,
+    values: &'a [u64],
+    shaped: Option<u64>,
+    ts: i64,
+) -> impl FnOnce(&mut [Column]) -> Result<bool, String> + 'a {
+    move |cols| match (shaped, &st.shape) {
+        (Some(present), Some(shape)) => shape.push(values, present, ts, cols),
+        // Not reached: a line is read by the shape its STABLE has. Sent to the slow path.
+        (Some(_), None) => Ok(false),
+        (None, _) => row_of(st, line, ts)(cols),
+    }
+}
+
+/// Fields of a line: those it has of its shape when read by one, else its field list's.
+fn fields_of(line: &Line<'_>, shaped: Option<u64>) -> u64 {
+    match shaped {
+        Some(present) => u64::from(present.count_ones()),
+        None => line.fields.len() as u64,
+    }
 }
 
 /// `line`'s row as [`RowBlock::push_row_with`] takes it ([`push_if_known`] onto the block's
