@@ -350,6 +350,16 @@ impl RowBlock {
         self.add_table_shared(name, tags.map(Tags::from))
     }
 
+    /// Room for `tables` more subtables with `name_bytes` more bytes of names, and as many
+    /// runs, so that a block filled a subtable at a time (a body of thousands of devices,
+    /// a merge of several) does not grow those lists by reallocation.
+    pub fn reserve_tables(&mut self, tables: usize, name_bytes: usize) {
+        self.names.reserve(name_bytes);
+        self.ends.reserve(tables);
+        self.tags.reserve(tables);
+        self.runs.reserve(tables);
+    }
+
     /// [`RowBlock::add_table`] with tags already shared.
     pub fn add_table_shared(&mut self, name: &str, tags: Option<Tags>) -> u32 {
         self.names.push_str(name);

@@ -747,8 +747,11 @@ impl SubtableName {
     }
 }
 
+/// Bytes of a [`HexName`].
+const HEX_NAME_BYTES: usize = 34;
+
 /// `t_` + the 32 lower-case hex digits of a subtable key, on the stack.
-struct HexName([u8; 34]);
+struct HexName([u8; HEX_NAME_BYTES]);
 
 impl HexName {
     fn of(key: u128) -> HexName {
@@ -1327,11 +1330,11 @@ fn block_for(
         return Some(b);
     }
     let rows = rows(st);
-    blocks.push(RowBlock::like(
-        st.index.schema.name.clone(),
-        &st.template,
-        rows,
-    ));
+    let mut block = RowBlock::like(st.index.schema.name.clone(), &st.template, rows);
+    // A subtable per row at most, named by its key's 34 hex bytes (`HexName`) unless a tag
+    // names it.
+    block.reserve_tables(rows, rows * HEX_NAME_BYTES);
+    blocks.push(block);
     *st.blocks.get_mut(vg)? = Some(blocks.len() - 1);
     Some(blocks.len() - 1)
 }

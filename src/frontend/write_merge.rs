@@ -418,6 +418,8 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
             first.columns(),
             group.iter().map(|&j| blocks[j].num_rows()).sum(),
         );
+        let name_bytes = group.iter().map(|&j| blocks[j].names().0.len()).sum();
+        merged.reserve_tables(runs, name_bytes);
         for &j in &group {
             let b = &blocks[j];
             let mut row = 0usize;
