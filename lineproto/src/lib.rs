@@ -23,6 +23,10 @@
 //!   wrong), and parsing resumes at the next line, so one bad line never hides the others.
 //! - Duplicate tag keys are an error (the series key would be ambiguous); a repeated field
 //!   key keeps its last value, as InfluxDB does.
+//! - Asking for a point's tags to be skipped or its fields read by a [`Shape`]
+//!   (`next_into_known`, `next_into_shaped`) changes no result: a point the shape does not
+//!   fit exactly is parsed in full, and one it fits gives the values the full parse would.
+//!   The tests and the fuzz target compare the ways line by line.
 
 use std::borrow::Cow;
 use std::fmt;

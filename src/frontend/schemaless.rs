@@ -978,6 +978,8 @@ struct FastStable {
     shape: Option<RowShape>,
     /// Lines of this STABLE to convert before a field set that made no shape is tried again.
     shape_pause: u32,
+    /// Lines asked by the shape in a row that it did not fit.
+    shape_misses: u32,
 }
 
 /// A field set of a STABLE's lines as the parser reads it by its shape
@@ -1090,17 +1092,34 @@ impl FastStable {
             stamp: 0,
             shape: None,
             shape_pause: 0,
+            shape_misses: 0,
         }
     }
 
-    /// After a line of this STABLE converted without its shape: takes the line's field set
-    /// as the shape if it makes one, else waits [`FastStable::SHAPE_PAUSE`] lines before
-    /// the next try (a feed whose lines make none pays the try seldom).
-    fn reshape(&mut self, line: &Line<'_>) {
+    /// After a line of this STABLE converted: `shaped` if it was read by the shape, else
+    /// `asked` if the shape did not fit it. Without a shape, the line's field set becomes
+    /// the shape if it makes one, else the next try waits [`FastStable::SHAPE_PAUSE`] lines
+    /// (a feed whose lines make none pays the try seldom); a shape that did not fit
+    /// [`FastStable::SHAPE_MISSES`] lines in a row is replaced (a feed whose field set
+    /// changed), one line unlike the rest is not.
+    fn reshape(&mut self, line: &Line<'_>, shaped: bool, asked: bool) {
+        if shaped {
+            self.shape_misses = 0;
+            return;
+        }
+        if asked {
+            self.shape_misses += 1;
+            if self.shape_misses < Self::SHAPE_MISSES {
+                return;
+            }
+        } else if self.shape.is_some() {
+            return;
+        }
         if self.shape_pause > 0 {
             self.shape_pause -= 1;
             return;
         }
+        self.shape_misses = 0;
         self.shape = RowShape::of(&self.index, line);
         if self.shape.is_none() {
             self.shape_pause = Self::SHAPE_PAUSE;
@@ -1108,6 +1127,7 @@ impl FastStable {
     }
 
     const SHAPE_PAUSE: u32 = 256;
+    const SHAPE_MISSES: u32 = 2;
 
     /// [`SchemaIndex::column`] of the field key at position `pos` of a line.
     fn column(&mut self, pos: usize, k: &str) -> Option<usize> {
@@ -1764,9 +1784,7 @@ impl Schemaless {
                 match pushed {
                     Ok(true) => {
                         out.fields += fields_of(&line, shaped);
-                        if shaped.is_none() && (asked_shape || st.shape.is_none()) {
-                            st.reshape(&line);
-                        }
+                        st.reshape(&line, shaped.is_some(), asked_shape);
                     }
                     // A key the schema lacks (or a block out of shape, which cannot be).
                     Ok(false) => return None,
@@ -1822,9 +1840,7 @@ impl Schemaless {
                             );
                         }
                         out.fields += fields_of(&line, shaped);
-                        if shaped.is_none() && (asked_shape || st.shape.is_none()) {
-                            st.reshape(&line);
-                        }
+                        st.reshape(&line, shaped.is_some(), asked_shape);
                     }
                     // A key the schema lacks (or a block out of shape, which cannot be).
                     Ok(None) => return None,
@@ -1925,9 +1941,7 @@ impl Schemaless {
                 return None;
             }
             out.fields += line.fields.len() as u64;
-            if st.shape.is_none() {
-                st.reshape(&line);
-            }
+            st.reshape(&line, false, false);
         }
         let mut vgroup_of = vec![usize::MAX; blocks.len()];
         for st in &stables {
