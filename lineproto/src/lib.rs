@@ -25,7 +25,7 @@
 //!   key keeps its last value, as InfluxDB does.
 //! - Asking for a point's tags to be skipped or its fields read by a [`Shape`]
 //!   (`next_into_known`, `next_into_shaped`) changes no result: a point the shape does not
-//!   fit exactly is parsed in full, and one it fits gives the values the full parse would.
+//!   fit is parsed in full, and one it fits gives the values the full parse would.
 //!   The tests and the fuzz target compare the ways line by line.
 
 use std::borrow::Cow;
@@ -620,7 +620,8 @@ impl<'a> Parser<'a> {
     }
 
     /// Parses a line into `out` (its vectors cleared and reused); returns where the series
-    /// key (measurement and tags) ends.
+    /// key (measurement and tags) ends and, for a line read by the shape `known` asked for
+    /// ([`Parser::shaped_fields`]), the shape's keys it has.
     fn line_into<'k, 's>(
         &mut self,
         out: &mut Line<'a>,
