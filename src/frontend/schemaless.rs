@@ -1056,6 +1056,8 @@ impl RowShape {
                 col.push(&Value::Null);
                 continue;
             }
+            // Pushed here rather than through `push_field`: building and matching a
+            // `FieldValue` per value made the whole conversion 6-8% slower.
             match (&mut col.data, int) {
                 (ColumnData::Float(d), false) => d.push(f64::from_bits(v)),
                 (ColumnData::Int(d), true) => d.push(v as i64),
