@@ -240,7 +240,7 @@ impl<'a> KnownScope<'a> {
 /// Most bytes the [`SeriesKeys`] maps of a process hold together (about 170 bytes per series,
 /// [`SeriesKeys::ENTRY_BYTES`]: the keys are held as hashes, not as written): each thread's
 /// map gets an equal share of it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over
-/// when that is full.
+/// when that is full. (The [`SeriesJournal`] they share holds at most 12 MiB more.)
 pub const SERIES_KEYS_BYTES_MAX: usize = 128 << 20;
 /// The least a thread's [`SeriesKeys`] map may hold, however many threads share the total.
 pub const SERIES_KEYS_THREAD_BYTES_MIN: usize = 8 << 20;
@@ -328,6 +328,109 @@ struct SeriesKeys {
     /// so its lines need not compare their names again (string comparisons were a tenth of
     /// the conversion at 4,000 trucks).
     body_epochs: BodyEpochs,
+    /// This map's id in the [`SeriesJournal`] (its own entries are not read back).
+    id: u32,
+    /// The sequence number of the next journal entry this map has not read.
+    journal_next: u64,
+    /// Series this map resolved itself since it last wrote to the journal: (series key,
+    /// subtable key, index in `stables`).
+    fresh: Vec<(u128, u128, u32)>,
+}
+
+/// Series keys with their subtables as the threads' [`SeriesKeys`] maps resolved them, for
+/// the other threads' maps: a series is written by bodies that land on any thread, so with
+/// 100,000s of series each thread met each one first (its tags parsed and sorted, its
+/// subtable key hashed, the line converted the slow way: a quarter of the frontend's CPU at
+/// 100,000 trucks). A map writes what it resolved and reads what others did once per body
+/// (one lock per body, none per line); an entry is a function of the series key alone, so it
+/// holds for every database and caller (whether the subtable exists is still asked per map).
+/// Bounded: the oldest entries go first, and a map that fell behind only misses them.
+struct SeriesJournal {
+    /// Sequence number of `entries[0]`.
+    first: u64,
+    entries: std::collections::VecDeque<Journaled>,
+    /// STABLE names, by [`Journaled::stable`].
+    stables: Vec<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Journaled {
+    series: u128,
+    key: u128,
+    /// Index in the journal's `stables`.
+    stable: u32,
+    /// The [`SeriesKeys::id`] of the map that wrote it.
+    from: u32,
+}
+
+/// Most entries the [`SeriesJournal`] holds (48 bytes each).
+const SERIES_JOURNAL_ENTRIES_MAX: usize = 1 << 18;
+/// Most STABLE names the [`SeriesJournal`] holds; past it, it starts over.
+const SERIES_JOURNAL_STABLES_MAX: usize = 1 << 12;
+
+static SERIES_JOURNAL: std::sync::Mutex<SeriesJournal> =
+    std::sync::Mutex::new(SeriesJournal::new());
+
+/// Source of [`SeriesKeys::id`].
+static NEXT_SERIES_KEYS_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+impl SeriesJournal {
+    const fn new() -> SeriesJournal {
+        SeriesJournal {
+            first: 0,
+            entries: std::collections::VecDeque::new(),
+            stables: Vec::new(),
+        }
+    }
+
+    /// Appends `(series, subtable key, STABLE)`s written by map `from`, dropping the oldest
+    /// past [`SERIES_JOURNAL_ENTRIES_MAX`].
+    fn write<'a>(&mut self, from: u32, fresh: impl IntoIterator<Item = (u128, u128, &'a str)>) {
+        for (series, key, stable) in fresh {
+            let stable = match self.stables.iter().position(|s| s == stable) {
+                Some(i) => i,
+                None => {
+                    if self.stables.len() >= SERIES_JOURNAL_STABLES_MAX {
+                        self.first += self.entries.len() as u64;
+                        self.entries.clear();
+                        self.stables.clear();
+                    }
+                    self.stables.push(stable.to_string());
+                    self.stables.len() - 1
+                }
+            };
+            if self.entries.len() >= SERIES_JOURNAL_ENTRIES_MAX {
+                self.entries.pop_front();
+                self.first += 1;
+            }
+            self.entries.push_back(Journaled {
+                series,
+                key,
+                stable: stable as u32,
+                from,
+            });
+        }
+    }
+
+    /// The entries from sequence number `next` on (or from the oldest held, if those are
+    /// gone) that map `reader` did not write, with their STABLE names; and the sequence
+    /// number to read from next time.
+    fn read(&self, reader: u32, next: u64) -> (Vec<Journaled>, Vec<String>, u64) {
+        let skip = next.saturating_sub(self.first) as usize;
+        let new: Vec<Journaled> = self
+            .entries
+            .iter()
+            .skip(skip)
+            .filter(|e| e.from != reader)
+            .copied()
+            .collect();
+        let stables = if new.is_empty() {
+            Vec::new()
+        } else {
+            self.stables.clone()
+        };
+        (new, stables, self.first + self.entries.len() as u64)
+    }
 }
 
 /// [`SeriesKeys::route_epoch`] and [`SeriesKeys::known_epoch`] for one body, its database
@@ -454,7 +557,41 @@ impl SeriesKeys {
             known_scope: (0, String::new(), String::new()),
             known_epoch: 0,
             body_epochs: BodyEpochs::default(),
+            id: NEXT_SERIES_KEYS_ID.fetch_add(1, Ordering::Relaxed),
+            journal_next: 0,
+            fresh: Vec::new(),
         }
+    }
+
+    /// Writes the series this map resolved since the last exchange to `journal` and
+    /// remembers those the other maps wrote meanwhile (in their order, which is the feed's:
+    /// the cursor finds them as it finds this map's own).
+    fn exchange(&mut self, journal: &std::sync::Mutex<SeriesJournal>) {
+        let fresh = std::mem::take(&mut self.fresh);
+        let (new, names, next) = {
+            // A panic while it was held left nothing half-written that matters: each entry
+            // is whole, and a reader takes only whole entries.
+            let mut j = journal.lock().unwrap_or_else(|e| e.into_inner());
+            let stables = &self.stables;
+            j.write(
+                self.id,
+                fresh.iter().filter_map(|&(series, key, st)| {
+                    Some((series, key, stables.get(st as usize)?.as_str()))
+                }),
+            );
+            j.read(self.id, self.journal_next)
+        };
+        self.journal_next = next;
+        self.fresh = fresh;
+        self.fresh.clear();
+        let cursor = self.cursor;
+        for e in new {
+            if let Some(stable) = names.get(e.stable as usize) {
+                self.insert(e.series, e.key, stable);
+            }
+        }
+        // What was read is not what the next line is near.
+        self.cursor = cursor;
     }
 
     #[cfg(test)]
@@ -502,6 +639,7 @@ impl SeriesKeys {
             self.subtables.clear();
             self.clears += 1;
             self.stables.clear();
+            self.fresh.clear();
             self.bytes = 0;
             self.cursor = NearCursor::default();
             None
@@ -545,6 +683,18 @@ impl SeriesKeys {
         at
     }
 
+    /// [`SeriesKeys::insert`] of a series this map resolved itself, noted for the journal
+    /// ([`SeriesKeys::exchange`]).
+    fn remember(&mut self, series: u128, key: u128, stable: &str) -> usize {
+        let at = self.insert(series, key, stable);
+        if self.fresh.len() < SERIES_JOURNAL_ENTRIES_MAX {
+            if let Some(e) = self.entries.get(at) {
+                self.fresh.push((series, key, e.stable));
+            }
+        }
+        at
+    }
+
     /// The epoch of routing hashes for `db`: a new one when the database changes.
     fn route_epoch_for(&mut self, db: &str) -> u32 {
         if self.route_epoch == 0 || self.route_db != db {
@@ -583,7 +733,7 @@ impl SeriesKeys {
                 Some(at) => at,
                 None => {
                     let (key, _) = subtable_key(line, stable, None);
-                    k.insert(series, key, stable)
+                    k.remember(series, key, stable)
                 }
             };
             match k.entries.get_mut(at) {
@@ -1647,6 +1797,9 @@ impl Schemaless {
         // The maps are sized up front (growing them was 2% of the line protocol's CPU at
         // 4,000 trucks): for the series this thread has seen, or a line per series at about
         // 128 bytes a line if that is fewer.
+        if child_table_tag.is_none() {
+            SERIES_KEYS.with(|k| k.borrow_mut().exchange(&SERIES_JOURNAL));
+        }
         let seen = SERIES_KEYS.with(|k| k.borrow().entries.len());
         let lines_est = (body.len() / 128).min(SERIES_PER_BODY_RESERVE_MAX);
         let series_est = lines_est.min(seen);
@@ -2607,6 +2760,80 @@ mod tests {
         assert_eq!(stable_of(&keys, series[1]), Some(1));
         assert_eq!(stable_of(&keys, series[2]), Some(0));
         assert_eq!(keys.series_lo.len(), keys.entries.len());
+    }
+
+    /// Series one map resolved are found by another after both exchanged with the journal,
+    /// with the same subtable key and STABLE; a map does not read its own entries back, and
+    /// what it read is not written again.
+    #[test]
+    fn series_resolved_by_one_map_are_read_by_the_others() {
+        let journal = std::sync::Mutex::new(SeriesJournal::new());
+        let (mut a, mut b) = (SeriesKeys::new(1 << 20), SeriesKeys::new(1 << 20));
+        let series: Vec<u128> = (0..10)
+            .map(|i| series_hash(format!("m,a={i}").as_bytes()))
+            .collect();
+        for (i, s) in series.iter().enumerate() {
+            a.remember(*s, 100 + i as u128, if i % 2 == 0 { "m" } else { "n" });
+        }
+        assert!(b.find(series[3]).is_none());
+        b.exchange(&journal);
+        assert!(b.entries.is_empty(), "nothing written yet");
+        a.exchange(&journal);
+        assert!(a.fresh.is_empty());
+        b.exchange(&journal);
+        for (i, s) in series.iter().enumerate() {
+            let at = b.find(*s).expect("read from the journal");
+            let e = &b.entries[at];
+            assert_eq!(e.key, 100 + i as u128);
+            assert_eq!(
+                b.stables[e.stable as usize],
+                if i % 2 == 0 { "m" } else { "n" }
+            );
+        }
+        assert!(b.fresh.is_empty(), "what was read is not written again");
+        let other = series_hash(b"m,a=other");
+        b.remember(other, 7, "m");
+        b.exchange(&journal);
+        a.exchange(&journal);
+        assert_eq!(a.entries.len(), 11, "its own entries are not read back");
+        assert_eq!(a.find(other).map(|at| a.entries[at].key), Some(7));
+        assert_eq!(
+            journal.lock().map(|j| j.entries.len()).unwrap_or(0),
+            11,
+            "each series written once"
+        );
+    }
+
+    /// The journal keeps the newest entries: a reader that fell behind reads those held and
+    /// goes on from the end.
+    #[test]
+    fn the_series_journal_is_bounded() {
+        let mut j = SeriesJournal::new();
+        let n = SERIES_JOURNAL_ENTRIES_MAX + 10;
+        j.write(1, (0..n as u128).map(|i| (i, i, "m")));
+        assert_eq!(j.entries.len(), SERIES_JOURNAL_ENTRIES_MAX);
+        let (new, names, next) = j.read(2, 0);
+        assert_eq!(new.len(), SERIES_JOURNAL_ENTRIES_MAX);
+        assert_eq!(new[0].series, 10, "the oldest went first");
+        assert_eq!(names, ["m"]);
+        assert_eq!(next, n as u64);
+        let (new, _, next) = j.read(2, next);
+        assert!(new.is_empty());
+        assert_eq!(next, n as u64);
+        assert!(
+            j.read(1, 0).0.is_empty(),
+            "the writer reads none of its own"
+        );
+        // Past the most STABLE names it starts over.
+        for i in 1..SERIES_JOURNAL_STABLES_MAX {
+            j.write(1, [(1, 1, format!("s{i}").as_str())]);
+        }
+        assert_eq!(j.stables.len(), SERIES_JOURNAL_STABLES_MAX);
+        j.write(1, [(2, 2, "another")]);
+        assert_eq!(j.stables, ["another"]);
+        let (new, names, _) = j.read(2, 0);
+        assert_eq!(new.len(), 1);
+        assert_eq!(names[new[0].stable as usize], "another");
     }
 
     /// `SeriesKeys::find` scans the low halves of the keys near its cursor but answers by
