@@ -304,7 +304,7 @@ struct SeriesKeys {
     /// of `index` (with 1,000s of series a probe of a map was a cache miss per line).
     entries: Vec<SeriesEntry>,
     /// The low 64 bits of each entry's series key, in `entries`' order: the window around
-    /// the cursor is scanned here, 8 bytes an entry instead of an 80-byte entry each, so it
+    /// the cursor is scanned here, 8 bytes an entry instead of a 64-byte entry each, so it
     /// can be 40 entries wide (TSBS's late points come dozens of lines after their turn).
     series_lo: Vec<u64>,
     cursor: NearCursor,
@@ -469,22 +469,32 @@ impl BodyEpochs {
 /// What [`SeriesKeys`] remembers of a series. The name is not kept: it is spelled from the
 /// key on the stack when needed, which costs less than reading it from the heap (a cache
 /// miss per line with 100,000s of series).
+///
+/// One cache line each (64 bytes, aligned): a line's lookup reads the entry and its
+/// placement writes the body's slot in it, which with an 80-byte entry were often two lines
+/// (with 100,000s of series, two misses).
+#[repr(align(64))]
 struct SeriesEntry {
-    /// The series key ([`series_hash`]).
-    series: u128,
     /// The subtable key ([`subtable_key`]).
     key: u128,
+    /// The high half of the series key ([`series_hash`]); the low half is the entry's in
+    /// the map's `series_lo`.
+    series_hi: u64,
     /// (epoch, `hash_table_name(db, name)`), valid at the map's `route_epoch`.
     route: (u32, u32),
     /// The map's `known_epoch` at which the subtable was known to exist (0: never).
     known: u32,
     /// Index of its STABLE in the map's `stables`.
     stable: u32,
-    /// Where the body being converted on this thread put the series' rows.
-    body: BodySlot,
+    /// Where the body being converted on this thread put the series' rows
+    /// ([`SeriesEntry::body`]), held as its fields so that the entry packs into 64 bytes.
+    body_id: u64,
+    body_at: [u32; 3],
     /// Another entry has the same subtable (see [`SeriesKeys::subtables`]).
     shared: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<SeriesEntry>() == 64);
 
 /// Where one body put a series' rows: the body ([`next_body`]), the index of the STABLE
 /// among the body's, the block and the subtable in it. A series repeats in a body as often
@@ -530,9 +540,9 @@ thread_local! {
 }
 
 impl SeriesKeys {
-    /// Bytes per entry: the entry (80), its key's low half in `series_lo` (8) and its slots
+    /// Bytes per entry: the entry (64), its key's low half in `series_lo` (8) and its slots
     /// in `index` and `subtables` (key, position, control byte and spare room).
-    const ENTRY_BYTES: usize = 168;
+    const ENTRY_BYTES: usize = 152;
 
     /// One thread's share of [`SERIES_KEYS_BYTES_MAX`]: the async runtime runs a worker per
     /// core, and a body is parsed on one of them.
@@ -607,7 +617,8 @@ impl SeriesKeys {
         let (index, entries) = (&self.index, &self.entries);
         let lo = series as u64;
         // The whole key decides: an entry whose low half is the same is another series.
-        let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series == series);
+        let hi = (series >> 64) as u64;
+        let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series_hi == hi);
         let probe = || index.get(&series).map(|&i| i as usize);
         self.cursor
             .find_checked(&self.series_lo, 32, 8, |&s| s == lo, is_series, probe)
@@ -616,8 +627,9 @@ impl SeriesKeys {
     /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:
     /// the map may have started over since), else the series' entry wherever it is.
     fn entry_at(&mut self, at: usize, series: u128) -> Option<&mut SeriesEntry> {
+        let same = |e: &SeriesEntry| e.series_hi == (series >> 64) as u64;
         let i = match self.entries.get(at) {
-            Some(e) if e.series == series => at,
+            Some(e) if same(e) && self.series_lo.get(at) == Some(&(series as u64)) => at,
             _ => *self.index.get(&series)? as usize,
         };
         self.entries.get_mut(i)
@@ -669,12 +681,13 @@ impl SeriesKeys {
         };
         self.series_lo.push(series as u64);
         self.entries.push(SeriesEntry {
-            series,
             key,
+            series_hi: (series >> 64) as u64,
             route: (0, 0),
             known: 0,
             stable: stable as u32,
-            body: BodySlot::default(),
+            body_id: 0,
+            body_at: [0; 3],
             shared,
         });
         self.index.insert(series, at as u32);
@@ -767,7 +780,7 @@ impl SeriesKeys {
             let mut k = k.borrow_mut();
             // The usual answer first, before any epoch is brought up to date.
             let at = k.find(series)?;
-            let slot = k.entries.get(at)?.body;
+            let slot = k.entries.get(at)?.body();
             if slot.body == body {
                 return Some(ThreadLook::InBody(slot));
             }
@@ -804,7 +817,7 @@ impl SeriesKeys {
                 return false;
             }
             k.entry_at(at, series)
-                .is_some_and(|e| !e.shared && e.body.body != body)
+                .is_some_and(|e| !e.shared && e.body_id != body)
         })
     }
 
@@ -814,7 +827,7 @@ impl SeriesKeys {
     fn note_body(at: usize, series: u128, slot: BodySlot) -> bool {
         SERIES_KEYS.with(|k| match k.borrow_mut().entry_at(at, series) {
             Some(e) => {
-                e.body = slot;
+                e.set_body(slot);
                 true
             }
             None => false,
@@ -823,6 +836,22 @@ impl SeriesKeys {
 }
 
 impl SeriesEntry {
+    /// Where the body being converted on this thread put the series' rows.
+    fn body(&self) -> BodySlot {
+        let [stable, block, table] = self.body_at;
+        BodySlot {
+            body: self.body_id,
+            stable,
+            block,
+            table,
+        }
+    }
+
+    fn set_body(&mut self, slot: BodySlot) {
+        self.body_id = slot.body;
+        self.body_at = [slot.stable, slot.block, slot.table];
+    }
+
     /// The entry as a [`Resolved`], its routing hash and known answer brought up to the
     /// map's epochs.
     fn resolved(
