@@ -61,6 +61,8 @@ const PIECE_BYTES: u64 = std::mem::size_of::<Linked>() as u64;
 const GAP_LINKS_MAX: usize = 8;
 /// Most rows, held and late together, that [`TableMem::merge_into_chain`] merges.
 const CHAIN_MERGE_ROWS_MAX: usize = 256;
+/// Subtables whose appended chains [`Memtable::tables_by_uid`] walks side by side.
+const CHAIN_LANES: usize = 16;
 /// Pieces per segment of [`Appended`] (40 bytes each).
 const SEGMENT_PIECES: usize = 1 << 14;
 /// Rows of the first chunk of a column layout; each later one doubles, up to
@@ -310,6 +312,18 @@ struct TableMem {
     /// reading the piece list, which is cold by the time the subtable's next rows come.
     last: Option<i64>,
     tail: Option<(u32, u32)>,
+    /// The least ts of its rows (none but a whole subtable ever leaves a memtable, so it
+    /// only falls): a flush asks the bounds of each subtable it folds into the cache, and the
+    /// first piece of a chain is at its far end, a dependent load per piece away.
+    first: Option<i64>,
+}
+
+impl TableMem {
+    fn note_first(&mut self, ts: &[i64]) {
+        if let Some(&m) = ts.iter().min() {
+            self.first = Some(self.first.map_or(m, |f| f.min(m)));
+        }
+    }
 }
 
 /// Consecutive rows of one subtable.
@@ -1146,6 +1160,7 @@ impl Memtable {
     pub fn insert(&mut self, uid: TableUid, cols: &[Column]) {
         let t = self.tables.entry(uid).or_default();
         let before = t.bytes;
+        t.note_first(cols.first().map_or(&[][..], ts_slice));
         t.insert_owned(&self.chunks, &self.appended, cols);
         self.bytes = self.bytes - before + t.bytes;
     }
@@ -1187,6 +1202,8 @@ impl Memtable {
             };
             let tm = self.tables.entry(uid).or_default();
             let before = tm.bytes;
+            let ts = self.chunks[chunk].cols.first().map_or(&[][..], ts_slice);
+            tm.note_first(ts.get(s..e).unwrap_or(&[]));
             tm.insert_chunk(&self.chunks, &mut self.appended, chunk, s, e);
             self.bytes = self.bytes - before + tm.bytes;
         }
@@ -1382,7 +1399,17 @@ impl Memtable {
     /// First and last ts of `uid`.
     pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
         let t = self.tables.get(&uid)?;
-        self.ts_bounds_in(&self.pieces_of(t))
+        // The newest piece holds the last ts (pieces ascend); the first is kept aside.
+        let chunks = &self.chunks;
+        let newest = t
+            .newest
+            .and_then(|i| self.appended.get(i))
+            .map(|l| &l.piece);
+        let last = match newest {
+            Some(p) => p.last_ts(chunks),
+            None => t.pieces.last().and_then(|p| p.last_ts(chunks)),
+        };
+        Some((t.first?, last?))
     }
 
     fn ts_bounds_in(&self, pieces: &Pieces<'_>) -> Option<(i64, i64)> {
@@ -1417,14 +1444,52 @@ impl Memtable {
     pub fn tables_by_uid(&self) -> impl Iterator<Item = (TableUid, TableRows<'_>)> + '_ {
         let mut uids: Vec<TableUid> = self.tables.keys().copied().collect();
         uids.sort_unstable();
-        uids.into_iter().filter_map(move |uid| {
+        let newer = self.appended_by_table(&uids);
+        uids.into_iter().zip(newer).filter_map(move |(uid, newer)| {
             let t = self.tables.get(&uid)?;
-            let rows = TableRows {
-                mem: self,
-                pieces: self.pieces_of(t),
+            let pieces = Pieces {
+                held: &t.pieces,
+                newer,
             };
+            let rows = TableRows { mem: self, pieces };
             rows.ts_bounds().map(|_| (uid, rows))
         })
+    }
+
+    /// The appended pieces of each of `uids`, oldest first (what [`Appended::chain`] gives
+    /// each). A chain is walked by a dependent load per piece, with 1,000s of subtables of a
+    /// row or two per write a cache miss each (a tenth of a flush's CPU at 4,000 trucks);
+    /// here [`CHAIN_LANES`] chains are walked side by side, a step of each in turn, so that
+    /// their misses overlap instead of following one another.
+    fn appended_by_table(&self, uids: &[TableUid]) -> Vec<Vec<&Piece>> {
+        let mut out: Vec<Vec<&Piece>> = Vec::with_capacity(uids.len());
+        for group in uids.chunks(CHAIN_LANES) {
+            let mut at = [None; CHAIN_LANES];
+            for (a, uid) in at.iter_mut().zip(group) {
+                *a = self.tables.get(uid).and_then(|t| t.newest);
+            }
+            let mut lists: [Vec<&Piece>; CHAIN_LANES] = Default::default();
+            loop {
+                let mut walking = false;
+                for (a, list) in at.iter_mut().zip(lists.iter_mut()) {
+                    let Some(l) = a.and_then(|i| self.appended.get(i)) else {
+                        *a = None;
+                        continue;
+                    };
+                    list.push(&l.piece);
+                    *a = l.prev;
+                    walking = true;
+                }
+                if !walking {
+                    break;
+                }
+            }
+            for mut list in lists.into_iter().take(group.len()) {
+                list.reverse();
+                out.push(list);
+            }
+        }
+        out
     }
 
     /// Every row of each of `tables` (from [`Memtable::tables_by_uid`]) as its columns
