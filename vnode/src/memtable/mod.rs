@@ -252,8 +252,12 @@ struct Slot {
 /// As [`extend_rows`] appends them, but in place: rows arrive in memory order, not in order.
 fn put_rows(dst: &mut Column, at: usize, src: Option<&Column>, s: usize, e: usize) {
     fn copy_at<T: Clone>(a: &mut [T], at: usize, b: &[T], s: usize, e: usize) -> Option<()> {
-        let from = b.get(s..e)?;
-        a.get_mut(at..at + from.len())?.clone_from_slice(from);
+        match b.get(s..e)? {
+            // Most pieces of a feed of many subtables are a row or two: a call to copy one
+            // value was most of the copy.
+            [one] => *a.get_mut(at)? = one.clone(),
+            from => a.get_mut(at..at + from.len())?.clone_from_slice(from),
+        }
         Some(())
     }
     let n = e.saturating_sub(s);
