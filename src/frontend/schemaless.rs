@@ -596,6 +596,11 @@ impl SeriesKeys {
         self.fresh.clear();
         let cursor = self.cursor;
         for e in new {
+            // Only what fits: a map that started over for others' series would lose its own
+            // (with many cores a thread's share is smaller than the journal).
+            if self.bytes + 2 * Self::ENTRY_BYTES > self.bytes_max {
+                break;
+            }
             if let Some(stable) = names.get(e.stable as usize) {
                 self.insert(e.series, e.key, stable);
             }
@@ -2831,6 +2836,13 @@ mod tests {
             11,
             "each series written once"
         );
+        // A map takes only what fits, rather than starting over.
+        let mut small = SeriesKeys::new(6 * SeriesKeys::ENTRY_BYTES);
+        small.remember(series_hash(b"m,a=own"), 1, "m");
+        small.exchange(&journal);
+        assert_eq!(small.clears, 0);
+        assert!(small.find(series_hash(b"m,a=own")).is_some());
+        assert!(small.entries.len() > 1 && small.bytes <= small.bytes_max);
     }
 
     /// The journal keeps the newest entries: a reader that fell behind reads those held and

@@ -1413,7 +1413,11 @@ impl Memtable {
             Some(p) => p.last_ts(chunks),
             None => t.pieces.last().and_then(|p| p.last_ts(chunks)),
         };
-        Some((t.first?, last?))
+        match (t.first, last) {
+            (Some(first), Some(last)) => Some((first, last)),
+            // An empty piece at the end (not expected) or no rows: read every piece.
+            _ => self.ts_bounds_in(&self.pieces_of(t)),
+        }
     }
 
     fn ts_bounds_in(&self, pieces: &Pieces<'_>) -> Option<(i64, i64)> {
