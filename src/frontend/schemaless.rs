@@ -237,7 +237,7 @@ impl<'a> KnownScope<'a> {
     }
 }
 
-/// Most bytes the [`SeriesKeys`] maps of a process hold together (about 170 bytes per series,
+/// Most bytes the [`SeriesKeys`] maps of a process hold together (about 150 bytes per series,
 /// [`SeriesKeys::ENTRY_BYTES`]: the keys are held as hashes, not as written): each thread's
 /// map gets an equal share of it (at least [`SERIES_KEYS_THREAD_BYTES_MIN`]) and starts over
 /// when that is full. (The [`SeriesJournal`] they share holds at most 12 MiB more.)
@@ -416,11 +416,12 @@ impl SeriesJournal {
     /// gone) that map `reader` did not write, with their STABLE names; and the sequence
     /// number to read from next time.
     fn read(&self, reader: u32, next: u64) -> (Vec<Journaled>, Vec<String>, u64) {
-        let skip = next.saturating_sub(self.first) as usize;
+        let skip = (next.saturating_sub(self.first) as usize).min(self.entries.len());
+        // A range, not a skip: a reader that is up to date starts at the end, found at once
+        // rather than by stepping over every entry held.
         let new: Vec<Journaled> = self
             .entries
-            .iter()
-            .skip(skip)
+            .range(skip..)
             .filter(|e| e.from != reader)
             .copied()
             .collect();
