@@ -1403,19 +1403,10 @@ impl Memtable {
     /// First and last ts of `uid`.
     pub fn ts_bounds(&self, uid: TableUid) -> Option<(i64, i64)> {
         let t = self.tables.get(&uid)?;
-        // The newest piece holds the last ts (pieces ascend); the first is kept aside.
-        let chunks = &self.chunks;
-        let newest = t
-            .newest
-            .and_then(|i| self.appended.get(i))
-            .map(|l| &l.piece);
-        let last = match newest {
-            Some(p) => p.last_ts(chunks),
-            None => t.pieces.last().and_then(|p| p.last_ts(chunks)),
-        };
-        match (t.first, last) {
+        // Both kept beside the entry (the last as the write path keeps it for LAST_ROW).
+        match (t.first, t.last_ts()) {
             (Some(first), Some(last)) => Some((first, last)),
-            // An empty piece at the end (not expected) or no rows: read every piece.
+            // No rows, or bounds not kept (not expected): read every piece.
             _ => self.ts_bounds_in(&self.pieces_of(t)),
         }
     }
