@@ -1467,3 +1467,80 @@ fn a_subtable_takes_rows_only_under_its_own_stable() {
     assert_eq!(scan_all(&v, "t1", i64::MIN, i64::MAX), vec![row(1), row(4)]);
     assert_eq!(scan_all(&v, "u1", i64::MIN, i64::MAX), vec![row(3)]);
 }
+
+/// Rows of each data block of `table` in the window holding `ts`, once the background
+/// worker (or this call) has merged every window due.
+fn data_block_rows(v: &Vnode, table: &str, ts: i64) -> Vec<u32> {
+    {
+        let _bg = v.bg.lock();
+        v.merge_due_locked().unwrap();
+    }
+    let uid = v.table(table).unwrap().uid;
+    let st = v.state.read();
+    let w = &st.files.windows[&tsdb::fid_of(ts, v.window_units)];
+    assert!(w.stts.is_empty(), "the window was merged");
+    let data = w.data.as_ref().expect("a data file");
+    data.blocks(uid).iter().map(|e| e.loc.rows).collect()
+}
+
+/// `n` rows 1 s apart from `first` (ms), with values.
+fn rows_from(first: i64, n: i64) -> Vec<(i64, Row)> {
+    (0..n)
+        .map(|i| {
+            let ts = first + i * 1000;
+            (ts, (Some(ts as f64), Some(format!("s{i}")), Some(ts)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_flushs_few_newer_rows_merge_after_the_full_block_before_them_which_moves_as_it_is() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    // A full block (MINROWS 10 <= 30 <= MAXROWS 50) in one STT file, 3 newer rows in the next.
+    let full = rows_from(0, 30);
+    let newer = rows_from(30_000, 3);
+    write(&v, "t", &full);
+    v.flush().unwrap();
+    write(&v, "t", &newer);
+    v.flush().unwrap();
+    // Merged alone, the 3 rows make a block of their own; the full block was not rewritten
+    // (merged with them, it would have become one block of 33 rows).
+    assert_eq!(data_block_rows(&v, "t", 0), vec![30, 3]);
+    let want: Vec<(i64, Row)> = full.iter().chain(&newer).cloned().collect();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX), want);
+    // The next flush's rows fold the small block: it does not stay behind.
+    let more = rows_from(33_000, 20);
+    write(&v, "t", &more);
+    v.flush().unwrap();
+    write(&v, "t", &rows_from(53_000, 1));
+    v.flush().unwrap();
+    let blocks = data_block_rows(&v, "t", 0);
+    assert_eq!(blocks.iter().sum::<u32>(), 54);
+    assert_eq!(blocks.first(), Some(&30), "{blocks:?}");
+    assert!(blocks.iter().skip(1).all(|r| *r != 3), "{blocks:?}");
+    drop(v);
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX).len(), 54);
+}
+
+#[test]
+fn an_stt_block_that_overlaps_a_later_one_is_merged_with_it_not_moved() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    let full = rows_from(0, 30);
+    write(&v, "t", &full);
+    v.flush().unwrap();
+    // A newer row and a later copy of ts 5 s, which must win.
+    let late: Vec<(i64, Row)> = vec![
+        (30_000, (Some(1.0), None, Some(1))),
+        (5_000, (Some(-5.0), Some("late".into()), None)),
+    ];
+    write(&v, "t", &late);
+    v.flush().unwrap();
+    assert_eq!(data_block_rows(&v, "t", 0), vec![31]);
+    let mut want: BTreeMap<i64, Row> = full.into_iter().collect();
+    want.extend(late);
+    let want: Vec<(i64, Row)> = want.into_iter().collect();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX), want);
+}
