@@ -61,8 +61,6 @@ pub struct MergeStats {
     pub blocks_written: u64,
     /// Rows left out because a DELETE covered them.
     pub rows_deleted: u64,
-    /// Of `rows_written`, rows whose STT blocks were moved as they are (not decoded).
-    pub rows_moved: u64,
 }
 
 /// Builds the window's next data version from `window` (its data and all its STT files).
@@ -324,7 +322,6 @@ fn move_blocks(
     for ((block, sma), loc) in raws {
         entries.push(app.append_raw(&block, &sma, &loc)?);
         stats.rows_written += loc.rows as u64;
-        stats.rows_moved += loc.rows as u64;
     }
     let rest = blocks.split_off(movable);
     Ok(Some((entries, rest)))
