@@ -8,9 +8,10 @@
 //! keeps the blocks that end before the subtable's first new row (so in-order ingest rewrites at
 //! most the subtable's last, small block); a full rewrite (`COMPACT`, or when garbage passes half
 //! the file) writes new files and leaves no garbage. Nothing here is visible until the caller
-//! commits the manifest naming the new head. A subtable's STT blocks that are full, full width
-//! and clear of every other block in ts are moved as they are (block and SMA bytes copied, not
-//! decoded); the merge then decodes only the blocks after them.
+//! commits the manifest naming the new head. Unless the data's last block is small (waiting to
+//! be folded), a subtable's STT blocks, in ts order, move as they are (block and SMA bytes
+//! copied, not decoded) while each is full, full width and clear of the data and of the next
+//! block; the merge decodes only the blocks after the last one moved.
 //!
 //! DELETE runs through the same merge: rows of the listed subtables inside the deleted range
 //! are left out of the result (the caller has flushed every row written before the DELETE
