@@ -98,16 +98,19 @@ pub fn merge_window(
             continue;
         };
         let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        // The subtable's STT blocks, in ts order: (STT index, block).
+        let mut blocks: Vec<(usize, BlockLoc)> = window
+            .stts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| s.blocks(uid).iter().map(move |b| (i, *b)))
+            .collect();
+        blocks.sort_by_key(|(_, b)| b.ts_min);
         let deleting = p.delete.filter(|d| {
             old_blocks
                 .iter()
                 .map(|e| (e.loc.ts_min, e.loc.ts_max))
-                .chain(
-                    window
-                        .stts
-                        .iter()
-                        .flat_map(|s| s.blocks(uid).iter().map(|b| (b.ts_min, b.ts_max))),
-                )
+                .chain(blocks.iter().map(|(_, b)| (b.ts_min, b.ts_max)))
                 .any(|(lo, hi)| d.hits(uid, lo, hi))
         });
         // Fast path (in-order ingest): the subtable's STT blocks that do not overlap each
@@ -115,44 +118,35 @@ pub fn merge_window(
         // the data folded into them, move with their SMA as they are (no decode, no encode);
         // only what follows the last of them (a flush's few newest rows, late rows) is merged.
         let mut moved: Option<Vec<BlockEntry>> = None;
-        let mut rest: Option<Vec<(usize, BlockLoc)>> = None;
+        let mut merge_from = 0;
         if !p.full_rewrite && deleting.is_none() {
-            if let Some((entries, left)) = move_blocks(
+            if let Some((entries, n)) = move_blocks(
                 p,
                 window,
-                uid,
+                &blocks,
                 old_blocks,
                 types.len(),
                 &mut app,
                 &mut stats,
             )? {
-                if left.is_empty() {
+                if n == blocks.len() {
                     index.insert(uid, entries);
                     continue;
                 }
                 moved = Some(entries);
-                rest = Some(left);
+                merge_from = n;
             }
         }
         let mut runs = Vec::new();
         let mut new_min = i64::MAX;
-        let blocks: Vec<(usize, BlockLoc)> = match rest {
-            Some(left) => left,
-            None => window
-                .stts
-                .iter()
-                .enumerate()
-                .flat_map(|(i, s)| s.blocks(uid).iter().map(move |b| (i, *b)))
-                .collect(),
-        };
-        for (i, b) in blocks {
+        for (i, b) in blocks.get(merge_from..).unwrap_or(&[]) {
             new_min = new_min.min(b.ts_min);
-            let cols = match window.stts.get(i) {
-                Some(s) => s.read(&b, &wanted)?,
+            let cols = match window.stts.get(*i) {
+                Some(s) => s.read(b, &wanted)?,
                 None => continue,
             };
             runs.push(Run {
-                prio: 1 + i as u64,
+                prio: 1 + *i as u64,
                 cols,
             });
         }
@@ -260,10 +254,10 @@ fn cut_range(cols: Vec<Column>, ts_min: i64, ts_max: i64) -> (Vec<Column>, usize
     (out, b - a)
 }
 
-/// The move-as-is path of [`merge_window`] for one subtable: the data's blocks and, after
-/// them, the longest run of the subtable's STT blocks (in ts order) that can move as they
-/// are, appended raw; and the STT blocks left to merge, all later than those moved. `None`
-/// when no block can move.
+/// The move-as-is path of [`merge_window`] for one subtable, given its STT blocks in ts
+/// order: the data's blocks and, after them, the longest run of those STT blocks from the
+/// first that can move as they are, appended raw, with the run's length (the blocks after it,
+/// all later than those moved, are left to merge). `None` when no block can move.
 ///
 /// A block moves when it is full width, holds at least `MINROWS` rows (or `MAXROWS`, if
 /// smaller), starts after everything before it and ends before the next block starts (so
@@ -275,22 +269,12 @@ fn cut_range(cols: Vec<Column>, ts_min: i64, ts_max: i64) -> (Vec<Column>, usize
 fn move_blocks(
     p: &MergeParams<'_>,
     window: &Window,
-    uid: TableUid,
+    blocks: &[(usize, BlockLoc)],
     old_blocks: &[BlockEntry],
     width: usize,
     app: &mut DataAppender,
     stats: &mut MergeStats,
-) -> Result<Option<BlockRun>> {
-    let mut blocks: Vec<(usize, BlockLoc)> = Vec::new();
-    for (i, s) in window.stts.iter().enumerate() {
-        for b in s.blocks(uid) {
-            blocks.push((i, *b));
-        }
-    }
-    if blocks.is_empty() {
-        return Ok(None);
-    }
-    blocks.sort_by_key(|(_, b)| b.ts_min);
+) -> Result<Option<(Vec<BlockEntry>, usize)>> {
     let last_old = old_blocks.last();
     if last_old.is_some_and(|e| (e.loc.rows as usize) < p.minrows) {
         return Ok(None);
@@ -324,10 +308,5 @@ fn move_blocks(
         entries.push(app.append_raw(&block, &sma, &loc)?);
         stats.rows_written += loc.rows as u64;
     }
-    let rest = blocks.split_off(movable);
-    Ok(Some((entries, rest)))
+    Ok(Some((entries, movable)))
 }
-
-/// A subtable's blocks once some STT blocks moved ([`move_blocks`]): the data's blocks and
-/// those moved, and the STT blocks (STT index, block) still to merge.
-type BlockRun = (Vec<BlockEntry>, Vec<(usize, BlockLoc)>);
