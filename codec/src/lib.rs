@@ -176,14 +176,9 @@ fn encode_values(
     mask: &[bool],
     t: DataType,
     e: Encoding,
-    allow_rle: bool,
+    auto: &[IntId],
     out: &mut Vec<u8>,
 ) -> Result<(u8, bool), CodecError> {
-    let auto: &[IntId] = if allow_rle {
-        &int::AUTO_CANDIDATES
-    } else {
-        &int::AUTO_NO_RLE
-    };
     let ints = |v: Vec<i64>, out: &mut Vec<u8>| -> Result<(u8, bool), CodecError> {
         let plan = match e {
             Encoding::Auto => auto,
@@ -237,12 +232,39 @@ fn encode_values(
     }
 }
 
+/// How hard [`encode_column_with`] looks for a column's smallest form under `auto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effort {
+    /// Every candidate of the type (see [`Encoding::Auto`]): for blocks that are kept.
+    Best,
+    /// Integers, timestamps and a decimal float's integers by delta-i alone (one pass, and
+    /// what the other candidates usually lose to by a few bytes on short runs), no second try
+    /// without run-length or with byte split: for a staging block that will be decoded and
+    /// encoded again before it is kept (an STT block too small to move into a data file).
+    /// An encoding other than `auto` is used as it is.
+    Quick,
+}
+
+/// Integer candidates of [`Effort::Quick`] under `auto`.
+const QUICK_CANDIDATES: [IntId; 1] = [IntId::DeltaI];
+
 /// Appends the self-describing encoding of `col` (its physical type must match `t`) to `out`.
 /// A column of more than [`SEGMENT_ROWS`] rows is written in segments (FORMAT.md, "Segments").
 pub fn encode_column(
     col: &Column,
     t: DataType,
     codec: &ColumnCodec,
+    out: &mut Vec<u8>,
+) -> Result<(), CodecError> {
+    encode_column_with(col, t, codec, Effort::Best, out)
+}
+
+/// [`encode_column`] with the given effort; the payload is decoded alike either way.
+pub fn encode_column_with(
+    col: &Column,
+    t: DataType,
+    codec: &ColumnCodec,
+    effort: Effort,
     out: &mut Vec<u8>,
 ) -> Result<(), CodecError> {
     let p = t.physical();
@@ -262,11 +284,17 @@ pub fn encode_column(
     let has_nulls = col.nulls.iter().any(|&n| n);
     let mask: &[bool] = if has_nulls { &col.nulls } else { &[] };
 
-    let mut best = stage(col, mask, t, codec.encoding, true, codec, rows)?;
+    let quick = effort == Effort::Quick;
+    let auto: &[IntId] = if quick {
+        &QUICK_CANDIDATES
+    } else {
+        &int::AUTO_CANDIDATES
+    };
+    let mut best = stage(col, mask, t, codec.encoding, auto, codec, rows)?;
     // Run-length output is already dense: under stage 2 a bit-packed encoding may end up
     // smaller (regular timestamps with gaps do), so compare after stage 2.
     if best.used_rle && codec.compression != Compression::None {
-        let alt = stage(col, mask, t, codec.encoding, false, codec, rows)?;
+        let alt = stage(col, mask, t, codec.encoding, &int::AUTO_NO_RLE, codec, rows)?;
         if alt.body.len() < best.body.len() {
             best = alt;
         }
@@ -274,11 +302,12 @@ pub fn encode_column(
     // Auto on non-decimal floats: Gorilla wins alone, but byte planes often compress better
     // under stage 2 (docs/bench/codecs.md, "raw walk"), so try both when stage 2 is on.
     if codec.encoding == Encoding::Auto
+        && !quick
         && p == PhysicalType::Float
         && best.s1 != float::ID_DECIMAL
         && codec.compression != Compression::None
     {
-        let alt = stage(col, mask, t, Encoding::ByteSplit, true, codec, rows)?;
+        let alt = stage(col, mask, t, Encoding::ByteSplit, auto, codec, rows)?;
         if alt.body.len() < best.body.len() {
             best = alt;
         }
@@ -339,19 +368,19 @@ fn stage(
     mask: &[bool],
     t: DataType,
     e: Encoding,
-    allow_rle: bool,
+    auto: &[IntId],
     codec: &ColumnCodec,
     rows: usize,
 ) -> Result<Staged, CodecError> {
     let mut raw = Vec::new();
     let segmented = rows > SEGMENT_ROWS;
     let (s1, used_rle) = if segmented {
-        encode_segments(col, mask, t, e, allow_rle, &mut raw)?
+        encode_segments(col, mask, t, e, auto, &mut raw)?
     } else {
         if !mask.is_empty() {
             nulls::encode(mask, &mut raw);
         }
-        encode_values(col, 0..rows, mask, t, e, allow_rle, &mut raw)?
+        encode_values(col, 0..rows, mask, t, e, auto, &mut raw)?
     };
     // Stage 2 is kept only if it pays for its own length field and stays within the expansion
     // limit the decoder enforces. It is not tried on a payload under
@@ -391,7 +420,7 @@ fn encode_segments(
     mask: &[bool],
     t: DataType,
     e: Encoding,
-    allow_rle: bool,
+    auto: &[IntId],
     out: &mut Vec<u8>,
 ) -> Result<(u8, bool), CodecError> {
     let rows = col.len();
@@ -413,7 +442,7 @@ fn encode_segments(
         } else {
             &[]
         };
-        let (id, rle) = encode_values(col, range, m, t, e, allow_rle, &mut body)?;
+        let (id, rle) = encode_values(col, range, m, t, e, auto, &mut body)?;
         body[start] = id;
         used_rle |= rle;
         common = match common {

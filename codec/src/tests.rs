@@ -206,18 +206,100 @@ pub fn random_column(t: DataType, rng: &mut Rng, n: usize) -> Column {
     Column { data, nulls }
 }
 
+/// Encodes `col` with both efforts, checks each decodes back to it, returns `Best`'s bytes.
 fn roundtrip(col: &Column, t: DataType, codec: &ColumnCodec) -> Vec<u8> {
-    let mut out = vec![0xAA]; // encode_column appends: prove it keeps what was there
-    encode_column(col, t, codec, &mut out).unwrap();
-    assert_eq!(out.first(), Some(&0xAA));
-    let bytes = out.split_off(1);
-    let back =
-        decode_column(&bytes, t, col.len()).unwrap_or_else(|e| panic!("{t:?} {codec:?}: {e}"));
-    assert!(
-        same_after_roundtrip(col, &back),
-        "{t:?} {codec:?}\n{col:?}\n{back:?}"
+    let mut best = Vec::new();
+    for effort in [Effort::Best, Effort::Quick] {
+        let mut out = vec![0xAA]; // encode_column appends: prove it keeps what was there
+        encode_column_with(col, t, codec, effort, &mut out).unwrap();
+        assert_eq!(out.first(), Some(&0xAA));
+        let bytes = out.split_off(1);
+        let back = decode_column(&bytes, t, col.len())
+            .unwrap_or_else(|e| panic!("{t:?} {codec:?} {effort:?}: {e}"));
+        assert!(
+            same_after_roundtrip(col, &back),
+            "{t:?} {codec:?} {effort:?}\n{col:?}\n{back:?}"
+        );
+        if effort == Effort::Best {
+            let mut plain = Vec::new();
+            encode_column(col, t, codec, &mut plain).unwrap();
+            assert_eq!(plain, bytes, "encode_column is the best effort");
+            best = bytes;
+        }
+    }
+    best
+}
+
+/// The stage-1 id in a column payload's header (FORMAT.md: version, type, stage-1 id, ...).
+fn stage1_id(col: &Column, t: DataType, codec: &ColumnCodec, effort: Effort) -> u8 {
+    let mut out = Vec::new();
+    encode_column_with(col, t, codec, effort, &mut out).unwrap();
+    out[2]
+}
+
+#[test]
+fn quick_effort_encodes_by_delta_i_alone_and_keeps_explicit_encodings() {
+    let codec = ColumnCodec::default_for(DataType::BigInt, 2);
+    // Values that jump back and forth: frame of reference (bit-packing) beats delta-i.
+    let jumpy = Column::new(ColumnData::Int(
+        (0..64)
+            .map(|i| if i % 2 == 0 { 0 } else { 1 << 20 })
+            .collect(),
+    ));
+    assert_eq!(
+        stage1_id(&jumpy, DataType::BigInt, &codec, Effort::Best),
+        IntId::BitPacking as u8
     );
-    bytes
+    assert_eq!(
+        stage1_id(&jumpy, DataType::BigInt, &codec, Effort::Quick),
+        IntId::DeltaI as u8
+    );
+    // Long runs: run-length wins under Best.
+    let runs = Column::new(ColumnData::Int((0..64).map(|i| i / 32 * 1000).collect()));
+    assert!(
+        IntId::from_u8(stage1_id(&runs, DataType::BigInt, &codec, Effort::Best))
+            .is_some_and(IntId::is_rle)
+    );
+    assert_eq!(
+        stage1_id(&runs, DataType::BigInt, &codec, Effort::Quick),
+        IntId::DeltaI as u8
+    );
+    // A decimal float column: decimal, its integers by delta-i.
+    let dec = Column::new(ColumnData::Float(
+        (0..64)
+            .map(|i| if i % 2 == 0 { 0.5 } else { 1000.25 })
+            .collect(),
+    ));
+    let none = ColumnCodec {
+        compression: Compression::None,
+        ..ColumnCodec::default_for(DataType::Double, 2)
+    };
+    let mut out = Vec::new();
+    encode_column_with(&dec, DataType::Double, &none, Effort::Quick, &mut out).unwrap();
+    assert_eq!(out[2], float::ID_DECIMAL);
+    // Header (5 bytes, one-byte row count), then f32 flag, k, the integers' id.
+    assert_eq!(out[8], IntId::DeltaI as u8, "{out:?}");
+    // Not decimal: Gorilla, without the byte-split try Best makes under stage 2.
+    let mut rng = Rng::new(7);
+    let raw = Column::new(ColumnData::Float(
+        (0..64)
+            .map(|_| f64::from_bits(rng.next_u64() >> 2))
+            .collect(),
+    ));
+    let zstd = ColumnCodec::default_for(DataType::Double, 2);
+    assert_eq!(
+        stage1_id(&raw, DataType::Double, &zstd, Effort::Quick),
+        float::ID_GORILLA
+    );
+    // An explicit encoding is used as it is.
+    let s8b = ColumnCodec {
+        encoding: Encoding::Simple8b,
+        ..codec
+    };
+    assert_eq!(
+        stage1_id(&jumpy, DataType::BigInt, &s8b, Effort::Quick),
+        IntId::Simple8b as u8
+    );
 }
 
 #[test]

@@ -580,7 +580,7 @@ fn write_fuzz_seeds() {
     for (i, n) in [600usize, 1500, 4096].into_iter().enumerate() {
         let part: Vec<Column> = cols.iter().map(|c| c.slice(0, n)).collect();
         let mut b = Vec::new();
-        block::encode_block(&part, &types, &codecs, &mut b).unwrap();
+        block::encode_block(&part, &types, &codecs, block::Effort::Best, &mut b).unwrap();
         for (j, (lo, hi)) in [(1000, 6000), (5000, 12_000), (20_000, 20_000)]
             .into_iter()
             .enumerate()

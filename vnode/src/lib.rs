@@ -2119,6 +2119,7 @@ impl VnodeCore {
                 &frozen,
                 self.window_units,
                 self.cfg.options.maxrows.max(1) as usize,
+                self.live.read().minrows as usize,
                 self.comp,
                 &mut next_id,
             )?;

@@ -22,6 +22,7 @@ use tidal_common::{Column, ColumnData, DataType, Value};
 
 /// How columns are encoded; one per column of the STABLE (see `tidal_codec`).
 pub type ColumnCodec = tidal_codec::ColumnCodec;
+pub use tidal_codec::Effort;
 
 /// Directory bytes of a block with `ncols` columns: count, per column (len, crc), own crc.
 pub fn dir_bytes(ncols: u32) -> u64 {
@@ -31,11 +32,13 @@ pub fn dir_bytes(ncols: u32) -> u64 {
 /// Refuses absurd column counts before anything is allocated from them.
 pub const MAX_COLUMNS: u32 = 4096;
 
-/// Appends the encoding of one block (all columns the same length) to `out`.
+/// Appends the encoding of one block (all columns the same length) to `out`, its columns
+/// encoded with `effort` (decoded alike either way).
 pub fn encode_block(
     cols: &[Column],
     types: &[DataType],
     codecs: &[ColumnCodec],
+    effort: Effort,
     out: &mut Vec<u8>,
 ) -> Result<()> {
     let start = out.len();
@@ -53,7 +56,7 @@ pub fn encode_block(
             .copied()
             .unwrap_or_else(|| ColumnCodec::default_for(t, 2));
         chunk.clear();
-        tidal_codec::encode_column(c, t, &codec, &mut chunk).map_err(|e| {
+        tidal_codec::encode_column_with(c, t, &codec, effort, &mut chunk).map_err(|e| {
             VnodeError::InvalidArgument(format!("cannot encode column {i} as {t}: {e}"))
         })?;
         let at = start + 4 + 8 * i;
@@ -886,7 +889,7 @@ mod tests {
             .map(|t| ColumnCodec::default_for(*t, 2))
             .collect();
         let mut out = vec![7u8; 7];
-        encode_block(&cols, &types, &codecs, &mut out).unwrap();
+        encode_block(&cols, &types, &codecs, Effort::Best, &mut out).unwrap();
         let path = dir.join("b.data");
         std::fs::write(&path, &out).unwrap();
         let loc = BlockLoc {

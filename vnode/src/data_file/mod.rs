@@ -526,7 +526,7 @@ impl DataAppender {
         );
         let rows = ts.len() as u32;
         self.buf.clear();
-        block::encode_block(cols, types, codecs, &mut self.buf)?;
+        block::encode_block(cols, types, codecs, block::Effort::Best, &mut self.buf)?;
         self.smabuf.clear();
         block::encode_sma(&block::compute_sma(cols), &mut self.smabuf);
         self.data

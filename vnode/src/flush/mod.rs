@@ -66,6 +66,7 @@ pub fn write_stts(
     frozen: &Frozen,
     window_units: i64,
     maxrows: usize,
+    minrows: usize,
     comp: u8,
     next_id: &mut u64,
 ) -> Result<BTreeMap<i64, Arc<SttFile>>> {
@@ -73,6 +74,7 @@ pub fn write_stts(
         dir,
         window_units,
         maxrows,
+        minrows,
         next_id,
         writers: BTreeMap::new(),
     };
@@ -117,8 +119,9 @@ struct Layout {
 
 impl Layout {
     fn of(schema: &StableSchema, comp: u8) -> Layout {
-        // STT blocks use the column's real codec: a merge usually moves them into the data
-        // file unchanged (see compaction), so they must already be in their final form.
+        // STT blocks use the column's real codec: a merge moves a block of MINROWS rows or
+        // more into the data file unchanged (see compaction), so it must already be in its
+        // final form (smaller blocks only save the search, `SttWriter::add_table`).
         let (types, codecs) = layout(schema, comp);
         let wanted = types.iter().copied().enumerate().collect();
         Layout {
@@ -134,6 +137,8 @@ struct Sink<'a> {
     dir: &'a Path,
     window_units: i64,
     maxrows: usize,
+    /// Blocks of fewer rows are encoded for speed ([`SttWriter::add_table`]).
+    minrows: usize,
     /// The next file id to allocate.
     next_id: &'a mut u64,
     writers: BTreeMap<i64, SttWriter>,
@@ -182,7 +187,7 @@ impl Sink<'_> {
                         v.insert(SttWriter::create(self.dir, fid, id)?)
                     }
                 };
-                w.add_table(*uid, part, &l.types, &l.codecs, self.maxrows)?;
+                w.add_table(*uid, part, &l.types, &l.codecs, self.maxrows, self.minrows)?;
                 start = end;
             }
         }

@@ -76,7 +76,10 @@ impl SttWriter {
         })
     }
 
-    /// Adds the rows of one subtable, split into blocks of at most `maxrows` rows.
+    /// Adds the rows of one subtable, split into blocks of at most `maxrows` rows. A block of
+    /// fewer than `minrows` rows is encoded with [`block::Effort::Quick`]: a merge never
+    /// moves such a block into a data file as it is (compaction), it decodes it and encodes
+    /// its rows again there, so the search for the smallest encoding would be spent twice.
     pub fn add_table(
         &mut self,
         uid: TableUid,
@@ -84,16 +87,24 @@ impl SttWriter {
         types: &[DataType],
         codecs: &[ColumnCodec],
         maxrows: usize,
+        minrows: usize,
     ) -> Result<()> {
         let n = cols.first().map(Column::len).unwrap_or(0);
         let maxrows = maxrows.max(1);
         let mut s = 0;
         while s < n {
             let e = (s + maxrows).min(n);
-            let part: Vec<Column> = if s == 0 && e == n {
-                cols.to_vec()
+            let sliced: Vec<Column>;
+            let part: &[Column] = if s == 0 && e == n {
+                cols
             } else {
-                cols.iter().map(|c| c.slice(s, e)).collect()
+                sliced = cols.iter().map(|c| c.slice(s, e)).collect();
+                &sliced
+            };
+            let effort = if e - s < minrows {
+                block::Effort::Quick
+            } else {
+                block::Effort::Best
             };
             let ts = part.first().map(block::ts_slice).unwrap_or(&[]);
             let (ts_min, ts_max) = (
@@ -101,10 +112,10 @@ impl SttWriter {
                 ts.last().copied().unwrap_or(0),
             );
             self.buf.clear();
-            block::encode_block(&part, types, codecs, &mut self.buf)?;
+            block::encode_block(part, types, codecs, effort, &mut self.buf)?;
             let block_len = self.buf.len();
             // The SMA goes with the block so that a merge can move both without decoding.
-            block::encode_sma(&block::compute_sma(&part), &mut self.buf);
+            block::encode_sma(&block::compute_sma(part), &mut self.buf);
             let sma_len = (self.buf.len() - block_len) as u32;
             self.file
                 .write_all(&self.buf)
@@ -320,5 +331,80 @@ impl SttFile {
 
     pub fn mark_obsolete(&self) {
         self.file.mark_obsolete();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidal_common::ColumnData;
+
+    /// The stage-1 id of column `i` of a block (block layout in `../tsdb/FORMAT.md`; column
+    /// payload header in `tidal_codec`'s: version, type, stage-1 id, ...).
+    fn stage1_of(block: &[u8], i: usize) -> u8 {
+        let n = u32::from_le_bytes(block[0..4].try_into().unwrap()) as usize;
+        let mut at = block::dir_bytes(n as u32) as usize;
+        for c in 0..i {
+            let o = 4 + 8 * c;
+            at += u32::from_le_bytes(block[o..o + 4].try_into().unwrap()) as usize;
+        }
+        block[at + 2]
+    }
+
+    #[test]
+    fn blocks_under_minrows_are_encoded_quickly_and_read_back_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let types = [DataType::Timestamp, DataType::BigInt];
+        let codecs: Vec<ColumnCodec> = types
+            .iter()
+            .map(|&t| ColumnCodec::default_for(t, 2))
+            .collect();
+        // Values jumping back and forth, which frame of reference packs smaller than delta-i.
+        let cols = |n: i64| {
+            vec![
+                Column::new(ColumnData::Timestamp((0..n).map(|i| i * 10).collect())),
+                Column::new(ColumnData::Int(
+                    (0..n)
+                        .map(|i| if i % 2 == 0 { 0 } else { 1 << 20 })
+                        .collect(),
+                )),
+            ]
+        };
+        let mut w = SttWriter::create(dir.path(), 0, 1).unwrap();
+        // Subtable 1: 10 rows. Subtable 2: 250 rows in blocks of 120, 120 and 10.
+        w.add_table(TableUid(1), &cols(10), &types, &codecs, 120, 100)
+            .unwrap();
+        w.add_table(TableUid(2), &cols(250), &types, &codecs, 120, 100)
+            .unwrap();
+        let f = w.finish().unwrap();
+        let wanted: Vec<(usize, DataType)> = types.iter().copied().enumerate().collect();
+        let mut seen = Vec::new();
+        for (uid, n) in [(1u64, 10i64), (2, 250)] {
+            let mut back: Vec<i64> = Vec::new();
+            for loc in f.blocks(TableUid(uid)) {
+                let (raw, _) = f.raw_block(loc).unwrap().unwrap();
+                seen.push((uid, loc.rows, stage1_of(&raw, 1)));
+                let c = f.read(loc, &wanted).unwrap();
+                let ColumnData::Int(v) = &c[1].data else {
+                    panic!("{c:?}")
+                };
+                back.extend(v);
+            }
+            let ColumnData::Int(want) = &cols(n)[1].data else {
+                unreachable!()
+            };
+            assert_eq!(&back, want, "subtable {uid}");
+        }
+        // Stage-1 ids of codec/FORMAT.md.
+        let (delta_i, bit_packing) = (2u8, 1u8);
+        assert_eq!(
+            seen,
+            vec![
+                (1, 10, delta_i),
+                (2, 120, bit_packing),
+                (2, 120, bit_packing),
+                (2, 10, delta_i)
+            ]
+        );
     }
 }
