@@ -166,7 +166,11 @@ pub enum ScanPiece {
 /// Everything readers see; mutated only by holders of the commit lock (memtable, catalog) or
 /// the background lock (file set).
 struct State {
-    meta: Meta,
+    /// Shared with the frozen memtable's and the last flush's snapshots (`Frozen::meta`,
+    /// `flushed_meta`) until the catalog next changes (`Arc::make_mut`): a freeze used to
+    /// copy the whole catalog, tens of MB per vnode with 100,000s of subtables, and the
+    /// flushed snapshot kept that copy beside the live one.
+    meta: Arc<Meta>,
     mem: Memtable,
     frozen: Option<Arc<Frozen>>,
     files: Arc<FileSet>,
@@ -184,10 +188,13 @@ impl State {
     /// subtable's name and tags).
     fn apply(&mut self, a: &mut ApplyRef<'_>) {
         for s in &a.schemas {
-            self.meta.put_schema(s);
+            // Most writes carry the schema the catalog has: no copy of a shared catalog then.
+            if self.meta.schema_is_newer(s) {
+                Arc::make_mut(&mut self.meta).put_schema(s);
+            }
         }
         for t in std::mem::take(&mut a.creates) {
-            self.meta.insert_table(t);
+            Arc::make_mut(&mut self.meta).insert_table(t);
         }
         for (uid, cols) in &a.rows {
             if self.meta.has_uid(*uid) {
@@ -283,7 +290,7 @@ impl State {
     }
 
     fn drop_table(&mut self, name: &str) -> bool {
-        match self.meta.remove_table(name) {
+        match Arc::make_mut(&mut self.meta).remove_table(name) {
             Some(t) => {
                 self.mem.remove_table(t.uid);
                 self.cache.remove(t.uid);
@@ -298,7 +305,7 @@ impl State {
         for n in &names {
             self.drop_table(n);
         }
-        self.meta.remove_stable(stable);
+        Arc::make_mut(&mut self.meta).remove_stable(stable);
         names.len() as u32
     }
 
@@ -335,7 +342,7 @@ impl State {
                 // Records follow each other as they were applied, so the table exists; a
                 // missing one would mean a damaged log that the checksums let through, and the
                 // rest of the log is still worth replaying.
-                self.meta.set_tags(&name, &tags);
+                Arc::make_mut(&mut self.meta).set_tags(&name, &tags);
             }
         }
     }
@@ -986,9 +993,10 @@ impl VnodeCore {
             }
         }
         let files = FileSet::open(&tsdb_dir, &m.windows);
-        let flushed_meta = Arc::new(m.meta.clone());
+        let meta = Arc::new(m.meta);
+        let flushed_meta = meta.clone();
         let mut state = State {
-            meta: m.meta,
+            meta,
             mem: Memtable::default(),
             frozen: None,
             files: Arc::new(files),
@@ -1288,7 +1296,7 @@ impl VnodeCore {
         {
             let mut st = self.state.write();
             let mem = std::mem::take(&mut st.mem);
-            let meta = Arc::new(st.meta.clone());
+            let meta = st.meta.clone();
             st.frozen = Some(Arc::new(Frozen { mem, upto, meta }));
         }
         self.kick_worker();
@@ -1530,7 +1538,7 @@ impl VnodeCore {
             changes
         };
         let seq = self.wal.append(op::encode_set_tags(name, &changes));
-        let t = self.state.write().meta.set_tags(name, &changes);
+        let t = Arc::make_mut(&mut self.state.write().meta).set_tags(name, &changes);
         drop(guard);
         self.wal.wait_durable(seq)?;
         t.ok_or_else(|| VnodeError::SubtableNotFound {
@@ -1557,7 +1565,7 @@ impl VnodeCore {
         }
         let mut st = self.state.write();
         if !st.meta.has_tag_index(stable, k) {
-            st.meta.build_tag_index(stable, k);
+            Arc::make_mut(&mut st.meta).build_tag_index(stable, k);
         }
         st.meta
             .tables_by_tag(stable, k, values)

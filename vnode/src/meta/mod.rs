@@ -140,6 +140,14 @@ impl Meta {
     }
 
     /// Stores `s` unless a schema of the same or a newer version is already stored.
+    /// Whether [`Meta::put_schema`] would change the catalog: `s` is a STABLE it lacks or a
+    /// later version of one it has.
+    pub fn schema_is_newer(&self, s: &StableSchema) -> bool {
+        self.stables
+            .get(&s.name)
+            .is_none_or(|old| old.version < s.version)
+    }
+
     pub fn put_schema(&mut self, s: &StableSchema) {
         match self.stables.get(&s.name) {
             Some(old) if old.version >= s.version => {}
