@@ -55,6 +55,9 @@ impl Manifest {
 
 pub fn encode(flushed_seq: u64, next_file_id: u64, windows: &[WindowRec], meta: &Meta) -> Vec<u8> {
     let mut w = Writer::new();
+    // The header's room first, filled in at the end: the catalog of 100,000s of subtables
+    // is megabytes, which a second buffer for header + payload copied whole.
+    w.buf.resize(HEADER_BYTES, 0);
     w.u64(flushed_seq);
     w.u64(next_file_id);
     w.len_u32(windows.len());
@@ -77,13 +80,15 @@ pub fn encode(flushed_seq: u64, next_file_id: u64, windows: &[WindowRec], meta: 
         }
     }
     meta.encode(&mut w);
-    let payload = w.buf;
-    let mut out = Vec::with_capacity(HEADER_BYTES + payload.len());
-    out.extend_from_slice(MANIFEST_MAGIC);
-    out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
-    out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&payload);
+    let mut out = w.buf;
+    let payload = out.get(HEADER_BYTES..).unwrap_or(&[]);
+    let (crc, len) = (crc32c::crc32c(payload), payload.len() as u64);
+    let mut head = Vec::with_capacity(HEADER_BYTES);
+    head.extend_from_slice(MANIFEST_MAGIC);
+    head.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
+    head.extend_from_slice(&crc.to_le_bytes());
+    head.extend_from_slice(&len.to_le_bytes());
+    out[..HEADER_BYTES].copy_from_slice(&head);
     out
 }
 
