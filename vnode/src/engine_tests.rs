@@ -1524,6 +1524,54 @@ fn a_flushs_few_newer_rows_merge_after_the_full_block_before_them_which_moves_as
     assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX).len(), 54);
 }
 
+/// The stage-1 encoding of column `n` (3) in each data block of `table` (window of ts 0).
+fn data_block_n_encodings(v: &Vnode, table: &str) -> Vec<u8> {
+    data_block_rows(v, table, 0);
+    let uid = v.table(table).unwrap().uid;
+    let st = v.state.read();
+    let data = st.files.windows[&0].data.as_ref().expect("a data file");
+    data.blocks(uid)
+        .iter()
+        .map(|e| block::stage1_id_of(&data.raw_block(e).unwrap(), 3))
+        .collect()
+}
+
+#[test]
+fn a_merge_encodes_a_small_last_block_quickly_and_a_full_rewrite_encodes_it_fully() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    // A constant: delta-i (codec id 2) stores it and then zero deltas, which the full search
+    // never picks over frame of reference (one value and no bits) or run-length.
+    let rows = |first: i64, n: i64| -> Vec<(i64, Row)> {
+        (0..n)
+            .map(|i| {
+                let ts = first + i * 1000;
+                (ts, (Some(ts as f64), Some(format!("s{i}")), Some(7)))
+            })
+            .collect()
+    };
+    // 6 + 2 rows, under MINROWS (10): the merge's one block is the subtable's last and small.
+    let (a, b) = (rows(0, 6), rows(6_000, 2));
+    write(&v, "t", &a);
+    v.flush().unwrap();
+    write(&v, "t", &b);
+    v.flush().unwrap();
+    assert_eq!(data_block_rows(&v, "t", 0), vec![8]);
+    assert_eq!(data_block_n_encodings(&v, "t"), vec![2]);
+    let want: Vec<(i64, Row)> = a.iter().chain(&b).cloned().collect();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX), want);
+    // A full rewrite (COMPACT of a window with an STT file) encodes with the full search.
+    let c = rows(8_000, 1);
+    write(&v, "t", &c);
+    v.flush().unwrap();
+    v.compact().unwrap();
+    assert_eq!(data_block_rows(&v, "t", 0), vec![9]);
+    let full = data_block_n_encodings(&v, "t");
+    assert!(full.len() == 1 && full[0] != 2, "{full:?}");
+    let want: Vec<(i64, Row)> = want.into_iter().chain(c).collect();
+    assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX), want);
+}
+
 #[test]
 fn an_stt_block_that_overlaps_a_later_one_is_merged_with_it_not_moved() {
     let d = tempfile::tempdir().unwrap();

@@ -158,6 +158,18 @@ pub fn read_columns(
         .collect()
 }
 
+/// The stage-1 encoding id of column `i` of an encoded block (the block layout above; the
+/// column payload's header in `codec/FORMAT.md`: version, type, stage-1 id, ...).
+#[cfg(test)]
+pub(crate) fn stage1_id_of(block: &[u8], i: usize) -> u8 {
+    let n = u32_at(block, 0);
+    let mut at = dir_bytes(n) as usize;
+    for c in 0..i {
+        at += u32_at(block, 4 + 8 * c) as usize;
+    }
+    block[at + 2]
+}
+
 /// Blocks up to this size are read whole by [`read_columns`] (one read call instead of one
 /// per chunk); bigger ones chunk by chunk, so that a query for a few columns of a large block
 /// reads only those.

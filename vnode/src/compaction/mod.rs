@@ -7,7 +7,10 @@
 //! longer exist are left out. An incremental merge appends to the window's `.data`/`.sma` and
 //! keeps the blocks that end before the subtable's first new row (so in-order ingest rewrites at
 //! most the subtable's last, small block); a full rewrite (`COMPACT`, or when garbage passes half
-//! the file) writes new files and leaves no garbage. Nothing here is visible until the caller
+//! the file) writes new files and leaves no garbage. A subtable's merged rows under `MINROWS`
+//! (its last, small block, which the next merge that touches it folds in) are encoded with the
+//! quick effort unless the merge is a full rewrite, which encodes every block with the full
+//! search. Nothing here is visible until the caller
 //! commits the manifest naming the new head. Unless the data's last block is small (waiting to
 //! be folded), a subtable's STT blocks, in ts order, move as they are (block and SMA bytes
 //! copied, not decoded) while each is full, full width and clear of the data and of the next
@@ -17,7 +20,7 @@
 //! are left out of the result (the caller has flushed every row written before the DELETE
 //! into the window's files, and holds the background lock so no later row can be among them).
 
-use crate::block::{BlockLoc, ColumnCodec};
+use crate::block::{BlockLoc, ColumnCodec, Effort};
 use crate::data_file::{BlockEntry, DataAppender, DataSet};
 use crate::error::Result;
 use crate::merge::{merge_runs, Run};
@@ -200,18 +203,28 @@ pub fn merge_window(
             Some(entries) => entries,
             None => old_blocks.get(..keep).unwrap_or(&[]).to_vec(),
         };
+        // A subtable's rows, under MINROWS, end its data in a block the next merge that
+        // touches it folds in and encodes again: unless this is a full rewrite (COMPACT), the
+        // full search for its smallest encoding waits for that block's last rewrite.
+        let effort = if n < p.minrows && !p.full_rewrite {
+            Effort::Quick
+        } else {
+            Effort::Best
+        };
         if n > 0 {
             let chunks = n.div_ceil(maxrows);
             let per = n.div_ceil(chunks);
             let mut s = 0;
             while s < n {
                 let e = (s + per).min(n);
-                let part: Vec<Column> = if s == 0 && e == n {
-                    merged.clone()
+                let sliced: Vec<Column>;
+                let part: &[Column] = if s == 0 && e == n {
+                    &merged
                 } else {
-                    merged.iter().map(|c| c.slice(s, e)).collect()
+                    sliced = merged.iter().map(|c| c.slice(s, e)).collect();
+                    &sliced
                 };
-                entries.push(app.add_block(&part, &types, &codecs)?);
+                entries.push(app.add_block(part, &types, &codecs, effort)?);
                 stats.rows_written += (e - s) as u64;
                 s = e;
             }

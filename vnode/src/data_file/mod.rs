@@ -340,6 +340,17 @@ impl DataSet {
         Ok(g)
     }
 
+    /// The encoded bytes of a block, as written.
+    #[cfg(test)]
+    pub fn raw_block(&self, e: &BlockEntry) -> Result<Vec<u8>> {
+        block::read_at(
+            &self.data.file,
+            &self.data.path,
+            e.loc.offset,
+            e.loc.len as usize,
+        )
+    }
+
     pub fn blocks(&self, uid: TableUid) -> &[BlockEntry] {
         self.index.get(&uid).map(Vec::as_slice).unwrap_or(&[])
     }
@@ -512,12 +523,14 @@ impl DataAppender {
         })
     }
 
-    /// Appends one block (all columns the same length, ts sorted and unique) and its SMA.
+    /// Appends one block (all columns the same length, ts sorted and unique), its columns
+    /// encoded with `effort`, and its SMA.
     pub fn add_block(
         &mut self,
         cols: &[Column],
         types: &[DataType],
         codecs: &[ColumnCodec],
+        effort: block::Effort,
     ) -> Result<BlockEntry> {
         let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
         let (ts_min, ts_max) = (
@@ -526,7 +539,7 @@ impl DataAppender {
         );
         let rows = ts.len() as u32;
         self.buf.clear();
-        block::encode_block(cols, types, codecs, block::Effort::Best, &mut self.buf)?;
+        block::encode_block(cols, types, codecs, effort, &mut self.buf)?;
         self.smabuf.clear();
         block::encode_sma(&block::compute_sma(cols), &mut self.smabuf);
         self.data

@@ -344,18 +344,6 @@ mod tests {
     use super::*;
     use tidal_common::ColumnData;
 
-    /// The stage-1 id of column `i` of a block (block layout in `../tsdb/FORMAT.md`; column
-    /// payload header in `tidal_codec`'s: version, type, stage-1 id, ...).
-    fn stage1_of(block: &[u8], i: usize) -> u8 {
-        let n = u32::from_le_bytes(block[0..4].try_into().unwrap()) as usize;
-        let mut at = block::dir_bytes(n as u32) as usize;
-        for c in 0..i {
-            let o = 4 + 8 * c;
-            at += u32::from_le_bytes(block[o..o + 4].try_into().unwrap()) as usize;
-        }
-        block[at + 2]
-    }
-
     #[test]
     fn blocks_under_minrows_are_encoded_quickly_without_sma_and_read_back_alike() {
         let dir = tempfile::tempdir().unwrap();
@@ -392,7 +380,7 @@ mod tests {
                 let has_sma = f.raw_block(loc).unwrap().is_some();
                 let raw = block::read_at(&f.file.file, &f.file.path, loc.offset, loc.len as usize)
                     .unwrap();
-                seen.push((uid, loc.rows, stage1_of(&raw, 1), has_sma));
+                seen.push((uid, loc.rows, block::stage1_id_of(&raw, 1), has_sma));
                 let ColumnData::Int(v) = &c[1].data else {
                     panic!("{c:?}")
                 };
