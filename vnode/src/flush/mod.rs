@@ -121,7 +121,8 @@ impl Layout {
     fn of(schema: &StableSchema, comp: u8) -> Layout {
         // STT blocks use the column's real codec: a merge moves a block of MINROWS rows or
         // more into the data file unchanged (see compaction), so it must already be in its
-        // final form (smaller blocks only save the search, `SttWriter::add_table`).
+        // final form (a smaller block never moves: it is encoded quickly and carries no SMA,
+        // `SttWriter::add_table`).
         let (types, codecs) = layout(schema, comp);
         let wanted = types.iter().copied().enumerate().collect();
         Layout {
