@@ -134,6 +134,7 @@ pub fn read_columns(
     if loc.len <= WHOLE_READ_BYTES_MAX {
         // One read for the directory and every chunk: a merge of many small subtables made
         // a read call per chunk, a sixth of its CPU at 100,000 trucks.
+        check_dir_size(path, loc)?;
         let block = read_at(file, path, loc.offset, loc.len as usize)?;
         let chunks = parse_directory(&block, path, loc)?;
         return wanted
@@ -520,16 +521,9 @@ fn check_dir_size(path: &Path, loc: &BlockLoc) -> Result<()> {
     Ok(())
 }
 
-/// [`read_directory`] of the block's first bytes `dir` (at least its directory).
+/// [`read_directory`] of the block's first bytes `dir`, read after [`check_dir_size`] passed
+/// (so they hold the whole directory).
 fn parse_directory(dir: &[u8], path: &Path, loc: &BlockLoc) -> Result<Vec<Chunk>> {
-    check_dir_size(path, loc)?;
-    if (dir.len() as u64) < dir_bytes(loc.ncols) {
-        return Err(corrupt(
-            path,
-            loc.offset,
-            format!("block of {} bytes holds no directory", dir.len()),
-        ));
-    }
     let n = loc.ncols as usize;
     let stored_crc = u32_at(dir, 4 + 8 * n);
     let actual = crc32c::crc32c(dir.get(..4 + 8 * n).unwrap_or(&[]));
