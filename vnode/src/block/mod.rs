@@ -154,7 +154,14 @@ pub fn read_columns(
         .iter()
         .map(|&(ci, t)| match chunks.get(ci) {
             None => Ok(Column::all_null(t, loc.rows as usize)),
-            Some(c) => read_chunk(file, path, loc, ci, *c, t),
+            Some(c) => decode_chunk(
+                &read_at(file, path, c.0, c.1 as usize)?,
+                path,
+                loc,
+                ci,
+                *c,
+                t,
+            ),
         })
         .collect()
 }
@@ -226,7 +233,14 @@ pub fn read_columns_cached(
             }
             let col = Arc::new(match chunks.get(ci) {
                 None => Column::all_null(t, rows),
-                Some(c) => read_chunk(file, path, loc, ci, *c, t)?,
+                Some(c) => decode_chunk(
+                    &read_at(file, path, c.0, c.1 as usize)?,
+                    path,
+                    loc,
+                    ci,
+                    *c,
+                    t,
+                )?,
             });
             if on {
                 cache.insert(key(ci), col.clone());
@@ -596,19 +610,7 @@ fn check_chunk(bytes: &[u8], path: &Path, ci: usize, (off, len, crc): Chunk) -> 
     Ok(())
 }
 
-fn read_chunk(
-    file: &File,
-    path: &Path,
-    loc: &BlockLoc,
-    ci: usize,
-    chunk: Chunk,
-    t: DataType,
-) -> Result<Column> {
-    let bytes = read_chunk_bytes(file, path, ci, chunk)?;
-    decode_checked(&bytes, path, loc, ci, chunk.0, t)
-}
-
-/// Checks the chunk's bytes (read with the whole block) and decodes them.
+/// Checks a chunk's bytes (read alone or with the whole block) and decodes them.
 fn decode_chunk(
     bytes: &[u8],
     path: &Path,
@@ -618,17 +620,7 @@ fn decode_chunk(
     t: DataType,
 ) -> Result<Column> {
     check_chunk(bytes, path, ci, chunk)?;
-    decode_checked(bytes, path, loc, ci, chunk.0, t)
-}
-
-fn decode_checked(
-    bytes: &[u8],
-    path: &Path,
-    loc: &BlockLoc,
-    ci: usize,
-    off: u64,
-    t: DataType,
-) -> Result<Column> {
+    let off = chunk.0;
     let rows = loc.rows as usize;
     let col = tidal_codec::decode_column(bytes, t, rows)
         .map_err(|e| corrupt(path, off, format!("column {ci}: {e}")))?;
