@@ -24,6 +24,18 @@ use tidal_common::{Column, ColumnData, DataType, Value};
 pub type ColumnCodec = tidal_codec::ColumnCodec;
 pub use tidal_codec::Effort;
 
+/// The effort for a block of `rows` rows when blocks under `minrows` are written again before
+/// they are kept (an STT block under `MINROWS` never moves into a data file; a data file's
+/// small last block is folded into the next merge): those get [`Effort::Quick`], since the
+/// full search would be spent again on the same rows. `minrows` 0: every block is kept.
+pub fn effort_for(rows: usize, minrows: usize) -> Effort {
+    if rows < minrows {
+        Effort::Quick
+    } else {
+        Effort::Best
+    }
+}
+
 /// Directory bytes of a block with `ncols` columns: count, per column (len, crc), own crc.
 pub fn dir_bytes(ncols: u32) -> u64 {
     4 + 8 * ncols as u64 + 4

@@ -20,7 +20,7 @@
 //! are left out of the result (the caller has flushed every row written before the DELETE
 //! into the window's files, and holds the background lock so no later row can be among them).
 
-use crate::block::{BlockLoc, ColumnCodec, Effort};
+use crate::block::{self, BlockLoc, ColumnCodec};
 use crate::data_file::{BlockEntry, DataAppender, DataSet};
 use crate::error::Result;
 use crate::merge::{merge_runs, Run};
@@ -204,13 +204,8 @@ pub fn merge_window(
             None => old_blocks.get(..keep).unwrap_or(&[]).to_vec(),
         };
         // A subtable's rows, under MINROWS, end its data in a block the next merge that
-        // touches it folds in and encodes again: unless this is a full rewrite (COMPACT), the
-        // full search for its smallest encoding waits for that block's last rewrite.
-        let effort = if n < p.minrows && !p.full_rewrite {
-            Effort::Quick
-        } else {
-            Effort::Best
-        };
+        // touches it folds in and encodes again; a full rewrite (COMPACT) keeps every block.
+        let effort = block::effort_for(n, if p.full_rewrite { 0 } else { p.minrows });
         if n > 0 {
             let chunks = n.div_ceil(maxrows);
             let per = n.div_ceil(chunks);

@@ -149,12 +149,9 @@ impl Meta {
     }
 
     pub fn put_schema(&mut self, s: &StableSchema) {
-        match self.stables.get(&s.name) {
-            Some(old) if old.version >= s.version => {}
-            _ => {
-                self.stables.insert(s.name.clone(), Arc::new(s.clone()));
-                self.bump(&s.name);
-            }
+        if self.schema_is_newer(s) {
+            self.stables.insert(s.name.clone(), Arc::new(s.clone()));
+            self.bump(&s.name);
         }
     }
 

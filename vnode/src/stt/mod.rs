@@ -103,12 +103,8 @@ impl SttWriter {
                 sliced = cols.iter().map(|c| c.slice(s, e)).collect();
                 &sliced
             };
-            let small = e - s < minrows;
-            let effort = if small {
-                block::Effort::Quick
-            } else {
-                block::Effort::Best
-            };
+            let effort = block::effort_for(e - s, minrows);
+            let small = effort == block::Effort::Quick;
             let ts = part.first().map(block::ts_slice).unwrap_or(&[]);
             let (ts_min, ts_max) = (
                 ts.first().copied().unwrap_or(0),
