@@ -320,6 +320,36 @@ fn invalid_utf8_is_an_error_for_that_line_only() {
     assert_eq!(out[2].as_ref().unwrap().timestamp, Some(3));
 }
 
+/// A line is checked as text from its start to its first newline; a string value that goes
+/// on past it is checked on its own: text after the newline reads back whole, and a bad byte
+/// there is an error of that line at that byte, the lines around it unharmed.
+#[test]
+fn text_past_a_lines_first_newline_is_checked_too() {
+    let body = "m,t=é s=\"ü\nß ✓\",g=\"ok\" 1\nm,t=é f=2 2\n".as_bytes();
+    let out: Vec<_> = parse_lines(body).collect();
+    assert_eq!(out.len(), 2);
+    let first = out[0].as_ref().expect("first line");
+    assert_eq!(first.tags, vec![(Cow::from("t"), Cow::from("é"))]);
+    assert_eq!(
+        first.fields,
+        vec![
+            (Cow::from("s"), FieldValue::Str(Cow::from("ü\nß ✓"))),
+            (Cow::from("g"), FieldValue::Str(Cow::from("ok"))),
+        ]
+    );
+    assert_eq!(out[1].as_ref().expect("second line").timestamp, Some(2));
+
+    let mut body = b"m f=1 1\nm s=\"a\nb".to_vec();
+    body.push(0xff);
+    body.extend_from_slice(b"c\" 2\nm f=1 3\n");
+    let out: Vec<_> = parse_lines(&body).collect();
+    assert_eq!(out.len(), 3, "{out:?}");
+    let e = out[1].as_ref().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::InvalidUtf8);
+    assert_eq!(e.line, 2);
+    assert_eq!(out[2].as_ref().expect("third line").timestamp, Some(3));
+}
+
 #[test]
 fn snippet_is_bounded() {
     let line = format!("{} f", "m".repeat(500));
