@@ -34,18 +34,9 @@ pub fn position_near<T>(
 fn first_match<T>(items: &[T], is: &impl Fn(&T) -> bool) -> Option<usize> {
     let mut fours = items.chunks_exact(4);
     let mut base = 0usize;
-    for c in &mut fours {
-        if let [a, b, c, d] = c {
-            if is(a) | is(b) | is(c) | is(d) {
-                let i = if is(a) {
-                    0
-                } else if is(b) {
-                    1
-                } else if is(c) {
-                    2
-                } else {
-                    3
-                };
+    for four in &mut fours {
+        if let [a, b, c, d] = four {
+            if let Some(i) = pick_of_four([a, b, c, d], is) {
                 return Some(base + i);
             }
         }
@@ -59,24 +50,25 @@ fn first_match<T>(items: &[T], is: &impl Fn(&T) -> bool) -> Option<usize> {
 fn last_match<T>(items: &[T], is: &impl Fn(&T) -> bool) -> Option<usize> {
     let mut fours = items.rchunks_exact(4);
     let mut end = items.len();
-    for c in &mut fours {
+    for four in &mut fours {
         end -= 4;
-        if let [a, b, c, d] = c {
-            if is(a) | is(b) | is(c) | is(d) {
-                let i = if is(d) {
-                    3
-                } else if is(c) {
-                    2
-                } else if is(b) {
-                    1
-                } else {
-                    0
-                };
-                return Some(end + i);
+        if let [a, b, c, d] = four {
+            if let Some(i) = pick_of_four([d, c, b, a], is) {
+                return Some(end + 3 - i);
             }
         }
     }
     fours.remainder().iter().rposition(is)
+}
+
+/// The first of `four` that `is` picks, after one test of all four without a branch.
+#[inline(always)]
+fn pick_of_four<T>(four: [&T; 4], is: &impl Fn(&T) -> bool) -> Option<usize> {
+    let [a, b, c, d] = four;
+    if !(is(a) | is(b) | is(c) | is(d)) {
+        return None;
+    }
+    four.iter().position(|x| is(x))
 }
 
 /// Where [`position_near`] looks first for the next item of a feed: after each of the last
