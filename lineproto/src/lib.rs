@@ -730,9 +730,9 @@ impl<'a> Parser<'a> {
     /// byte it does not escape is a plain byte, and so is that byte, which is no delimiter
     /// of the key's end either way).
     ///
-    /// A `\r` does not stop the scan: a span that runs on to one before the line end ends
-    /// in it, which no series key `Parser::line_into` returns does, so such a span is
-    /// simply not known.
+    /// A `\r` is part of the key except as the line end (one before `\n` or the body's
+    /// end), as in [`Parser::token`]: the key `a\r` of `a\r b=1` is not the key of a line
+    /// `a\r\r\n`, whose general parse stops at its second `\r`, and so neither is the span.
     fn series_end(&self) -> usize {
         let mut i = self.pos;
         loop {
@@ -744,7 +744,15 @@ impl<'a> Parser<'a> {
                     None | Some(b'\n' | b'\r') => i += 1,
                     Some(_) => i += 2,
                 },
-                _ => return i.min(self.buf.len()),
+                Some(b' ') => return i,
+                _ => {
+                    let end = i.min(self.buf.len());
+                    // An escape never takes a `\r` (above), so one before the end is the end.
+                    return match end.checked_sub(1) {
+                        Some(r) if r >= self.pos && self.buf.get(r) == Some(&b'\r') => r,
+                        _ => end,
+                    };
+                }
             }
         }
     }

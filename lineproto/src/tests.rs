@@ -821,6 +821,34 @@ fn known_series_keys_skip_the_tags_and_change_nothing_else() {
     );
 }
 
+/// A key that ends in `\r` before a space (`a\r b=1`) is not the key of a line that has
+/// the same bytes before its `\r\n` or the body's end: that line's key stops before its
+/// last `\r`, and when the key is known its error is at the same column as when it is not
+/// (fuzz finding: `\r\r\n` after `\r\r f=1`, column 3 instead of 2).
+#[test]
+fn a_key_ending_in_a_carriage_return_is_not_the_key_of_a_line_ending_there() {
+    for (body, line, column) in [
+        (&b"\r\r f=1 1\n\r\r\n"[..], 2, 2),
+        (b"\r f=1 1\n\r\r\n", 2, 2),
+        (b"a\r f=1 1\na\r\r\n", 2, 3),
+        (b"a\r\r f=1 1\na\r\r", 2, 3),
+        (b"a\\\r f=1 1\na\\\r\n", 2, 3),
+    ] {
+        same_with_known_keys(body, "a key ending in \\r");
+        let errors: Vec<_> = parse_lines(body).filter_map(Result::err).collect();
+        assert_eq!(errors.len(), 1, "{body:?}");
+        assert_eq!(
+            (errors[0].line, errors[0].column),
+            (line, column),
+            "{body:?}"
+        );
+        assert!(
+            matches!(errors[0].kind, ErrorKind::MissingFields),
+            "{body:?}"
+        );
+    }
+}
+
 /// The fuzz corpus (`fuzz/corpus/lineproto_parse`): every body gives the same keys, fields,
 /// timestamps and errors when every key it gives is called known.
 #[test]
