@@ -6,15 +6,19 @@
 //!
 //! It starts a local cluster in a temporary folder, writes the first bodies once (so that the
 //! STABLEs exist; every subtable is taken as existing, as for a running feed), then times the
-//! parser alone and the whole conversion over the bodies, `--passes` times each.
+//! parser alone and the whole conversion over the bodies, `--passes` times each; then the
+//! merge of the blocks of concurrent requests into one RPC per vgroup (`merge_blocks`,
+//! another tenth of a frontend's CPU under the line-protocol benchmark).
 
 use crate::frontend::schemaless::{Known, KnownScope, Schemaless, SchemalessOptions};
+use crate::frontend::write_merge::merge_blocks;
 use crate::local::Cluster;
 use crate::server::BoxError;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 use tidal_client::Client;
+use tidal_common::RowBlock;
 
 #[derive(clap::Args)]
 pub struct PrepareArgs {
@@ -139,11 +143,78 @@ async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Res
         best = best.min(ns);
         eprintln!("pass {pass}: {ns:.1} ns/line ({rows} rows)");
     }
+    let merge_best = measure_merge(&sl, bodies, &opts, &known, passes).await?;
     println!(
         "prepare: {lines} lines in {} bodies, best {best:.1} ns/line ({:.2}M lines/s); \
-         the parser alone {parse_best:.1} ns/line",
+         the parser alone {parse_best:.1} ns/line; the merge of {MERGED_BODIES} bodies per \
+         vgroup {merge_best:.1} ns/line",
         bodies.len(),
         1e3 / best
     );
     Ok(())
+}
+
+/// Bodies whose blocks one merged RPC carries in [`measure_merge`]: the line-protocol
+/// benchmark keeps 4 requests in flight, and the frontend's merger sends what they queued
+/// for a vgroup together.
+const MERGED_BODIES: usize = 4;
+
+/// The best pass of [`merge_blocks`] over the converted bodies, as the merger sends them:
+/// for each vgroup, the blocks of [`MERGED_BODIES`] consecutive bodies merged into one per
+/// STABLE. In ns per line of the bodies.
+async fn measure_merge(
+    sl: &Schemaless,
+    bodies: &[&[u8]],
+    opts: &SchemalessOptions,
+    known: &Known<'_>,
+    passes: u32,
+) -> Result<f64, BoxError> {
+    let mut prepared = Vec::with_capacity(bodies.len());
+    for b in bodies {
+        let p = sl
+            .prepare("bench", b, opts, known)
+            .await
+            .map_err(|e| e.message)?;
+        let vgroups = p
+            .vgroups
+            .as_ref()
+            .map(|(_, v)| v.clone())
+            .ok_or("a converted body without its blocks' vgroups")?;
+        prepared.push((p.blocks, vgroups));
+    }
+    // The blocks of each RPC, gathered before the clock starts (the merger gets them so).
+    let mut rpcs: Vec<Vec<RowBlock>> = Vec::new();
+    for group in prepared.chunks(MERGED_BODIES) {
+        let vgroups_max = group
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .max()
+            .unwrap_or(0);
+        for vg in 0..=vgroups_max {
+            let blocks: Vec<RowBlock> = group
+                .iter()
+                .flat_map(|(blocks, v)| blocks.iter().zip(v).filter(|(_, &g)| g == vg))
+                .map(|(b, _)| b.clone())
+                .collect();
+            if !blocks.is_empty() {
+                rpcs.push(blocks);
+            }
+        }
+    }
+    let lines: usize = bodies
+        .iter()
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .sum();
+    let mut best = f64::INFINITY;
+    for _ in 0..passes {
+        let t = Instant::now();
+        let mut rows = 0usize;
+        for blocks in &rpcs {
+            let merged = merge_blocks(blocks);
+            rows += merged.iter().map(RowBlock::num_rows).sum::<usize>();
+        }
+        std::hint::black_box(rows);
+        best = best.min(t.elapsed().as_nanos() as f64 / lines.max(1) as f64);
+    }
+    Ok(best)
 }
