@@ -214,12 +214,21 @@ impl Column {
         }
         if null {
             if self.nulls.is_empty() {
-                self.nulls = vec![false; len];
+                self.start_nulls(len);
             }
             self.nulls.push(true);
         } else if !self.nulls.is_empty() {
             self.nulls.push(false);
         }
+    }
+
+    /// NULL flags for the first `len` rows, none set, with room for as many rows as the
+    /// values have: a column's flags appear at its first NULL and then grow with every row
+    /// appended, and grown from `len` they were reallocated and copied every few rows.
+    pub fn start_nulls(&mut self, len: usize) {
+        let mut nulls = Vec::with_capacity(self.capacity().max(len));
+        nulls.resize(len, false);
+        self.nulls = nulls;
     }
 
     pub fn get(&self, i: usize) -> Value {
@@ -450,7 +459,7 @@ impl Column {
     fn extend_nulls(&mut self, len: usize, other_nulls: &[bool], other_len: usize) {
         if !other_nulls.is_empty() || !self.nulls.is_empty() {
             if self.nulls.is_empty() {
-                self.nulls = vec![false; len];
+                self.start_nulls(len);
             }
             if other_nulls.is_empty() {
                 self.nulls.extend(std::iter::repeat_n(false, other_len));

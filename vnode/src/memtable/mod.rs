@@ -496,7 +496,7 @@ fn extend_rows(dst: &mut Column, src: &Column, rows: Rows<'_>) {
     }
     if !src.nulls.is_empty() || !dst.nulls.is_empty() {
         if dst.nulls.is_empty() {
-            dst.nulls = vec![false; len];
+            dst.start_nulls(len);
         }
         // A column without NULLs has no flags to append.
         if rows.append(&mut dst.nulls, &src.nulls).is_none() {
