@@ -714,6 +714,30 @@ mod tests {
         assert_eq!(two[1].1.columns()[1].get(0), Value::Float(9.0));
     }
 
+    /// A block from `empty` (columns of the sources' types) with subtables x, y and z and `segs`
+    /// pushed at once, after checking that it is what pushing them one by one with
+    /// `push_rows` gives.
+    fn pushed_alike(
+        empty: impl Fn() -> RowBlock,
+        sources: &[&[Column]],
+        segs: &[Segment],
+    ) -> RowBlock {
+        let fresh = || {
+            let mut m = empty();
+            for name in ["x", "y", "z"] {
+                m.add_table(name, None);
+            }
+            m
+        };
+        let (mut want, mut got) = (fresh(), fresh());
+        for &(t, source, start, end) in segs {
+            assert!(want.push_rows(t, sources[source], start, end));
+        }
+        assert!(got.push_segments(sources, segs));
+        assert_eq!(got, want);
+        got
+    }
+
     /// Segments of every length around the one that switches from value by value to a slice
     /// copy (`SHORT_SEGMENT_ROWS`), from sources with and without NULLs, give what
     /// `push_rows` gives one segment at a time; NULL flags that first appear in a block made
@@ -735,20 +759,7 @@ mod tests {
             }
         }
         let total: usize = segs.iter().map(|s| s.3 - s.2).sum();
-        let fresh = || {
-            let mut m = RowBlock::like("st", &a, total);
-            for name in ["x", "y", "z"] {
-                m.add_table(name, None);
-            }
-            m
-        };
-        let mut want = fresh();
-        for &(t, source, start, end) in &segs {
-            assert!(want.push_rows(t, sources[source], start, end));
-        }
-        let mut got = fresh();
-        assert!(got.push_segments(&sources, &segs));
-        assert_eq!(got, want);
+        let got = pushed_alike(|| RowBlock::like("st", &a, total), &sources, &segs);
         let nulls = &got.columns()[1].nulls;
         assert_eq!(nulls.len(), total);
         assert!(nulls.contains(&true), "the test has NULLs");
@@ -794,13 +805,7 @@ mod tests {
             }
             m
         };
-        let mut want = fresh();
-        for &(t, source, start, end) in &segs {
-            assert!(want.push_rows(t, sources[source], start, end));
-        }
-        let mut got = fresh();
-        assert!(got.push_segments(&sources, &segs));
-        assert_eq!(got, want);
+        let got = pushed_alike(|| RowBlock::new("st", &types), &sources, &segs);
         assert_eq!(got.runs(), &[(0, 2), (1, 2), (2, 1)]);
         assert_eq!(
             got.columns()[1].nulls,
