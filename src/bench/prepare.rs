@@ -143,7 +143,7 @@ async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Res
         best = best.min(ns);
         eprintln!("pass {pass}: {ns:.1} ns/line ({rows} rows)");
     }
-    let merge_best = measure_merge(&sl, bodies, &opts, &known, passes).await?;
+    let merge_best = measure_merge(&sl, bodies, lines, &opts, &known, passes).await?;
     println!(
         "prepare: {lines} lines in {} bodies, best {best:.1} ns/line ({:.2}M lines/s); \
          the parser alone {parse_best:.1} ns/line; the merge of {MERGED_BODIES} bodies per \
@@ -165,46 +165,32 @@ const MERGED_BODIES: usize = 4;
 async fn measure_merge(
     sl: &Schemaless,
     bodies: &[&[u8]],
+    lines: usize,
     opts: &SchemalessOptions,
     known: &Known<'_>,
     passes: u32,
 ) -> Result<f64, BoxError> {
-    let mut prepared = Vec::with_capacity(bodies.len());
-    for b in bodies {
-        let p = sl
-            .prepare("bench", b, opts, known)
-            .await
-            .map_err(|e| e.message)?;
-        let vgroups = p
-            .vgroups
-            .as_ref()
-            .map(|(_, v)| v.clone())
-            .ok_or("a converted body without its blocks' vgroups")?;
-        prepared.push((p.blocks, vgroups));
-    }
     // The blocks of each RPC, gathered before the clock starts (the merger gets them so).
     let mut rpcs: Vec<Vec<RowBlock>> = Vec::new();
-    for group in prepared.chunks(MERGED_BODIES) {
-        let vgroups_max = group
-            .iter()
-            .flat_map(|(_, v)| v.iter().copied())
-            .max()
-            .unwrap_or(0);
-        for vg in 0..=vgroups_max {
-            let blocks: Vec<RowBlock> = group
-                .iter()
-                .flat_map(|(blocks, v)| blocks.iter().zip(v).filter(|(_, &g)| g == vg))
-                .map(|(b, _)| b.clone())
-                .collect();
-            if !blocks.is_empty() {
-                rpcs.push(blocks);
+    for group in bodies.chunks(MERGED_BODIES) {
+        let mut by_vgroup: Vec<Vec<RowBlock>> = Vec::new();
+        for b in group {
+            let p = sl
+                .prepare("bench", b, opts, known)
+                .await
+                .map_err(|e| e.message)?;
+            let (_, vgroups) = p
+                .vgroups
+                .ok_or("a converted body without its blocks' vgroups")?;
+            for (block, vg) in p.blocks.into_iter().zip(vgroups) {
+                if by_vgroup.len() <= vg {
+                    by_vgroup.resize_with(vg + 1, Vec::new);
+                }
+                by_vgroup[vg].push(block);
             }
         }
+        rpcs.extend(by_vgroup.into_iter().filter(|b| !b.is_empty()));
     }
-    let lines: usize = bodies
-        .iter()
-        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-        .sum();
     let mut best = f64::INFINITY;
     for _ in 0..passes {
         let t = Instant::now();
