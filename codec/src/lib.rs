@@ -96,6 +96,13 @@ fn phys_code(p: PhysicalType) -> u8 {
     }
 }
 
+/// The physical type an encoded column says it holds (its header's second byte), without
+/// checking anything else: `None` for bytes too short or an unknown code. What a reader that
+/// does not know the column's SQL type (statistics computed from a block) decodes it as.
+pub fn stored_physical(bytes: &[u8]) -> Option<PhysicalType> {
+    bytes.get(1).copied().and_then(phys_from_code)
+}
+
 fn phys_from_code(c: u8) -> Option<PhysicalType> {
     Some(match c {
         0 => PhysicalType::Bool,

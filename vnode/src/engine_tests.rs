@@ -1524,6 +1524,61 @@ fn a_flushs_few_newer_rows_merge_after_the_full_block_before_them_which_moves_as
     assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX).len(), 54);
 }
 
+#[test]
+fn a_data_block_under_minrows_has_no_sma_record_and_is_read_for_aggregates_and_filters() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    // "small": 6 rows, under MINROWS (10); "big": 30 rows.
+    write(&v, "small", &rows_from(0, 6));
+    write(&v, "big", &rows_from(0, 30));
+    v.flush().unwrap();
+    v.compact().unwrap();
+    let (small, big) = (v.table("small").unwrap().uid, v.table("big").unwrap().uid);
+    {
+        let st = v.state.read();
+        let data = st.files.windows[&0].data.as_ref().expect("a data file");
+        let (s, b) = (data.blocks(small), data.blocks(big));
+        assert!(s.len() == 1 && !s[0].has_sma(), "{s:?}");
+        assert!(!b.is_empty() && b.iter().all(|e| e.has_sma()), "{b:?}");
+        // The .sma file holds the big subtable's records only.
+        let records: u64 = b.iter().map(|e| u64::from(e.sma_len)).sum();
+        assert_eq!(data.sma_len, records);
+        // The STABLE's statistics count the small block too, from its rows.
+        let g = data
+            .group_stats("m", &[small, big], &[1, 3])
+            .unwrap()
+            .expect("statistics");
+        assert_eq!(g.rows, 36);
+        assert_eq!(g.cols[0].count, 36);
+        assert_eq!(g.cols[0].min, SmaVal::Float(0.0));
+        assert_eq!(g.cols[0].max, SmaVal::Float(29_000.0));
+        assert_eq!(g.cols[1].max, SmaVal::Int(29_000));
+    }
+    // Aggregates: the big block from its SMA, the small one from its rows.
+    let pieces = v.scan_pieces(small, i64::MIN, i64::MAX, &[3]).unwrap();
+    assert!(
+        matches!(pieces.as_slice(), [ScanPiece::Rows(c)] if c[0].len() == 6),
+        "{pieces:?}"
+    );
+    let pieces = v.scan_pieces(big, i64::MIN, i64::MAX, &[3]).unwrap();
+    assert!(
+        matches!(pieces.as_slice(), [ScanPiece::Sma { rows: 30, .. }]),
+        "{pieces:?}"
+    );
+    // A filter no block passes: the big block is left out by its SMA, the small one read.
+    let never: &MayMatch<'_> = &|_, _| false;
+    let rows = |uid| {
+        v.scan_filtered(uid, i64::MIN, i64::MAX, &[3], &[3], never)
+            .unwrap()[0]
+            .len()
+    };
+    assert_eq!((rows(small), rows(big)), (6, 0));
+    drop(v);
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    assert_eq!(scan_all(&v, "small", i64::MIN, i64::MAX), rows_from(0, 6));
+    assert_eq!(scan_all(&v, "big", i64::MIN, i64::MAX), rows_from(0, 30));
+}
+
 /// The stage-1 encoding of column `n` (3) in each data block of `table` (window of ts 0).
 fn data_block_n_encodings(v: &Vnode, table: &str) -> Vec<u8> {
     data_block_rows(v, table, 0);

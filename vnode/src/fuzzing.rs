@@ -156,9 +156,17 @@ pub fn block_range_input(rows: u16, lo: i64, hi: i64, block: &[u8]) -> Vec<u8> {
     v
 }
 
-/// A head file (block index of a window).
+/// A head file (block index of a window): as it is, and with its checksum made to match, so
+/// that the fuzzer reaches the decompression and the entries behind it (against committed
+/// lengths of 1 MiB, which bound the body).
 pub fn head(data: &[u8]) {
     let _ = data_file::decode_head(data, Path::new("fuzz"), u64::MAX, u64::MAX);
+    let mut sealed = data.to_vec();
+    if let Some(end) = sealed.len().checked_sub(12) {
+        let crc = crc32c::crc32c(&sealed[..end]);
+        sealed[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+        let _ = data_file::decode_head(&sealed, Path::new("fuzz"), 1 << 20, 1 << 20);
+    }
 }
 
 /// One SMA record.
@@ -172,6 +180,16 @@ pub fn manifest(data: &[u8]) {
         return;
     };
     let _ = crate::manifest::read(&p);
+    // Again with the checksum of the payload (after the 24-byte header) made to match, so that
+    // the fuzzer reaches the decompression and the catalog behind it.
+    if data.len() >= 24 {
+        let mut sealed = data.to_vec();
+        let crc = crc32c::crc32c(&sealed[24..]);
+        sealed[12..16].copy_from_slice(&crc.to_le_bytes());
+        if let Some(p) = scratch("manifest", &sealed) {
+            let _ = crate::manifest::read(&p);
+        }
+    }
 }
 
 /// Replays every file under `dir` (a corpus or artifacts folder) through `f`.

@@ -1862,7 +1862,10 @@ impl VnodeCore {
         let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
         let skip =
             |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
-                let all = d.read_sma(e)?;
+                // A block without an SMA record is small: read, not skipped.
+                let Some(all) = d.read_sma(e)? else {
+                    return Ok(false);
+                };
                 let stats = ColStats::project(&all, stat_columns, e.loc.rows);
                 Ok(!may_match(e.loc.rows, &stats))
             };
@@ -1930,8 +1933,12 @@ impl VnodeCore {
                 }
                 let inside = ts_min <= a && b <= ts_max;
                 let shadowed = win_newer.iter().any(|(x, y)| *x <= b && *y >= a);
-                if inside && !shadowed {
-                    let all = d.read_sma(e)?;
+                // A block without an SMA record (a small one) is read as rows.
+                let sma = match inside && !shadowed {
+                    true => d.read_sma(e)?,
+                    false => None,
+                };
+                if let Some(all) = sma {
                     let stats = wanted
                         .iter()
                         .skip(1)

@@ -384,6 +384,54 @@ fn corrupted_manifest_is_a_typed_error() {
 }
 
 #[test]
+fn the_manifest_is_written_compressed_and_a_version_2_manifest_is_still_read() {
+    let d = tempfile::tempdir().unwrap();
+    let rows: Vec<R> = (0..5)
+        .map(|i| (i, Some(i as f64), Some("x"), None))
+        .collect();
+    {
+        let v = open(d.path());
+        v.write(&batch(vec![tw("t1", tags("a"), &rows)])).unwrap();
+        v.flush().unwrap();
+    }
+    let man = d.path().join("meta").join(MANIFEST_FILE);
+    let v3 = std::fs::read(&man).unwrap();
+    assert_eq!(v3[8..12], 3u32.to_le_bytes());
+    // The same state as version 2 wrote it: the payload as it is, uncompressed.
+    let raw_len = u64::from_le_bytes(v3[24..32].try_into().unwrap());
+    let raw = zstd::stream::decode_all(&v3[32..]).unwrap();
+    assert_eq!(raw.len() as u64, raw_len);
+    let mut v2 = b"TIDALMAN".to_vec();
+    v2.extend_from_slice(&2u32.to_le_bytes());
+    v2.extend_from_slice(&crc32c::crc32c(&raw).to_le_bytes());
+    v2.extend_from_slice(&(raw.len() as u64).to_le_bytes());
+    v2.extend_from_slice(&raw);
+    std::fs::write(&man, &v2).unwrap();
+    let v = open(d.path());
+    let uid = v.table("t1").unwrap().uid;
+    assert_eq!(v.scan(uid, 0, 10, &[1]).unwrap()[0].len(), 5);
+    drop(v);
+    // A version 3 payload whose length disagrees with what it decompresses to (checksum
+    // made to match) is a corruption error, not a short catalog.
+    // A length far past what the frame could hold is refused before anything is allocated.
+    for (claim, says) in [
+        (raw_len + 1, "decompresses to"),
+        (u64::MAX, "claims to decompress"),
+    ] {
+        let mut bad = v3.clone();
+        bad[24..32].copy_from_slice(&claim.to_le_bytes());
+        let crc = crc32c::crc32c(&bad[24..]);
+        bad[12..16].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&man, &bad).unwrap();
+        let e = Vnode::open(d.path(), cfg_with(full(), 2)).err().unwrap();
+        assert!(
+            matches!(&e, VnodeError::Corruption { reason, .. } if reason.contains(says)),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn validation_errors_write_nothing() {
     let d = tempfile::tempdir().unwrap();
     // A range holding about half the hash space.

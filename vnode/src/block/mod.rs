@@ -745,6 +745,34 @@ pub fn compute_sma(cols: &[Column]) -> Vec<ColStats> {
     cols.iter().map(col_stats).collect()
 }
 
+/// The statistics of every column of a block written without an SMA record (one under
+/// `MINROWS`), computed by decoding it: each chunk as the physical type its header names,
+/// since only that decides the statistics. Checked as [`read_columns`] checks a block.
+pub fn block_sma(file: &File, path: &Path, loc: &BlockLoc) -> Result<Vec<ColStats>> {
+    check_dir_size(path, loc)?;
+    let block = read_at(file, path, loc.offset, loc.len as usize)?;
+    let chunks = parse_directory(&block, path, loc)?;
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(ci, &c)| {
+            let at = (c.0 - loc.offset) as usize;
+            let bytes = block.get(at..at + c.1 as usize).unwrap_or(&[]);
+            let t = match tidal_codec::stored_physical(bytes) {
+                Some(PhysicalType::Bool) => DataType::Bool,
+                Some(PhysicalType::Int) => DataType::BigInt,
+                Some(PhysicalType::UInt) => DataType::UBigInt,
+                Some(PhysicalType::Float) => DataType::Double,
+                Some(PhysicalType::Str) => DataType::VarChar(u32::MAX),
+                Some(PhysicalType::Timestamp) => DataType::Timestamp,
+                // Decoding as any type reports the bad header with the chunk's offset.
+                None => DataType::BigInt,
+            };
+            Ok(col_stats(&decode_chunk(bytes, path, loc, ci, c, t)?))
+        })
+        .collect()
+}
+
 fn col_stats(c: &Column) -> ColStats {
     let n = c.len();
     let is_null = |i: usize| c.nulls.get(i).copied().unwrap_or(false);
@@ -1089,5 +1117,74 @@ mod tests {
             matches!(&e, VnodeError::Corruption { reason, .. } if reason.contains("checksum")),
             "{e}"
         );
+    }
+
+    #[test]
+    fn statistics_computed_from_a_block_are_its_sma() {
+        let d = tempfile::tempdir().unwrap();
+        let n = 40;
+        let nulls = |k: usize| (0..n).map(|i| i % k == 1).collect::<Vec<bool>>();
+        // One column of every physical type, with NULLs, and an integer sum that overflows.
+        let cols = vec![
+            Column::new(ColumnData::Timestamp(
+                (0..n as i64).map(|i| 5 + i).collect(),
+            )),
+            Column {
+                data: ColumnData::Bool((0..n).map(|i| i % 3 == 0).collect()),
+                nulls: nulls(4),
+            },
+            Column {
+                data: ColumnData::Int((0..n as i64).map(|i| i64::MAX / 8 - i).collect()),
+                nulls: nulls(5),
+            },
+            Column::new(ColumnData::Int((0..n as i64).map(|i| -i * 3).collect())),
+            Column::new(ColumnData::UInt((0..n as u64).map(|i| i * 7 + 1).collect())),
+            Column {
+                data: ColumnData::Float((0..n).map(|i| i as f64 * -0.25).collect()),
+                nulls: nulls(6),
+            },
+            Column {
+                data: ColumnData::Str((0..n).map(|i| format!("s{}", i % 4)).collect()),
+                nulls: nulls(7),
+            },
+        ];
+        let types = [
+            DataType::Timestamp,
+            DataType::Bool,
+            DataType::BigInt,
+            DataType::SmallInt,
+            DataType::UInt,
+            DataType::Float,
+            DataType::NChar(4),
+        ];
+        let codecs: Vec<ColumnCodec> = types
+            .iter()
+            .map(|t| ColumnCodec::default_for(*t, 2))
+            .collect();
+        let mut out = vec![1u8; 3];
+        encode_block(&cols, &types, &codecs, Effort::Quick, &mut out).unwrap();
+        let path = d.path().join("s.data");
+        std::fs::write(&path, &out).unwrap();
+        let loc = BlockLoc {
+            offset: 3,
+            len: (out.len() - 3) as u32,
+            ncols: types.len() as u32,
+            rows: n as u32,
+            ts_min: 5,
+            ts_max: 5 + n as i64 - 1,
+        };
+        let file = File::open(&path).unwrap();
+        let got = block_sma(&file, &path, &loc).unwrap();
+        assert_eq!(got, compute_sma(&cols));
+        assert_eq!(got[2].sum, SmaVal::None, "the overflowed sum is not kept");
+        assert_eq!(got[3].sum, SmaVal::Int(-3 * (0..n as i64).sum::<i64>()));
+        // A damaged chunk is a corruption error, as for any read of the block.
+        let mut bad = out.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x40;
+        std::fs::write(&path, &bad).unwrap();
+        let file = File::open(&path).unwrap();
+        let e = block_sma(&file, &path, &loc).unwrap_err();
+        assert!(matches!(e, VnodeError::Corruption { .. }), "{e}");
     }
 }

@@ -219,7 +219,7 @@ pub fn merge_window(
                     sliced = merged.iter().map(|c| c.slice(s, e)).collect();
                     &sliced
                 };
-                entries.push(app.add_block(part, &types, &codecs, effort)?);
+                entries.push(app.add_block(part, &types, &codecs, effort, p.minrows)?);
                 stats.rows_written += (e - s) as u64;
                 s = e;
             }

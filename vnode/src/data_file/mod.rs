@@ -1,6 +1,6 @@
 //! The data files of one time window (`DURATION`): `f<fid>.<data_id>.data` (column blocks of one
-//! subtable each, up to `MAXROWS` rows), `f<fid>.<data_id>.sma` (per block, per column: min, max,
-//! sum, count, NULL count) and `f<fid>.<head_id>.head` (per subtable, its blocks in ts order with
+//! subtable each, up to `MAXROWS` rows), `f<fid>.<data_id>.sma` (per block of `MINROWS` rows or
+//! more, per column: min, max, sum, count, NULL count) and `f<fid>.<head_id>.head` (per subtable, its blocks in ts order with
 //! their time range, row count and offsets). Layout in `../tsdb/FORMAT.md`.
 //!
 //! Owns: appending merged blocks to a window and publishing a new head. Invariants: `.data` and
@@ -23,7 +23,12 @@ use tidal_common::{Column, DataType, TableUid};
 
 pub const HEAD_MAGIC: &[u8; 8] = b"TIDALHED";
 pub const FOOTER_MAGIC: &[u8; 8] = b"TIDALEND";
-pub const HEAD_VERSION: u32 = 1;
+/// Version 2 compresses the body with zstd and lets a block have no SMA record (`sma_len`
+/// 0); version 1 heads are still read.
+pub const HEAD_VERSION: u32 = 2;
+/// Fast: a merge writes the whole head again, and level 1 already takes a head of many
+/// small blocks to a fifth.
+const HEAD_ZSTD_LEVEL: i32 = 1;
 const HEADER_BYTES: usize = 16;
 const FOOTER_BYTES: usize = 12;
 const ENTRY_BYTES: usize = 48;
@@ -42,7 +47,14 @@ pub fn head_name(fid: i64, head_id: u64) -> String {
 pub struct BlockEntry {
     pub loc: BlockLoc,
     pub sma_off: u64,
+    /// 0: the block has no SMA record (it has fewer than `MINROWS` rows).
     pub sma_len: u32,
+}
+
+impl BlockEntry {
+    pub fn has_sma(&self) -> bool {
+        self.sma_len > 0
+    }
 }
 
 /// Unread bytes between two SMA records that [`DataSet::read_smas`] still reads through
@@ -90,35 +102,40 @@ pub const GROUP_STATS_MAX: usize = 64;
 
 use crate::block::{corrupt, u32_at, u64_at};
 
-/// Encodes a head file.
+/// Encodes a head file (version 2: the body zstd-compressed).
 pub fn encode_head(index: &BTreeMap<TableUid, Vec<BlockEntry>>) -> Vec<u8> {
     let blocks: usize = index.values().map(Vec::len).sum();
-    let mut b = Vec::with_capacity(HEADER_BYTES + 4 + index.len() * 12 + blocks * ENTRY_BYTES + 12);
+    let mut body = Vec::with_capacity(4 + index.len() * 12 + blocks * ENTRY_BYTES);
+    body.extend_from_slice(&(index.len() as u32).to_le_bytes());
+    for (uid, es) in index {
+        body.extend_from_slice(&uid.0.to_le_bytes());
+        body.extend_from_slice(&(es.len() as u32).to_le_bytes());
+        for e in es {
+            body.extend_from_slice(&e.loc.ts_min.to_le_bytes());
+            body.extend_from_slice(&e.loc.ts_max.to_le_bytes());
+            body.extend_from_slice(&e.loc.rows.to_le_bytes());
+            body.extend_from_slice(&e.loc.ncols.to_le_bytes());
+            body.extend_from_slice(&e.loc.offset.to_le_bytes());
+            body.extend_from_slice(&e.loc.len.to_le_bytes());
+            body.extend_from_slice(&e.sma_off.to_le_bytes());
+            body.extend_from_slice(&e.sma_len.to_le_bytes());
+        }
+    }
+    let mut b = Vec::with_capacity(HEADER_BYTES + 8 + body.len() / 4 + FOOTER_BYTES);
     b.extend_from_slice(HEAD_MAGIC);
     b.extend_from_slice(&HEAD_VERSION.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&(index.len() as u32).to_le_bytes());
-    for (uid, es) in index {
-        b.extend_from_slice(&uid.0.to_le_bytes());
-        b.extend_from_slice(&(es.len() as u32).to_le_bytes());
-        for e in es {
-            b.extend_from_slice(&e.loc.ts_min.to_le_bytes());
-            b.extend_from_slice(&e.loc.ts_max.to_le_bytes());
-            b.extend_from_slice(&e.loc.rows.to_le_bytes());
-            b.extend_from_slice(&e.loc.ncols.to_le_bytes());
-            b.extend_from_slice(&e.loc.offset.to_le_bytes());
-            b.extend_from_slice(&e.loc.len.to_le_bytes());
-            b.extend_from_slice(&e.sma_off.to_le_bytes());
-            b.extend_from_slice(&e.sma_len.to_le_bytes());
-        }
-    }
+    b.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    // Writing into a Vec cannot fail; an error would leave the frame cut short, which the
+    // length check at open reports.
+    let _ = zstd::stream::copy_encode(&body[..], &mut b, HEAD_ZSTD_LEVEL);
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b.extend_from_slice(FOOTER_MAGIC);
     b
 }
 
-/// Decodes and checks a head file against the committed data/sma lengths.
+/// Decodes and checks a head file (version 1 or 2) against the committed data/sma lengths.
 pub fn decode_head(
     b: &[u8],
     path: &Path,
@@ -136,7 +153,7 @@ pub fn decode_head(
         return Err(corrupt(path, 0, "bad magic, not a Tidal head file".into()));
     }
     let version = u32_at(b, 8);
-    if version != HEAD_VERSION {
+    if version != 1 && version != HEAD_VERSION {
         return Err(corrupt(
             path,
             8,
@@ -160,14 +177,76 @@ pub fn decode_head(
             format!("head checksum mismatch (stored {stored:#010x}, computed {actual:#010x})"),
         ));
     }
-    let ntables = u32_at(b, HEADER_BYTES) as usize;
-    let mut o = HEADER_BYTES + 4;
+    if version == 1 {
+        let body = b.get(HEADER_BYTES..body_end).unwrap_or(&[]);
+        return parse_head_body(body, HEADER_BYTES as u64, path, data_len, sma_len);
+    }
+    let raw_len = b
+        .get(HEADER_BYTES..HEADER_BYTES + 8)
+        .map(|_| u64_at(b, HEADER_BYTES))
+        .unwrap_or(0);
+    // Each block takes at least a directory and a one-byte chunk in `.data`, so a head of
+    // the committed data can list no more blocks than that; the bound keeps a damaged length
+    // from asking for memory the data could never need.
+    let blocks_max = data_len / (block::dir_bytes(1) + 1);
+    let raw_max = 4u64.saturating_add(blocks_max.saturating_mul(12 + ENTRY_BYTES as u64));
+    if raw_len > raw_max {
+        return Err(corrupt(
+            path,
+            HEADER_BYTES as u64,
+            format!("head body of {raw_len} bytes is more than {data_len} bytes of data can index"),
+        ));
+    }
+    let frame = b.get(HEADER_BYTES + 8..body_end).unwrap_or(&[]);
+    let mut body = Vec::new();
+    let read = zstd::stream::read::Decoder::new(frame).and_then(|d| {
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(d, raw_len.saturating_add(1)),
+            &mut body,
+        )
+    });
+    if let Err(e) = read {
+        return Err(corrupt(
+            path,
+            (HEADER_BYTES + 8) as u64,
+            format!("head body does not decompress: {e}"),
+        ));
+    }
+    if body.len() as u64 != raw_len {
+        return Err(corrupt(
+            path,
+            (HEADER_BYTES + 8) as u64,
+            format!(
+                "head body decompresses to {} bytes, its header says {raw_len}",
+                body.len()
+            ),
+        ));
+    }
+    parse_head_body(&body, 0, path, data_len, sma_len)
+}
+
+/// The block index of a head's (decompressed) body; `base` is the body's offset in the file
+/// for error messages (0: offsets are into the decompressed body).
+fn parse_head_body(
+    b: &[u8],
+    base: u64,
+    path: &Path,
+    data_len: u64,
+    sma_len: u64,
+) -> Result<BTreeMap<TableUid, Vec<BlockEntry>>> {
+    let at = |o: usize| base + o as u64;
+    if b.len() < 4 {
+        return Err(corrupt(path, at(0), "head body is too short".into()));
+    }
+    let body_end = b.len();
+    let ntables = u32_at(b, 0) as usize;
+    let mut o = 4;
     let mut index = BTreeMap::new();
     for _ in 0..ntables {
         if o + 12 > body_end {
             return Err(corrupt(
                 path,
-                o as u64,
+                at(o),
                 "head ends inside a table entry".into(),
             ));
         }
@@ -177,7 +256,7 @@ pub fn decode_head(
         if n.saturating_mul(ENTRY_BYTES) > body_end - o {
             return Err(corrupt(
                 path,
-                o as u64,
+                at(o),
                 format!("table uid {uid} claims {n} blocks, more than the file holds"),
             ));
         }
@@ -203,7 +282,7 @@ pub fn decode_head(
             if bad {
                 return Err(corrupt(
                     path,
-                    o as u64,
+                    at(o),
                     format!("block entry of table uid {uid} is out of bounds or out of order"),
                 ));
             }
@@ -216,7 +295,7 @@ pub fn decode_head(
     if o != body_end {
         return Err(corrupt(
             path,
-            o as u64,
+            at(o),
             "trailing bytes after the last table entry".into(),
         ));
     }
@@ -303,7 +382,12 @@ impl DataSet {
         let mut rows: u32 = 0;
         let mut acc: Vec<Option<ColStats>> = vec![None; columns.len()];
         let mut fits = true;
-        for (e, all) in entries.iter().zip(&smas) {
+        for (e, sma) in entries.iter().zip(smas) {
+            // A small block's statistics are computed once here and kept with the rest.
+            let all = match sma {
+                Some(all) => all,
+                None => block::block_sma(&self.data.file, &self.data.path, &e.loc)?,
+            };
             let Some(r) = rows.checked_add(e.loc.rows) else {
                 fits = false;
                 break;
@@ -311,7 +395,7 @@ impl DataSet {
             rows = r;
             for (a, s) in acc
                 .iter_mut()
-                .zip(ColStats::project(all, columns, e.loc.rows))
+                .zip(ColStats::project(&all, columns, e.loc.rows))
             {
                 *a = Some(match a.take() {
                     None => s,
@@ -382,23 +466,29 @@ impl DataSet {
         )
     }
 
-    pub fn read_sma(&self, e: &BlockEntry) -> Result<Vec<ColStats>> {
+    /// The block's SMA record; `None` when it has none (see [`BlockEntry::sma_len`]).
+    pub fn read_sma(&self, e: &BlockEntry) -> Result<Option<Vec<ColStats>>> {
+        if !e.has_sma() {
+            return Ok(None);
+        }
         let b = block::read_at(
             &self.sma.file,
             &self.sma.path,
             e.sma_off,
             e.sma_len as usize,
         )?;
-        block::decode_sma(&b, &self.sma.path, e.sma_off)
+        block::decode_sma(&b, &self.sma.path, e.sma_off).map(Some)
     }
 
     /// [`DataSet::read_sma`] for many blocks, in the order given. Records that lie close
     /// together in the SMA file (the blocks of neighbouring subtables are written side by side)
     /// are read with one read per run of at most [`SMA_READ_SPAN_BYTES`].
-    pub fn read_smas(&self, entries: &[&BlockEntry]) -> Result<Vec<Vec<ColStats>>> {
-        let mut order: Vec<usize> = (0..entries.len()).collect();
+    pub fn read_smas(&self, entries: &[&BlockEntry]) -> Result<Vec<Option<Vec<ColStats>>>> {
+        let mut order: Vec<usize> = (0..entries.len())
+            .filter(|i| entries.get(*i).is_some_and(|e| e.has_sma()))
+            .collect();
         order.sort_unstable_by_key(|i| entries.get(*i).map(|e| e.sma_off));
-        let mut out: Vec<Vec<ColStats>> = vec![Vec::new(); entries.len()];
+        let mut out: Vec<Option<Vec<ColStats>>> = vec![None; entries.len()];
         let mut k = 0;
         while k < order.len() {
             let first = entries[order[k]];
@@ -429,7 +519,7 @@ impl DataSet {
                         "SMA record outside its read".into(),
                     )
                 })?;
-                out[*i] = block::decode_sma(rec, &self.sma.path, e.sma_off)?;
+                out[*i] = Some(block::decode_sma(rec, &self.sma.path, e.sma_off)?);
             }
             k = j;
         }
@@ -524,13 +614,15 @@ impl DataAppender {
     }
 
     /// Appends one block (all columns the same length, ts sorted and unique), its columns
-    /// encoded with `effort`, and its SMA.
+    /// encoded with `effort`, and its SMA record when it has `sma_rows_min` rows or more (a
+    /// smaller block's statistics cost more bytes than its data; readers decode it instead).
     pub fn add_block(
         &mut self,
         cols: &[Column],
         types: &[DataType],
         codecs: &[ColumnCodec],
         effort: block::Effort,
+        sma_rows_min: usize,
     ) -> Result<BlockEntry> {
         let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
         let (ts_min, ts_max) = (
@@ -541,7 +633,9 @@ impl DataAppender {
         self.buf.clear();
         block::encode_block(cols, types, codecs, effort, &mut self.buf)?;
         self.smabuf.clear();
-        block::encode_sma(&block::compute_sma(cols), &mut self.smabuf);
+        if ts.len() >= sma_rows_min {
+            block::encode_sma(&block::compute_sma(cols), &mut self.smabuf);
+        }
         self.data
             .write_all(&self.buf)
             .map_err(|e| VnodeError::io(&self.data_path, "write", e))?;
@@ -642,5 +736,110 @@ impl DataAppender {
             sma_ref,
             head,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index() -> BTreeMap<TableUid, Vec<BlockEntry>> {
+        let mut index = BTreeMap::new();
+        let mut at = 0u64;
+        for uid in 1..=300u64 {
+            let blocks = (0..(uid % 3 + 1) as i64)
+                .map(|k| {
+                    let e = BlockEntry {
+                        loc: BlockLoc {
+                            ts_min: k * 100,
+                            ts_max: k * 100 + 99,
+                            rows: if k == 0 { 18 } else { 100 },
+                            ncols: 9,
+                            offset: at,
+                            len: 200,
+                        },
+                        sma_off: at,
+                        sma_len: if k == 0 { 0 } else { 314 },
+                    };
+                    at += 200;
+                    e
+                })
+                .collect();
+            index.insert(TableUid(uid), blocks);
+        }
+        index
+    }
+
+    fn v1_of(v2: &[u8]) -> Vec<u8> {
+        let body =
+            zstd::stream::decode_all(&v2[HEADER_BYTES + 8..v2.len() - FOOTER_BYTES]).unwrap();
+        let mut b = HEAD_MAGIC.to_vec();
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&body);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b.extend_from_slice(FOOTER_MAGIC);
+        b
+    }
+
+    /// `b` with its checksum made to match again.
+    fn resealed(mut b: Vec<u8>) -> Vec<u8> {
+        let end = b.len() - FOOTER_BYTES;
+        let crc = crc32c::crc32c(&b[..end]);
+        b[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn a_head_is_written_compressed_and_a_version_1_head_reads_the_same() {
+        let index = index();
+        let path = Path::new("f0.1.head");
+        let (data_len, sma_len) = (1 << 20, 1 << 20);
+        let v2 = encode_head(&index);
+        assert_eq!(u32_at(&v2, 8), 2);
+        let v1 = v1_of(&v2);
+        assert!(v2.len() * 3 < v1.len(), "{} vs {}", v2.len(), v1.len());
+        assert_eq!(decode_head(&v2, path, data_len, sma_len).unwrap(), index);
+        assert_eq!(decode_head(&v1, path, data_len, sma_len).unwrap(), index);
+        // Entries still checked against the committed lengths.
+        let e = decode_head(&v2, path, 100_000, sma_len).unwrap_err();
+        assert!(e.to_string().contains("out of bounds"), "{e}");
+    }
+
+    #[test]
+    fn a_head_whose_body_length_is_wrong_is_a_corruption_error() {
+        let path = Path::new("f0.1.head");
+        let v2 = encode_head(&index());
+        let set_len = |n: u64| {
+            let mut b = v2.clone();
+            b[HEADER_BYTES..HEADER_BYTES + 8].copy_from_slice(&n.to_le_bytes());
+            resealed(b)
+        };
+        let raw = u64_at(&v2, HEADER_BYTES);
+        for (bad, says) in [
+            (set_len(raw - 1), "decompresses to"),
+            (set_len(raw + 1), "decompresses to"),
+            (set_len(u64::MAX), "can index"),
+        ] {
+            let e = decode_head(&bad, path, 1 << 20, 1 << 20).unwrap_err();
+            assert!(
+                matches!(&e, VnodeError::Corruption { reason, .. } if reason.contains(says)),
+                "{e}"
+            );
+        }
+        // A frame cut short (checksum made to match) does not decompress.
+        let mut b = v2.clone();
+        b.drain(b.len() - FOOTER_BYTES - 5..b.len() - FOOTER_BYTES);
+        let e = decode_head(&resealed(b), path, 1 << 20, 1 << 20).unwrap_err();
+        assert!(
+            matches!(&e, VnodeError::Corruption { reason, .. } if reason.contains("decompress")),
+            "{e}"
+        );
+        // Any flipped bit fails the checksum first.
+        let mut b = v2.clone();
+        b[HEADER_BYTES + 3] ^= 1;
+        let e = decode_head(&b, path, 1 << 20, 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
     }
 }

@@ -48,10 +48,11 @@ pub fn window_bounds(fid: i64, window_units: i64) -> (i64, i64) {
     (lo, lo.saturating_add(w - 1))
 }
 
-/// Data blocks left out of a scan: (the address of their data set, their SMA offset).
+/// Data blocks left out of a scan: (the address of their data set, their offset in its
+/// `.data` file).
 pub type PrunedBlocks = HashSet<(usize, u64), foldhash::fast::RandomState>;
 
-/// The `sma_off` under which [`PrunedBlocks`] marks a whole data set as left out.
+/// The offset under which [`PrunedBlocks`] marks a whole data set as left out.
 const WHOLE_DATA_SET: u64 = u64::MAX;
 
 /// Data sets [`FileSet::pruned_blocks`] left out whole (the model test asserts some were).
@@ -62,7 +63,7 @@ pub static WHOLE_DATA_SETS_PRUNED: std::sync::atomic::AtomicU64 =
 /// Whether `p` leaves out block `e` of data set `d`.
 pub fn is_pruned(p: &PrunedBlocks, d: &DataSet, e: &BlockEntry) -> bool {
     let addr = std::ptr::from_ref(d) as usize;
-    p.contains(&(addr, WHOLE_DATA_SET)) || p.contains(&(addr, e.sma_off))
+    p.contains(&(addr, WHOLE_DATA_SET)) || p.contains(&(addr, e.loc.offset))
 }
 
 /// Says whether a data block (of the given data set) can be left out of a scan.
@@ -205,9 +206,9 @@ impl FileSet {
     }
 
     /// The data blocks of `uids` in `lo..=hi` for which `may_match` says no (from their SMA,
-    /// one [`ColStats`] per entry of `stat_columns`), each as (its data set's address, its SMA
+    /// one [`ColStats`] per entry of `stat_columns`), each as (its data set's address, its
     /// offset): the keys a [`SkipBlock`] over this file set looks up. The SMA records of each
-    /// window are read in runs of neighbours.
+    /// window are read in runs of neighbours; a block without one is never left out.
     pub fn pruned_blocks(
         &self,
         uids: &[TableUid],
@@ -244,10 +245,12 @@ impl FileSet {
                 .filter(|e| e.loc.ts_max >= lo && e.loc.ts_min <= hi)
                 .collect();
             let smas = d.read_smas(&entries)?;
+            // A block without an SMA record (a small one) is not left out: its rows are read.
             for (e, all) in entries.iter().zip(smas) {
+                let Some(all) = all else { continue };
                 let stats = ColStats::project(&all, stat_columns, e.loc.rows);
                 if !may_match(e.loc.rows, &stats) {
-                    out.insert((std::ptr::from_ref(d.as_ref()) as usize, e.sma_off));
+                    out.insert((std::ptr::from_ref(d.as_ref()) as usize, e.loc.offset));
                 }
             }
         }
