@@ -1,7 +1,8 @@
 //! The data files of one time window (`DURATION`): `f<fid>.<data_id>.data` (column blocks of one
 //! subtable each, up to `MAXROWS` rows), `f<fid>.<data_id>.sma` (per block of `MINROWS` rows or
-//! more, per column: min, max, sum, count, NULL count) and `f<fid>.<head_id>.head` (per subtable, its blocks in ts order with
-//! their time range, row count and offsets). Layout in `../tsdb/FORMAT.md`.
+//! more, per column: min, max, sum, count, NULL count) and `f<fid>.<head_id>.head` (per
+//! subtable, its blocks in ts order with their time range, row count and offsets; compressed).
+//! Layout in `../tsdb/FORMAT.md`.
 //!
 //! Owns: appending merged blocks to a window and publishing a new head. Invariants: `.data` and
 //! `.sma` only grow (append-only); bytes past the lengths the committed manifest records are
