@@ -1565,14 +1565,18 @@ fn a_data_block_under_minrows_has_no_sma_record_and_is_read_for_aggregates_and_f
         matches!(pieces.as_slice(), [ScanPiece::Sma { rows: 30, .. }]),
         "{pieces:?}"
     );
-    // A filter no block passes: the big block is left out by its SMA, the small one read.
-    let never: &MayMatch<'_> = &|_, _| false;
-    let rows = |uid| {
-        v.scan_filtered(uid, i64::MIN, i64::MAX, &[3], &[3], never)
+    // A filter `n > x`: the big block is left out by its SMA, the small one by the rows read
+    // of it (n = ts: 0..=5,000 and 0..=29,000).
+    let rows = |uid, x: i64| {
+        let above: &MayMatch<'_> =
+            &|_, s| s[0].count > 0 && matches!(s[0].max, SmaVal::Int(m) if m > x);
+        v.scan_filtered(uid, i64::MIN, i64::MAX, &[3], &[3], above)
             .unwrap()[0]
             .len()
     };
-    assert_eq!((rows(small), rows(big)), (6, 0));
+    assert_eq!((rows(small, 4_000), rows(big, 4_000)), (6, 30));
+    assert_eq!((rows(small, 5_000), rows(big, 5_000)), (0, 30));
+    assert_eq!((rows(small, 30_000), rows(big, 30_000)), (0, 0));
     drop(v);
     let v = Vnode::open(d.path(), cfg(1)).unwrap();
     assert_eq!(scan_all(&v, "small", i64::MIN, i64::MAX), rows_from(0, 6));

@@ -875,6 +875,29 @@ fn merge_with_memtables(
 /// Says from a block's row count and statistics whether it may hold a row passing a filter.
 pub type MayMatch<'a> = dyn Fn(u32, &[ColStats]) -> bool + 'a;
 
+/// Whether no row of `cols` (a data block's rows read for `wanted`) can pass a filter, by the
+/// statistics of `stat_columns` over them, as an SMA record would say for the whole block;
+/// `false` when a statistics column was not read.
+fn fails_filter(
+    cols: &[Column],
+    wanted: &[(usize, DataType)],
+    stat_columns: &[usize],
+    may_match: &MayMatch<'_>,
+) -> bool {
+    let mut stats = Vec::with_capacity(stat_columns.len());
+    for sc in stat_columns {
+        match wanted.iter().position(|(ci, _)| ci == sc) {
+            Some(p) => match cols.get(p) {
+                Some(c) => stats.push(block::col_stats(c)),
+                None => return false,
+            },
+            None => return false,
+        }
+    }
+    let rows = cols.first().map_or(0, Column::len) as u32;
+    !may_match(rows, &stats)
+}
+
 /// Calls of [`VnodeCore::scan_many`] answered without per-subtable work (the model test
 /// asserts some were).
 #[cfg(test)]
@@ -1802,10 +1825,16 @@ impl VnodeCore {
                 counts.extend(std::iter::repeat_n(0, part.len()));
                 continue;
             }
-            let skip =
-                |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
-                    Ok(tsdb::is_pruned(&skipped, d, e))
-                };
+            let skip = |d: &data_file::DataSet,
+                        e: &data_file::BlockEntry,
+                        rows: Option<&[Column]>|
+             -> Result<bool, VnodeError> {
+                Ok(match (rows, may_match) {
+                    (None, _) => tsdb::is_pruned(&skipped, d, e),
+                    (Some(cols), Some(m)) => fails_filter(cols, &wanted, stat_columns, m),
+                    (Some(_), None) => false,
+                })
+            };
             for (uid, (frozen, mem)) in part.iter().zip(mems) {
                 let runs = files.runs_skipping(
                     *uid,
@@ -1813,7 +1842,8 @@ impl VnodeCore {
                     ts_max,
                     self.window_units,
                     &wanted,
-                    (!skipped.is_empty()).then_some(&skip as &tsdb::SkipBlock<'_>),
+                    (!skipped.is_empty() || may_match.is_some())
+                        .then_some(&skip as &tsdb::SkipBlock<'_>),
                 )?;
                 if runs.is_empty() && frozen.is_none() && mem.is_none() {
                     counts.push(0);
@@ -1860,15 +1890,20 @@ impl VnodeCore {
         may_match: &MayMatch<'_>,
     ) -> Result<Vec<Column>, VnodeError> {
         let (wanted, files, frozen_run, mem_run) = self.snapshot(uid, ts_min, ts_max, columns)?;
-        let skip =
-            |d: &data_file::DataSet, e: &data_file::BlockEntry| -> Result<bool, VnodeError> {
-                // A block without an SMA record is small: read, not skipped.
-                let Some(all) = d.read_sma(e)? else {
-                    return Ok(false);
-                };
-                let stats = ColStats::project(&all, stat_columns, e.loc.rows);
-                Ok(!may_match(e.loc.rows, &stats))
+        let skip = |d: &data_file::DataSet,
+                    e: &data_file::BlockEntry,
+                    rows: Option<&[Column]>|
+         -> Result<bool, VnodeError> {
+            if let Some(cols) = rows {
+                return Ok(fails_filter(cols, &wanted, stat_columns, may_match));
+            }
+            // A block without an SMA record (a small one) is decided on its rows.
+            let Some(all) = d.read_sma(e)? else {
+                return Ok(false);
             };
+            let stats = ColStats::project(&all, stat_columns, e.loc.rows);
+            Ok(!may_match(e.loc.rows, &stats))
+        };
         let runs =
             files.runs_skipping(uid, ts_min, ts_max, self.window_units, &wanted, Some(&skip))?;
         let merged = merge_with_memtables(runs, frozen_run, Some(mem_run), &wanted);

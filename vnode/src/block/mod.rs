@@ -773,7 +773,8 @@ pub fn block_sma(file: &File, path: &Path, loc: &BlockLoc) -> Result<Vec<ColStat
         .collect()
 }
 
-fn col_stats(c: &Column) -> ColStats {
+/// The statistics of one column's values (its NULL flags counted, NULL slots ignored).
+pub fn col_stats(c: &Column) -> ColStats {
     let n = c.len();
     let is_null = |i: usize| c.nulls.get(i).copied().unwrap_or(false);
     let nulls = if c.nulls.is_empty() {

@@ -17,7 +17,7 @@ use crate::stt::{self, SttFile};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use tidal_common::{DataType, TableUid};
+use tidal_common::{Column, DataType, TableUid};
 
 #[derive(Clone, Default)]
 pub struct Window {
@@ -66,8 +66,10 @@ pub fn is_pruned(p: &PrunedBlocks, d: &DataSet, e: &BlockEntry) -> bool {
     p.contains(&(addr, WHOLE_DATA_SET)) || p.contains(&(addr, e.loc.offset))
 }
 
-/// Says whether a data block (of the given data set) can be left out of a scan.
-pub type SkipBlock<'a> = dyn Fn(&DataSet, &BlockEntry) -> Result<bool> + 'a;
+/// Says whether a data block (of the given data set) can be left out of a scan: asked before
+/// it is read (`None`), and, for a block without an SMA record, again with the rows read of
+/// it (`Some`), which are then dropped as a skipped block's are.
+pub type SkipBlock<'a> = dyn Fn(&DataSet, &BlockEntry, Option<&[Column]>) -> Result<bool> + 'a;
 
 impl FileSet {
     /// Opens every file the manifest lists. A window whose files fail to open is kept as
@@ -302,14 +304,19 @@ impl FileSet {
             if let Some(d) = &w.data {
                 for e in d.blocks(uid).iter().filter(|e| overlaps(&e.loc)) {
                     if let Some(skip) = skip {
-                        if skip(d, e)? {
+                        if skip(d, e, None)? {
                             continue;
                         }
                     }
-                    runs.push(Run {
-                        prio: 0,
-                        cols: d.read_range(e, wanted, lo, hi)?,
-                    });
+                    let cols = d.read_range(e, wanted, lo, hi)?;
+                    // A small block has no statistics to skip it by; its rows do as well, and
+                    // spare the caller rows that cannot pass its filter.
+                    if let Some(skip) = skip.filter(|_| !e.has_sma()) {
+                        if skip(d, e, Some(&cols))? {
+                            continue;
+                        }
+                    }
+                    runs.push(Run { prio: 0, cols });
                 }
             }
             for (i, s) in w.stts.iter().enumerate() {
