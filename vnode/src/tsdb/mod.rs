@@ -210,7 +210,8 @@ impl FileSet {
     /// The data blocks of `uids` in `lo..=hi` for which `may_match` says no (from their SMA,
     /// one [`ColStats`] per entry of `stat_columns`), each as (its data set's address, its
     /// offset): the keys a [`SkipBlock`] over this file set looks up. The SMA records of each
-    /// window are read in runs of neighbours; a block without one is never left out.
+    /// window are read in runs of neighbours; a block without one is not in the set (the scan
+    /// decides it on the rows it reads of it).
     pub fn pruned_blocks(
         &self,
         uids: &[TableUid],
