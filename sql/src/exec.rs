@@ -177,6 +177,19 @@ pub trait ScanSource {
         Ok(vec![(i64::MIN, i64::MAX)])
     }
 
+    /// For each of `uids`, at most how many rows `scan` returns for `ts_min..=ts_max`, known
+    /// without reading them (block indexes, memtable counts); `None` when the source cannot
+    /// tell, and then the executor reads subtables one at a time.
+    fn rows_upper_bound(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+    ) -> Result<Option<Vec<u64>>, String> {
+        let _ = (uids, ts_min, ts_max);
+        Ok(None)
+    }
+
     /// The rows in `ts_min..=ts_max` of many subtables of one STABLE (as `scan`, or as
     /// `scan_filtered` with `prune`), concatenated in `uids` order, with each one's row count.
     /// Storage may read them under one snapshot and their block statistics in bulk.
@@ -1707,7 +1720,11 @@ fn run_fragment(
         }
     }
     let metas = selected.map(Selected::into_metas).unwrap_or_default();
-    for meta in &metas {
+    // Row bounds of the subtables from `bounds.0` on (see `ROWS_PER_SCAN_MAX`).
+    let mut bounds: (usize, Vec<u64>) = (0, Vec::new());
+    let mut next = 0;
+    while let Some(meta) = metas.get(next) {
+        next += 1;
         if f.limit.is_some_and(|l| out.rows() >= l) {
             break;
         }
@@ -1755,6 +1772,62 @@ fn run_fragment(
                     })?;
                 process_rows_until(
                     f, out, None, meta, schema, &scan_cols, scanned, cancelled, budget,
+                )?;
+            }
+            continue;
+        }
+        let group_end = match sma {
+            Some(_) => next,
+            None => rows_group_end(src, &metas, next - 1, f, &mut bounds)?,
+        };
+        if group_end > next {
+            // This subtable and the next ones of its STABLE, read together.
+            let from = next - 1;
+            let to = group_end;
+            let group = metas.get(from..to).unwrap_or(&[]);
+            next = to;
+            let uids: Vec<TableUid> = group.iter().map(|m| m.uid).collect();
+            let (counts, cols) = src
+                .scan_many(&uids, f.ts_min, f.ts_max, &scan_cols, prune.as_ref())
+                .map_err(|e| {
+                    SqlError::Execution(format!(
+                        "scan of {} subtables of {}: {e}",
+                        uids.len(),
+                        meta.stable
+                    ))
+                })?;
+            let total: usize = counts.iter().sum();
+            if counts.len() != group.len()
+                || cols.iter().any(|c| c.len() != total)
+                || (total > 0 && cols.len() != scan_cols.len())
+            {
+                return Err(SqlError::Execution(format!(
+                    "scan of {} subtables of {} returned {} counts for {} rows in {} columns",
+                    group.len(),
+                    meta.stable,
+                    counts.len(),
+                    cols.first().map_or(0, Column::len),
+                    cols.len()
+                )));
+            }
+            let mut at = 0;
+            for (m, n) in group.iter().zip(counts) {
+                check_cancelled(cancelled)?;
+                if n == 0 {
+                    continue; // no rows: nothing to aggregate
+                }
+                let rows = cols.iter().map(|c| c.slice(at, at + n)).collect();
+                at += n;
+                process_rows_until(
+                    f,
+                    out,
+                    agg.as_mut(),
+                    m,
+                    schema,
+                    &scan_cols,
+                    rows,
+                    cancelled,
+                    budget,
                 )?;
             }
             continue;
@@ -1847,6 +1920,63 @@ const GROUP_OVERHEAD_BYTES: u64 = 32;
 
 /// Rows gathered before the aggregator is fed.
 const AGG_BATCH_ROWS: usize = 4096;
+
+/// An aggregation over rows reads a run of subtables of one STABLE with one storage call when
+/// their rows in the range, by the storage's upper bound, come to at most this many: subtables
+/// of a few rows each (100,000 trucks over minutes) are read many at a time, under one
+/// snapshot and with their block statistics read in bulk, instead of paying a storage call
+/// each; a subtable of more rows is read alone, as before (fewer rows held, none copied).
+const ROWS_PER_SCAN_MAX: u64 = 8192;
+/// Most subtables one such call reads, and how many row bounds are asked for at once.
+const SCAN_TABLES_MAX: usize = 1024;
+
+/// Where the run of subtables read with `metas[from]` ends (exclusive): past `from` only when
+/// the source bounds their rows and the run of the same STABLE fits [`ROWS_PER_SCAN_MAX`].
+/// `bounds` keeps the bounds asked for (from its first index on) for the next calls.
+fn rows_group_end(
+    src: &dyn ScanSource,
+    metas: &[Arc<TableMeta>],
+    from: usize,
+    f: &Fragment,
+    bounds: &mut (usize, Vec<u64>),
+) -> Result<usize, SqlError> {
+    let Some(first) = metas.get(from) else {
+        return Ok(from);
+    };
+    let have = bounds.0 <= from && from < bounds.0 + bounds.1.len();
+    if !have {
+        let end = (from + SCAN_TABLES_MAX).min(metas.len());
+        let uids: Vec<TableUid> = metas
+            .get(from..end)
+            .unwrap_or(&[])
+            .iter()
+            .map(|m| m.uid)
+            .collect();
+        let got = src
+            .rows_upper_bound(&uids, f.ts_min, f.ts_max)
+            .map_err(|e| SqlError::Execution(format!("row counts of {}: {e}", first.stable)))?;
+        *bounds = (
+            from,
+            got.filter(|b| b.len() == uids.len()).unwrap_or_default(),
+        );
+    }
+    let bound = |k: usize| bounds.1.get(k.wrapping_sub(bounds.0)).copied();
+    let mut rows = 0u64;
+    let mut to = from;
+    while to < metas.len()
+        && to - from < SCAN_TABLES_MAX
+        && metas.get(to).is_some_and(|m| m.stable == first.stable)
+    {
+        let Some(n) = bound(to) else { break };
+        if rows + n > ROWS_PER_SCAN_MAX {
+            break;
+        }
+        rows += n;
+        to += 1;
+    }
+    // A run of one (or none that fits) is read alone.
+    Ok(if to > from + 1 { to } else { from + 1 })
+}
 
 impl BufferedAgg {
     fn new(

@@ -4039,3 +4039,157 @@ fn bind_set_tags_coerces_like_create() {
     .unwrap_err();
     assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
 }
+
+/// Many subtables of a few rows each (100,000 trucks over minutes): an aggregation over rows
+/// reads them many at a time, one storage call for a run of them, and answers as reading
+/// them one by one does.
+#[test]
+fn an_aggregation_over_rows_reads_small_subtables_many_at_a_time() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Counting {
+        inner: Vnode,
+        calls: AtomicUsize,
+        widest: AtomicUsize,
+    }
+    impl ScanSource for Counting {
+        fn schema(&self, stable: &str) -> Option<std::sync::Arc<StableSchema>> {
+            self.inner.schema(stable)
+        }
+        fn tables(&self, stable: &str) -> Vec<std::sync::Arc<TableMeta>> {
+            self.inner.tables(stable)
+        }
+        fn table(&self, name: &str) -> Option<std::sync::Arc<TableMeta>> {
+            self.inner.table(name)
+        }
+        fn scan(
+            &self,
+            uid: TableUid,
+            lo: i64,
+            hi: i64,
+            columns: &[usize],
+        ) -> Result<Vec<Column>, String> {
+            self.inner.scan(uid, lo, hi, columns)
+        }
+        fn rows_upper_bound(
+            &self,
+            uids: &[TableUid],
+            lo: i64,
+            hi: i64,
+        ) -> Result<Option<Vec<u64>>, String> {
+            let rows = |uid: &TableUid| {
+                self.inner
+                    .tables
+                    .iter()
+                    .find(|t| t.meta.uid == *uid)
+                    .map_or(0, |t| {
+                        t.rows
+                            .iter()
+                            .filter(|r| r[0].as_i64().is_some_and(|ts| lo <= ts && ts <= hi))
+                            .count() as u64
+                    })
+            };
+            Ok(Some(uids.iter().map(rows).collect()))
+        }
+        fn scan_many(
+            &self,
+            uids: &[TableUid],
+            lo: i64,
+            hi: i64,
+            columns: &[usize],
+            prune: Option<&crate::prune::BlockPred>,
+        ) -> Result<(Vec<usize>, Vec<Column>), String> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            self.widest.fetch_max(uids.len(), Ordering::Relaxed);
+            self.inner.scan_many(uids, lo, hi, columns, prune)
+        }
+    }
+    const SUBTABLES: usize = 3000;
+    let template = tables().remove(0);
+    let tables: Vec<Table> = (0..SUBTABLES)
+        .map(|t| {
+            let mut meta = template.meta.clone();
+            meta.uid = TableUid(t as u64 + 1);
+            meta.name = format!("r_small_{t}");
+            let rows = (0..3)
+                .map(|r| {
+                    let vel = if (t + r) % 5 == 0 {
+                        Value::Null
+                    } else {
+                        Value::Float(((t * 3 + r) % 20) as f64)
+                    };
+                    vec![
+                        Value::Timestamp(T0 + r as i64 * 10_000),
+                        Value::Float(1.0),
+                        vel,
+                        Value::Int((t % 4) as i64),
+                    ]
+                })
+                .collect();
+            Table { meta, rows }
+        })
+        .collect();
+    let all: Vec<Vec<Value>> = tables.iter().flat_map(|t| t.rows.clone()).collect();
+    let src = Counting {
+        inner: Vnode {
+            tables,
+            sma_block: None,
+            columnar: true,
+        },
+        calls: AtomicUsize::new(0),
+        widest: AtomicUsize::new(0),
+    };
+    let q = query(
+        "SELECT _wstart, COUNT(*), SUM(status), MAX(velocity) FROM readings \
+         WHERE velocity > 12.5 INTERVAL(10s)",
+    );
+    let plan = plan_query(&q, Some("iot"), &Cat).unwrap();
+    let frag = &plan.fragments[0].fragment;
+    let partial = execute_fragment(frag, &src).unwrap();
+    let out = finish(&plan, vec![(plan.fragments[0].id, vec![partial])]).unwrap();
+    let mut want: Vec<Vec<Value>> = Vec::new();
+    for r in 0..3i64 {
+        let passing: Vec<&Vec<Value>> = all
+            .iter()
+            .filter(|x| x[0] == Value::Timestamp(T0 + r * 10_000))
+            .filter(|x| x[2].as_f64().is_some_and(|v| v > 12.5))
+            .collect();
+        let max = passing
+            .iter()
+            .filter_map(|x| x[2].as_f64())
+            .fold(f64::MIN, f64::max);
+        let sum: i64 = passing.iter().filter_map(|x| x[3].as_i64()).sum();
+        want.push(vec![
+            Value::Timestamp(T0 + r * 10_000),
+            Value::Int(passing.len() as i64),
+            Value::Int(sum),
+            Value::Float(max),
+        ]);
+    }
+    assert_eq!(rows(&out), want);
+    // 3,000 subtables of 3 rows: read 1,024 at a time (3,072 rows, under the bound).
+    assert_eq!(src.calls.load(Ordering::Relaxed), 3);
+    assert_eq!(src.widest.load(Ordering::Relaxed), 1024);
+    // A time range of 2 rows per subtable: the bounds count only the rows in it.
+    let q = query(&format!(
+        "SELECT COUNT(*) FROM readings WHERE velocity > 12.5 AND ts >= {}",
+        T0 + 10_000
+    ));
+    let plan = plan_query(&q, Some("iot"), &Cat).unwrap();
+    let frag = &plan.fragments[0].fragment;
+    src.calls.store(0, Ordering::Relaxed);
+    let partial = execute_fragment(frag, &src).unwrap();
+    let out = finish(&plan, vec![(plan.fragments[0].id, vec![partial])]).unwrap();
+    let n: i64 = want[1..].iter().filter_map(|w| w[1].as_i64()).sum();
+    assert_eq!(rows(&out), vec![vec![Value::Int(n)]]);
+    assert_eq!(src.calls.load(Ordering::Relaxed), 3);
+    // Subtables of more rows than the bound are read one at a time, without it.
+    let big = Counting {
+        inner: big_vnode(20_000),
+        calls: AtomicUsize::new(0),
+        widest: AtomicUsize::new(0),
+    };
+    let partial = execute_fragment(frag, &big).unwrap();
+    let out = finish(&plan, vec![(plan.fragments[0].id, vec![partial])]).unwrap();
+    assert_eq!(out.num_rows(), 1);
+    assert_eq!(big.calls.load(Ordering::Relaxed), 0);
+}

@@ -568,6 +568,15 @@ impl tidal_sql::ScanSource for VnodeSource<'_> {
         self.check()?;
         Ok(self.vnode.ranges_desc_many(uids))
     }
+    fn rows_upper_bound(
+        &self,
+        uids: &[TableUid],
+        ts_min: i64,
+        ts_max: i64,
+    ) -> Result<Option<Vec<u64>>, String> {
+        self.check()?;
+        Ok(Some(self.vnode.rows_upper_bound(uids, ts_min, ts_max)))
+    }
     fn scan_many(
         &self,
         uids: &[TableUid],

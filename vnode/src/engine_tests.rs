@@ -1577,9 +1577,28 @@ fn a_data_block_under_minrows_has_no_sma_record_and_is_read_for_aggregates_and_f
     assert_eq!((rows(small, 4_000), rows(big, 4_000)), (6, 30));
     assert_eq!((rows(small, 5_000), rows(big, 5_000)), (0, 30));
     assert_eq!((rows(small, 30_000), rows(big, 30_000)), (0, 0));
+    // Row bounds for sizing a read of many subtables: whole overlapping blocks and every
+    // memtable row, from the indexes alone.
+    assert_eq!(
+        v.rows_upper_bound(&[small, big], i64::MIN, i64::MAX),
+        vec![6, 30]
+    );
+    assert_eq!(v.rows_upper_bound(&[small, big], 1_000, 1_999), vec![6, 30]);
+    assert_eq!(
+        v.rows_upper_bound(&[small, big], 60_000, 70_000),
+        vec![0, 0]
+    );
+    write(&v, "small", &rows_from(100_000, 2));
+    assert_eq!(v.rows_upper_bound(&[small], 60_000, 70_000), vec![2]);
     drop(v);
     let v = Vnode::open(d.path(), cfg(1)).unwrap();
-    assert_eq!(scan_all(&v, "small", i64::MIN, i64::MAX), rows_from(0, 6));
+    assert_eq!(
+        scan_all(&v, "small", i64::MIN, i64::MAX),
+        rows_from(0, 6)
+            .into_iter()
+            .chain(rows_from(100_000, 2))
+            .collect::<Vec<_>>()
+    );
     assert_eq!(scan_all(&v, "big", i64::MIN, i64::MAX), rows_from(0, 30));
 }
 

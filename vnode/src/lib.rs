@@ -2428,6 +2428,51 @@ impl VnodeCore {
     /// all). A uid the catalog does not know (a subtable dropped since the caller listed it)
     /// holds no rows; nothing is looked up per uid beyond the files and memtables, since a
     /// fleet-wide LAST_ROW search asks this for a hundred thousand subtables.
+    /// For each of `uids`, at most how many rows a scan of `lo..=hi` returns: the rows of its
+    /// data and STT blocks overlapping the range and all its memtable rows (newer copies of a
+    /// ts counted twice). From the block indexes and memtable counts, nothing is read: what a
+    /// caller sizes a read of many subtables by.
+    pub fn rows_upper_bound(&self, uids: &[TableUid], lo: i64, hi: i64) -> Vec<u64> {
+        let st = self.state.read();
+        let (flo, fhi) = (
+            tsdb::fid_of(lo, self.window_units),
+            tsdb::fid_of(hi, self.window_units),
+        );
+        let windows: Vec<&tsdb::Window> = if lo > hi {
+            Vec::new()
+        } else {
+            st.files.windows.range(flo..=fhi).map(|(_, w)| w).collect()
+        };
+        let overlapping = |b: &block::BlockLoc| b.ts_max >= lo && b.ts_min <= hi;
+        uids.iter()
+            .map(|uid| {
+                let mut n = st.mem.rows_of(*uid);
+                if let Some(f) = &st.frozen {
+                    n += f.mem.rows_of(*uid);
+                }
+                for w in &windows {
+                    if let Some(d) = &w.data {
+                        n += d
+                            .blocks(*uid)
+                            .iter()
+                            .filter(|e| overlapping(&e.loc))
+                            .map(|e| u64::from(e.loc.rows))
+                            .sum::<u64>();
+                    }
+                    for s in &w.stts {
+                        n += s
+                            .blocks(*uid)
+                            .iter()
+                            .filter(|b| overlapping(b))
+                            .map(|b| u64::from(b.rows))
+                            .sum::<u64>();
+                    }
+                }
+                n
+            })
+            .collect()
+    }
+
     pub fn ranges_desc_many(&self, uids: &[TableUid]) -> Vec<(i64, i64)> {
         let st = self.state.read();
         self.ranges_desc_locked(&st, uids)
