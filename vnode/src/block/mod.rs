@@ -998,23 +998,35 @@ mod tests {
     /// A file holding one 4,096-row block after 7 bytes of something else.
     fn block_file(dir: &Path) -> (File, std::path::PathBuf, BlockLoc) {
         let (cols, types) = raw_columns();
+        let path = dir.join("b.data");
+        let (file, loc) = write_block(&path, &cols, &types, Effort::Best);
+        (file, path, loc)
+    }
+
+    /// Writes `cols` (column 0 the ts) as one block after 7 bytes of something else.
+    fn write_block(
+        path: &Path,
+        cols: &[Column],
+        types: &[DataType],
+        effort: Effort,
+    ) -> (File, BlockLoc) {
         let codecs: Vec<ColumnCodec> = types
             .iter()
             .map(|t| ColumnCodec::default_for(*t, 2))
             .collect();
         let mut out = vec![7u8; 7];
-        encode_block(&cols, &types, &codecs, Effort::Best, &mut out).unwrap();
-        let path = dir.join("b.data");
-        std::fs::write(&path, &out).unwrap();
+        encode_block(cols, types, &codecs, effort, &mut out).unwrap();
+        std::fs::write(path, &out).unwrap();
+        let ts = ts_slice(&cols[0]);
         let loc = BlockLoc {
             offset: 7,
             len: (out.len() - 7) as u32,
-            ncols: 3,
-            rows: ROWS as u32,
-            ts_min: 1_000,
-            ts_max: 1_000 + (ROWS as i64 - 1) * 10,
+            ncols: cols.len() as u32,
+            rows: ts.len() as u32,
+            ts_min: ts[0],
+            ts_max: ts[ts.len() - 1],
         };
-        (File::open(&path).unwrap(), path, loc)
+        (File::open(path).unwrap(), loc)
     }
 
     #[test]
@@ -1158,29 +1170,14 @@ mod tests {
             DataType::Float,
             DataType::NChar(4),
         ];
-        let codecs: Vec<ColumnCodec> = types
-            .iter()
-            .map(|t| ColumnCodec::default_for(*t, 2))
-            .collect();
-        let mut out = vec![1u8; 3];
-        encode_block(&cols, &types, &codecs, Effort::Quick, &mut out).unwrap();
         let path = d.path().join("s.data");
-        std::fs::write(&path, &out).unwrap();
-        let loc = BlockLoc {
-            offset: 3,
-            len: (out.len() - 3) as u32,
-            ncols: types.len() as u32,
-            rows: n as u32,
-            ts_min: 5,
-            ts_max: 5 + n as i64 - 1,
-        };
-        let file = File::open(&path).unwrap();
+        let (file, loc) = write_block(&path, &cols, &types, Effort::Quick);
         let got = block_sma(&file, &path, &loc).unwrap();
         assert_eq!(got, compute_sma(&cols));
         assert_eq!(got[2].sum, SmaVal::None, "the overflowed sum is not kept");
         assert_eq!(got[3].sum, SmaVal::Int(-3 * (0..n as i64).sum::<i64>()));
         // A damaged chunk is a corruption error, as for any read of the block.
-        let mut bad = out.clone();
+        let mut bad = std::fs::read(&path).unwrap();
         let last = bad.len() - 1;
         bad[last] ^= 0x40;
         std::fs::write(&path, &bad).unwrap();
