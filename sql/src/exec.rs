@@ -1955,9 +1955,11 @@ fn rows_group_end(
         let got = src
             .rows_upper_bound(&uids, f.ts_min, f.ts_max)
             .map_err(|e| SqlError::Execution(format!("row counts of {}: {e}", first.stable)))?;
+        // No bounds: every subtable of the stretch is read alone, without asking again.
+        let none = || vec![u64::MAX; uids.len()];
         *bounds = (
             from,
-            got.filter(|b| b.len() == uids.len()).unwrap_or_default(),
+            got.filter(|b| b.len() == uids.len()).unwrap_or_else(none),
         );
     }
     let bound = |k: usize| bounds.1.get(k.wrapping_sub(bounds.0)).copied();
@@ -1968,7 +1970,7 @@ fn rows_group_end(
         && metas.get(to).is_some_and(|m| m.stable == first.stable)
     {
         let Some(n) = bound(to) else { break };
-        if rows + n > ROWS_PER_SCAN_MAX {
+        if rows.saturating_add(n) > ROWS_PER_SCAN_MAX {
             break;
         }
         rows += n;
