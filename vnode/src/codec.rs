@@ -1,15 +1,55 @@
 //! Compact little-endian binary encoding shared by the WAL, the data files and the manifest.
 //!
 //! Owns: the encoding of integers, strings, [`Value`]s, [`Column`]s, [`DataType`]s,
-//! [`StableSchema`]s and [`TableMeta`]s. Invariant: every `get_*` on a [`Reader`] is bounds
-//! checked and returns a [`DecodeError`] (offset relative to the start of the decoded buffer)
-//! instead of panicking, whatever the input bytes are. Lengths read from bytes are checked
+//! [`StableSchema`]s and [`TableMeta`]s, and of zstd-compressed bodies with their length
+//! ([`put_compressed`]: head files, the manifest). Invariant: every `get_*` on a [`Reader`] is
+//! bounds checked and returns a [`DecodeError`] (offset relative to the start of the decoded
+//! buffer) instead of panicking, whatever the input bytes are. Lengths read from bytes are checked
 //! against the remaining input before anything is allocated.
 
 use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, SchemaVersion, StableSchema, TableMeta, TableUid,
     Value,
 };
+
+/// Appends `raw` as a compressed body: its length (`u64`) and a zstd frame of it at `level`;
+/// the layout of a head file's body and of the manifest's payload.
+pub fn put_compressed(out: &mut Vec<u8>, raw: &[u8], level: i32) {
+    out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
+    // Writing into a Vec cannot fail; an error would leave the frame cut short, which
+    // `get_compressed` reports.
+    let _ = zstd::stream::copy_encode(raw, out, level);
+}
+
+/// The length a body written by [`put_compressed`] says it decompresses to (`None`: too short).
+pub fn compressed_len(b: &[u8]) -> Option<u64> {
+    b.get(..8)
+        .and_then(|l| l.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+/// A body written by [`put_compressed`], decompressed; the caller has checked its
+/// [`compressed_len`] against what its file can hold. Memory grows with what the frame really
+/// holds, never past that length, and the frame must give exactly it.
+pub fn get_compressed(b: &[u8]) -> Result<Vec<u8>, String> {
+    let raw_len = compressed_len(b).ok_or_else(|| "too short for its length".to_string())?;
+    let mut raw = Vec::new();
+    zstd::stream::read::Decoder::new(b.get(8..).unwrap_or(&[]))
+        .and_then(|d| {
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(d, raw_len.saturating_add(1)),
+                &mut raw,
+            )
+        })
+        .map_err(|e| format!("does not decompress: {e}"))?;
+    if raw.len() as u64 != raw_len {
+        return Err(format!(
+            "decompresses to {} bytes, its header says {raw_len}",
+            raw.len()
+        ));
+    }
+    Ok(raw)
+}
 
 /// A decode failure at `offset` bytes into the decoded buffer.
 #[derive(Debug, Clone, PartialEq)]

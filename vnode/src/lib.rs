@@ -1969,9 +1969,10 @@ impl VnodeCore {
                 let inside = ts_min <= a && b <= ts_max;
                 let shadowed = win_newer.iter().any(|(x, y)| *x <= b && *y >= a);
                 // A block without an SMA record (a small one) is read as rows.
-                let sma = match inside && !shadowed {
-                    true => d.read_sma(e)?,
-                    false => None,
+                let sma = if inside && !shadowed {
+                    d.read_sma(e)?
+                } else {
+                    None
                 };
                 if let Some(all) = sma {
                     let stats = wanted

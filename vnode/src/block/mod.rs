@@ -146,18 +146,12 @@ pub fn read_columns(
     if loc.len <= WHOLE_READ_BYTES_MAX {
         // One read for the directory and every chunk: a merge of many small subtables made
         // a read call per chunk, a sixth of its CPU at 100,000 trucks.
-        check_dir_size(path, loc)?;
-        let block = read_at(file, path, loc.offset, loc.len as usize)?;
-        let chunks = parse_directory(&block, path, loc)?;
+        let (block, chunks) = read_whole(file, path, loc)?;
         return wanted
             .iter()
             .map(|&(ci, t)| match chunks.get(ci) {
                 None => Ok(Column::all_null(t, loc.rows as usize)),
-                Some(&c) => {
-                    let at = (c.0 - loc.offset) as usize;
-                    let bytes = block.get(at..at + c.1 as usize).unwrap_or(&[]);
-                    decode_chunk(bytes, path, loc, ci, c, t)
-                }
+                Some(&c) => decode_chunk(chunk_bytes(&block, loc, c), path, loc, ci, c, t),
             })
             .collect();
     }
@@ -176,6 +170,20 @@ pub fn read_columns(
             ),
         })
         .collect()
+}
+
+/// A whole block in one read, with its checked directory.
+fn read_whole(file: &File, path: &Path, loc: &BlockLoc) -> Result<(Vec<u8>, Vec<Chunk>)> {
+    check_dir_size(path, loc)?;
+    let block = read_at(file, path, loc.offset, loc.len as usize)?;
+    let chunks = parse_directory(&block, path, loc)?;
+    Ok((block, chunks))
+}
+
+/// The bytes of chunk `c` in a block read whole (`parse_directory` checked it lies inside).
+fn chunk_bytes<'a>(block: &'a [u8], loc: &BlockLoc, c: Chunk) -> &'a [u8] {
+    let at = (c.0 - loc.offset) as usize;
+    block.get(at..at + c.1 as usize).unwrap_or(&[])
 }
 
 /// The stage-1 encoding id of column `i` of an encoded block (the block layout above; the
@@ -749,15 +757,12 @@ pub fn compute_sma(cols: &[Column]) -> Vec<ColStats> {
 /// `MINROWS`), computed by decoding it: each chunk as the physical type its header names,
 /// since only that decides the statistics. Checked as [`read_columns`] checks a block.
 pub fn block_sma(file: &File, path: &Path, loc: &BlockLoc) -> Result<Vec<ColStats>> {
-    check_dir_size(path, loc)?;
-    let block = read_at(file, path, loc.offset, loc.len as usize)?;
-    let chunks = parse_directory(&block, path, loc)?;
+    let (block, chunks) = read_whole(file, path, loc)?;
     chunks
         .iter()
         .enumerate()
         .map(|(ci, &c)| {
-            let at = (c.0 - loc.offset) as usize;
-            let bytes = block.get(at..at + c.1 as usize).unwrap_or(&[]);
+            let bytes = chunk_bytes(&block, loc, c);
             let t = match tidal_codec::stored_physical(bytes) {
                 Some(PhysicalType::Bool) => DataType::Bool,
                 Some(PhysicalType::Int) => DataType::BigInt,

@@ -126,10 +126,7 @@ pub fn encode_head(index: &BTreeMap<TableUid, Vec<BlockEntry>>) -> Vec<u8> {
     b.extend_from_slice(HEAD_MAGIC);
     b.extend_from_slice(&HEAD_VERSION.to_le_bytes());
     b.extend_from_slice(&0u32.to_le_bytes());
-    b.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    // Writing into a Vec cannot fail; an error would leave the frame cut short, which the
-    // length check at open reports.
-    let _ = zstd::stream::copy_encode(&body[..], &mut b, HEAD_ZSTD_LEVEL);
+    crate::codec::put_compressed(&mut b, &body, HEAD_ZSTD_LEVEL);
     let crc = crc32c::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b.extend_from_slice(FOOTER_MAGIC);
@@ -182,10 +179,8 @@ pub fn decode_head(
         let body = b.get(HEADER_BYTES..body_end).unwrap_or(&[]);
         return parse_head_body(body, HEADER_BYTES as u64, path, data_len, sma_len);
     }
-    let raw_len = b
-        .get(HEADER_BYTES..HEADER_BYTES + 8)
-        .map(|_| u64_at(b, HEADER_BYTES))
-        .unwrap_or(0);
+    let compressed = b.get(HEADER_BYTES..body_end).unwrap_or(&[]);
+    let raw_len = crate::codec::compressed_len(compressed).unwrap_or(0);
     // Each block takes at least a directory and a one-byte chunk in `.data`, so a head of
     // the committed data can list no more blocks than that; the bound keeps a damaged length
     // from asking for memory the data could never need.
@@ -198,31 +193,8 @@ pub fn decode_head(
             format!("head body of {raw_len} bytes is more than {data_len} bytes of data can index"),
         ));
     }
-    let frame = b.get(HEADER_BYTES + 8..body_end).unwrap_or(&[]);
-    let mut body = Vec::new();
-    let read = zstd::stream::read::Decoder::new(frame).and_then(|d| {
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(d, raw_len.saturating_add(1)),
-            &mut body,
-        )
-    });
-    if let Err(e) = read {
-        return Err(corrupt(
-            path,
-            (HEADER_BYTES + 8) as u64,
-            format!("head body does not decompress: {e}"),
-        ));
-    }
-    if body.len() as u64 != raw_len {
-        return Err(corrupt(
-            path,
-            (HEADER_BYTES + 8) as u64,
-            format!(
-                "head body decompresses to {} bytes, its header says {raw_len}",
-                body.len()
-            ),
-        ));
-    }
+    let body = crate::codec::get_compressed(compressed)
+        .map_err(|e| corrupt(path, (HEADER_BYTES + 8) as u64, format!("head body {e}")))?;
     parse_head_body(&body, 0, path, data_len, sma_len)
 }
 

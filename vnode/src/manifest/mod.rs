@@ -86,10 +86,7 @@ pub fn encode(flushed_seq: u64, next_file_id: u64, windows: &[WindowRec], meta: 
     // The header's room first, filled in at the end.
     let mut out = Vec::with_capacity(HEADER_BYTES + 8 + raw.len() / 4);
     out.resize(HEADER_BYTES, 0);
-    out.extend_from_slice(&(raw.len() as u64).to_le_bytes());
-    // Writing into a Vec cannot fail; an error would leave the frame cut short, which the
-    // length check at open reports.
-    let _ = zstd::stream::copy_encode(&raw[..], &mut out, MANIFEST_ZSTD_LEVEL);
+    crate::codec::put_compressed(&mut out, &raw, MANIFEST_ZSTD_LEVEL);
     let payload = out.get(HEADER_BYTES..).unwrap_or(&[]);
     let (crc, len) = (crc32c::crc32c(payload), payload.len() as u64);
     let mut head = Vec::with_capacity(HEADER_BYTES);
@@ -200,13 +197,10 @@ pub fn read(path: &Path) -> Result<Manifest> {
 /// compresses by (about 10 to 1), far below what a crafted frame could claim.
 const RAW_BYTES_PER_BYTE_MAX: u64 = 1024;
 
-/// A version 3 payload (`raw_len u64` and a zstd frame) decompressed. Memory grows with what
-/// the frame really holds, never past `raw_len` (read only after the checksum passed).
+/// A version 3 payload (`raw_len u64` and a zstd frame) decompressed, its length checked
+/// against [`RAW_BYTES_PER_BYTE_MAX`] first (read only after the checksum passed).
 fn decompress(payload: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let raw_len = payload
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .map(u64::from_le_bytes)
+    let raw_len = crate::codec::compressed_len(payload)
         .ok_or_else(|| "payload too short for its length".to_string())?;
     let raw_max = (payload.len() as u64).saturating_mul(RAW_BYTES_PER_BYTE_MAX);
     if raw_len > raw_max {
@@ -215,20 +209,5 @@ fn decompress(payload: &[u8]) -> std::result::Result<Vec<u8>, String> {
             payload.len()
         ));
     }
-    let mut raw = Vec::new();
-    zstd::stream::read::Decoder::new(payload.get(8..).unwrap_or(&[]))
-        .and_then(|d| {
-            std::io::Read::read_to_end(
-                &mut std::io::Read::take(d, raw_len.saturating_add(1)),
-                &mut raw,
-            )
-        })
-        .map_err(|e| format!("payload does not decompress: {e}"))?;
-    if raw.len() as u64 != raw_len {
-        return Err(format!(
-            "payload decompresses to {} bytes, its header says {raw_len}",
-            raw.len()
-        ));
-    }
-    Ok(raw)
+    crate::codec::get_compressed(payload).map_err(|e| format!("payload {e}"))
 }
