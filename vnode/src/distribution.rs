@@ -57,6 +57,7 @@ impl VnodeCore {
             ..TableDistribution::default()
         };
         let mut min_rows = u32::MAX;
+        let mut shared: std::collections::HashSet<(u64, u64)> = std::collections::HashSet::new();
         for w in files.windows.values() {
             if w.damaged.is_some() {
                 d.damaged_windows += 1;
@@ -67,9 +68,12 @@ impl VnodeCore {
                 for s in &w.stts {
                     for b in s.blocks(*uid) {
                         any = true;
-                        d.stt_blocks += 1;
                         d.stt_rows += u64::from(b.rows);
-                        d.stt_bytes += u64::from(b.len);
+                        // A block shared by several subtables counts once.
+                        if b.view.is_none() || shared.insert((s.id, b.offset)) {
+                            d.stt_blocks += 1;
+                            d.stt_bytes += u64::from(b.len);
+                        }
                     }
                 }
                 if let Some(data) = &w.data {

@@ -554,6 +554,21 @@ fn write_fuzz_seeds() {
             &std::fs::read(p).unwrap(),
         );
     }
+    // Small subtables sharing blocks (STT version 3 views).
+    let shared = tempfile::tempdir().unwrap();
+    let v = Vnode::open(shared.path(), cfg(1)).unwrap();
+    for k in 0..12i64 {
+        write(&v, &format!("t{k}"), &rows_from(k, 1 + k % 5));
+    }
+    v.flush().unwrap();
+    drop(v);
+    for (i, p) in files_named(shared.path(), ".stt").iter().enumerate() {
+        put(
+            "vnode_stt_file",
+            &format!("shared-seed{i}"),
+            &std::fs::read(p).unwrap(),
+        );
+    }
     for (i, p) in files_named(d.path(), ".head").iter().enumerate() {
         let b = std::fs::read(p).unwrap();
         put("vnode_head", &format!("seed{i}"), &b);
@@ -1669,4 +1684,87 @@ fn an_stt_block_that_overlaps_a_later_one_is_merged_with_it_not_moved() {
     want.extend(late);
     let want: Vec<(i64, Row)> = want.into_iter().collect();
     assert_eq!(scan_all(&v, "t", i64::MIN, i64::MAX), want);
+}
+
+#[test]
+fn small_subtables_of_a_flush_share_stt_blocks_and_read_merge_and_reopen_as_their_own() {
+    let d = tempfile::tempdir().unwrap();
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    // 40 subtables of 3 rows (MINROWS 10, MAXROWS 50): 120 rows in shared blocks of up to 50.
+    let name = |k: i64| format!("t{k}");
+    let rows = |k: i64| rows_from(k, 3);
+    for k in 0..40 {
+        write(&v, &name(k), &rows(k));
+    }
+    v.flush().unwrap();
+    let offsets = {
+        let st = v.state.read();
+        let w = &st.files.windows[&0];
+        assert_eq!(w.stts.len(), 1);
+        let s = &w.stts[0];
+        let mut offsets = std::collections::BTreeSet::new();
+        for k in 0..40 {
+            let b = s.blocks(v.table(&name(k)).unwrap().uid);
+            assert!(
+                b.len() == 1 && b[0].rows == 3 && b[0].view.is_some(),
+                "{b:?}"
+            );
+            offsets.insert(b[0].offset);
+        }
+        offsets
+    };
+    assert_eq!(offsets.len(), 3, "120 rows in blocks of up to 50");
+    let d0 = v.distribution(&[v.table("t0").unwrap().uid, v.table("t1").unwrap().uid]);
+    assert_eq!(
+        (d0.stt_blocks, d0.stt_rows),
+        (1, 6),
+        "two views of one block count once"
+    );
+    for k in 0..40 {
+        assert_eq!(scan_all(&v, &name(k), i64::MIN, i64::MAX), rows(k), "t{k}");
+        assert_eq!(
+            scan_all(&v, &name(k), k + 1000, k + 1000),
+            rows(k)[1..2].to_vec(),
+            "t{k}, one row"
+        );
+    }
+    // Newer copies of some rows, in a second STT file: they win, in reads and in the merge.
+    let newer = |k: i64| -> Vec<(i64, Row)> {
+        vec![
+            (k + 1000, (Some(-1.0), None, Some(k))),
+            (k + 5000, (None, None, None)),
+        ]
+    };
+    for k in (0..40).step_by(3) {
+        write(&v, &name(k), &newer(k));
+    }
+    v.flush().unwrap();
+    let want = |k: i64| -> Vec<(i64, Row)> {
+        let mut m: BTreeMap<i64, Row> = rows(k).into_iter().collect();
+        if k % 3 == 0 {
+            m.extend(newer(k));
+        }
+        m.into_iter().collect()
+    };
+    let check_all = |v: &Vnode, what: &str| {
+        for k in 0..40 {
+            assert_eq!(
+                scan_all(v, &name(k), i64::MIN, i64::MAX),
+                want(k),
+                "t{k} {what}"
+            );
+        }
+    };
+    check_all(&v, "over two STT files");
+    {
+        let _bg = v.bg.lock();
+        v.merge_due_locked().unwrap();
+    }
+    assert!(v.state.read().files.windows[&0].stts.is_empty(), "merged");
+    check_all(&v, "merged");
+    drop(v);
+    let v = Vnode::open(d.path(), cfg(1)).unwrap();
+    check_all(&v, "reopened");
+    v.compact().unwrap();
+    check_all(&v, "compacted");
 }

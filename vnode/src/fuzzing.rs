@@ -103,6 +103,7 @@ fn block_file(
         rows,
         ts_min,
         ts_max,
+        view: None,
     };
     let wanted = (0..ncols.min(8) as usize)
         .map(|i| (i, TYPES[i % TYPES.len()]))

@@ -88,9 +88,52 @@ pub struct BlockLoc {
     pub offset: u64,
     pub len: u32,
     pub ncols: u32,
+    /// The rows this location names: the block's, or with `view` one subtable's run in it.
     pub rows: u32,
     pub ts_min: i64,
     pub ts_max: i64,
+    /// Set when the block is shared by several subtables (STT version 3) and this location
+    /// names one subtable's rows in it; `None`: the location is the whole block.
+    pub view: Option<RowView>,
+}
+
+/// One subtable's rows in a block shared by several: rows `start..start + rows` of the
+/// block's `block_rows`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowView {
+    pub start: u32,
+    pub block_rows: u32,
+}
+
+impl BlockLoc {
+    /// The whole block a view is in (itself when it is not a view). Its ts range is unknown
+    /// (a shared block's runs each start again), so it is given as everything.
+    pub fn whole_block(&self) -> BlockLoc {
+        match self.view {
+            None => *self,
+            Some(v) => BlockLoc {
+                rows: v.block_rows,
+                ts_min: i64::MIN,
+                ts_max: i64::MAX,
+                view: None,
+                ..*self
+            },
+        }
+    }
+
+    /// A view's rows out of its whole block's decoded columns (everything when the location
+    /// is not a view). The bounds were checked when the index was read; a slice past the end
+    /// is cut short, never a panic.
+    pub fn view_slice<C: std::borrow::Borrow<Column>>(&self, cols: &[C]) -> Vec<Column> {
+        let (s, e) = match self.view {
+            None => (0, usize::MAX),
+            Some(v) => (
+                v.start as usize,
+                (v.start as usize).saturating_add(self.rows as usize),
+            ),
+        };
+        cols.iter().map(|c| c.borrow().slice(s, e)).collect()
+    }
 }
 
 pub(crate) fn corrupt(path: &Path, offset: u64, reason: String) -> VnodeError {
@@ -143,6 +186,9 @@ pub fn read_columns(
     loc: &BlockLoc,
     wanted: &[(usize, DataType)],
 ) -> Result<Vec<Column>> {
+    if loc.view.is_some() {
+        return Ok(loc.view_slice(&read_columns(file, path, &loc.whole_block(), wanted)?));
+    }
     if loc.len <= WHOLE_READ_BYTES_MAX {
         // One read for the directory and every chunk: a merge of many small subtables made
         // a read call per chunk, a sixth of its CPU at 100,000 trucks.
@@ -214,12 +260,29 @@ pub fn read_columns_cached(
     loc: &BlockLoc,
     wanted: &[(usize, DataType)],
 ) -> Result<Vec<Arc<Column>>> {
+    if loc.view.is_some() {
+        // The shared block is decoded and cached whole, however few its rows: the other
+        // subtables' views of it are then slices of what is cached, not decodes of it all.
+        let whole = cached(file, path, token, &loc.whole_block(), wanted)?;
+        return Ok(loc.view_slice(&whole).into_iter().map(Arc::new).collect());
+    }
     if loc.rows < crate::column_cache::BLOCK_ROWS_MIN {
         return Ok(read_columns(file, path, loc, wanted)?
             .into_iter()
             .map(Arc::new)
             .collect());
     }
+    cached(file, path, token, loc, wanted)
+}
+
+/// [`read_columns_cached`] of a whole block, whatever its rows.
+fn cached(
+    file: &File,
+    path: &Path,
+    token: u64,
+    loc: &BlockLoc,
+    wanted: &[(usize, DataType)],
+) -> Result<Vec<Arc<Column>>> {
     let cache = crate::column_cache::global();
     let rows = loc.rows as usize;
     let key = |ci: usize| crate::column_cache::Key {
@@ -311,7 +374,9 @@ fn read_range(
         ))
     };
     let rows = loc.rows as usize;
+    // A view's segments are the shared block's, not its own: it is read whole.
     if (lo <= loc.ts_min && hi >= loc.ts_max)
+        || loc.view.is_some()
         || rows <= tidal_codec::SEGMENT_ROWS
         || wanted.first().map(|w| w.0) != Some(0)
     {
@@ -1030,6 +1095,7 @@ mod tests {
             rows: ts.len() as u32,
             ts_min: ts[0],
             ts_max: ts[ts.len() - 1],
+            view: None,
         };
         (File::open(path).unwrap(), loc)
     }

@@ -16,7 +16,9 @@
 //!   the same name) gets a new token, so no entry outlives the bytes it was decoded from;
 //! - only query reads of blocks of at least [`BLOCK_ROWS_MIN`] rows use it (a compaction's
 //!   reads of whole windows would evict what queries use, and short blocks are cheap to
-//!   decode); entries of replaced files are never looked up again and age out.
+//!   decode), and of STT blocks shared by several subtables whatever their rows (each
+//!   subtable's read of one would otherwise decode all of it); entries of replaced files are
+//!   never looked up again and age out.
 
 use lru::LruCache;
 use parking_lot::Mutex;

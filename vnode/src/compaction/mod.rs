@@ -24,6 +24,7 @@ use crate::block::{self, BlockLoc, ColumnCodec};
 use crate::data_file::{BlockEntry, DataAppender, DataSet};
 use crate::error::Result;
 use crate::merge::{merge_runs, Run};
+use crate::stt::ViewCache;
 use crate::tsdb::Window;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -92,6 +93,9 @@ pub fn merge_window(
     let mut index: BTreeMap<TableUid, Vec<BlockEntry>> = BTreeMap::new();
     let mut stats = MergeStats::default();
     let maxrows = p.maxrows.max(1);
+    // Subtables go by uid, as the STT files' shared blocks hold them: each shared block is
+    // decoded once for all its subtables.
+    let mut views: Vec<ViewCache> = window.stts.iter().map(|_| ViewCache::default()).collect();
     for uid in uids {
         let old_blocks: &[BlockEntry] = old.map(|d| d.blocks(uid)).unwrap_or(&[]);
         let Some((types, codecs)) = (p.layout_of)(uid) else {
@@ -144,9 +148,9 @@ pub fn merge_window(
         let mut new_min = i64::MAX;
         for (i, b) in blocks.get(merge_from..).unwrap_or(&[]) {
             new_min = new_min.min(b.ts_min);
-            let cols = match window.stts.get(*i) {
-                Some(s) => s.read(b, &wanted)?,
-                None => continue,
+            let cols = match (window.stts.get(*i), views.get_mut(*i)) {
+                (Some(s), Some(cache)) => s.read_with(b, &wanted, cache)?,
+                _ => continue,
             };
             runs.push(Run {
                 prio: 1 + *i as u64,

@@ -244,6 +244,7 @@ fn parse_head_body(
                     ncols: u32_at(b, o + 20),
                     offset: u64_at(b, o + 24),
                     len: u32_at(b, o + 32),
+                    view: None,
                 },
                 sma_off: u64_at(b, o + 36),
                 sma_len: u32_at(b, o + 44),
@@ -623,6 +624,7 @@ impl DataAppender {
                 rows,
                 ts_min,
                 ts_max,
+                view: None,
             },
             sma_off: self.sma_at,
             sma_len: self.smabuf.len() as u32,
@@ -646,6 +648,7 @@ impl DataAppender {
             loc: BlockLoc {
                 offset: self.data_at,
                 len: block.len() as u32,
+                view: None,
                 ..*loc
             },
             sma_off: self.sma_at,
@@ -730,6 +733,7 @@ mod tests {
                             ncols: 9,
                             offset: at,
                             len: 200,
+                            view: None,
                         },
                         sma_off: at,
                         sma_len: if k == 0 { 0 } else { 314 },
