@@ -252,7 +252,8 @@ const WHOLE_READ_BYTES_MAX: u32 = 16 << 10;
 /// [`read_columns`] through the process's decoded-column cache (`crate::column_cache`): a
 /// chunk found there is neither read nor decoded, and a block whose wanted chunks are all
 /// there is not touched at all. `token` names the open data file. Blocks shorter than
-/// `column_cache::BLOCK_ROWS_MIN` rows go around the cache.
+/// `column_cache::BLOCK_ROWS_MIN` rows go around the cache, but for shared blocks (a view
+/// names one subtable's rows in one), which it holds whole whatever their rows.
 pub fn read_columns_cached(
     file: &File,
     path: &Path,

@@ -150,11 +150,7 @@ impl SttWriter {
             };
             let effort = block::effort_for(e - s, minrows);
             let small = effort == block::Effort::Quick;
-            let ts = part.first().map(block::ts_slice).unwrap_or(&[]);
-            let (ts_min, ts_max) = (
-                ts.first().copied().unwrap_or(0),
-                ts.last().copied().unwrap_or(0),
-            );
+            let (ts_min, ts_max) = first_last_ts(part);
             self.buf.clear();
             block::encode_block(part, types, codecs, effort, &mut self.buf)?;
             let block_len = self.buf.len();
@@ -228,11 +224,7 @@ impl SttWriter {
         let Some(p) = self.shared.get_mut(at) else {
             return Ok(());
         };
-        let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
-        let (ts_min, ts_max) = (
-            ts.first().copied().unwrap_or(0),
-            ts.last().copied().unwrap_or(0),
-        );
+        let (ts_min, ts_max) = first_last_ts(cols);
         let start = p.rows() as u32;
         for (dst, src) in p.cols.iter_mut().zip(cols) {
             dst.extend(src);
@@ -321,6 +313,15 @@ impl SttWriter {
         fsutil::publish(f, &self.tmp, &self.path)?;
         open(&self.path, self.id)
     }
+}
+
+/// The first and last ts of sorted rows (column 0), 0 for none: an index entry's range.
+fn first_last_ts(cols: &[Column]) -> (i64, i64) {
+    let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
+    (
+        ts.first().copied().unwrap_or(0),
+        ts.last().copied().unwrap_or(0),
+    )
 }
 
 use crate::block::{corrupt, u32_at, u64_at};
