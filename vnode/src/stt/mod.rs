@@ -396,6 +396,8 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
     // Per shared block (by offset): its length, columns and rows, and where the last view
     // of it seen ends (views are listed in row order and do not overlap).
     let mut shared: HashMap<u64, (u32, u32, u32, u32)> = HashMap::new();
+    // Blocks listed as a subtable's own: (offset, where their entry is).
+    let mut own: Vec<(u64, u64)> = Vec::new();
     for i in 0..n {
         let o = 4 + i * entry_bytes;
         let at = index_at + o as u64;
@@ -437,7 +439,20 @@ pub fn open(path: &Path, id: u64) -> Result<SttFile> {
         if sma_len > 0 {
             sma.insert(b.offset, sma_len);
         }
+        if b.view.is_none() {
+            own.push((b.offset, at));
+        }
         index.entry(uid).or_default().push(b);
+    }
+    // A block is either one subtable's or shared, never both: a view of a block another
+    // entry calls its own would hand that entry the other subtables' rows (or a merge would
+    // move the shared block whole under one subtable's SMA).
+    if let Some((off, at)) = own.iter().find(|(off, _)| shared.contains_key(off)) {
+        return Err(corrupt(
+            path,
+            *at,
+            format!("the block at {off} is listed both as one subtable's own and as shared"),
+        ));
     }
     let ts_max = index.values().flatten().map(|b| b.ts_max).max();
     Ok(SttFile {
@@ -582,7 +597,7 @@ impl SttFile {
     /// The raw bytes of a block and of its SMA record (version 2 files), for a merge that
     /// moves the block into a data file unchanged. `None` when the block has no SMA.
     pub fn raw_block(&self, loc: &BlockLoc) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
-        let Some(&sma_len) = self.sma_len.get(&loc.offset) else {
+        let Some(&sma_len) = self.sma_len.get(&loc.offset).filter(|_| loc.view.is_none()) else {
             return Ok(None);
         };
         let all = block::read_at(
@@ -847,7 +862,13 @@ mod tests {
                 Box::new(move |b| b[e3 + 44..e3 + 48].copy_from_slice(&8u32.to_le_bytes())),
             ),
         ];
-        for (want, edit) in cases {
+        // A big subtable's own block listed at a shared block's offset.
+        let (e50, shared_at) = (entry_at(&path, 50), u64_at(&good, e1 + 32));
+        let both: (&str, Edit) = (
+            "both as one subtable's own and as shared",
+            Box::new(move |b| b[e50 + 32..e50 + 40].copy_from_slice(&shared_at.to_le_bytes())),
+        );
+        for (want, edit) in cases.into_iter().chain([both]) {
             std::fs::write(&path, &good).unwrap();
             edit_index(&path, |b| edit(b));
             match open(&path, 1) {
