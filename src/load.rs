@@ -17,9 +17,17 @@
 //! which the data node then placed on its own (at 4,000 trucks: 2.4M rows/s with chunks of
 //! `--batch-size` rows, 3.2M with chunks of a batch per vgroup). DDL lines (`2,` and `3,`) are handled by the reader before the chunk
 //! that follows them is sent, so a row's subtable is always known to the worker that parses
-//! it; the reader hands each declared subtable's tags to the Writer (in a block without rows)
-//! before that chunk, so the rows themselves carry no tags. Every queue is bounded (chunks:
-//! `2 × workers`), so a slow cluster slows the reader instead of filling memory.
+//! it. The reader creates the subtables declared before a chunk itself (one write of blocks
+//! without rows, carrying their tags, sent straight to the vgroups, not through the Writer),
+//! and the chunk's rows go to the Writer only once those subtables exist: rows never carry
+//! tags, and the Writer keeps none. Every queue is bounded (chunks: `2 × workers`), so a slow
+//! cluster slows the reader instead of filling memory.
+//!
+//! Why not through the Writer: a Writer given tags keeps them for every batch until one
+//! carrying them is acknowledged (a batch may overtake another), which costs a lookup per
+//! subtable of every batch and a set of the subtables it knows. At 100,000 trucks a TSBS file
+//! of 3 minutes has 16 rows per subtable, and that bookkeeping, with the tags' encoding and
+//! freeing on the Writer's threads, was about a tenth of the loader's CPU.
 //!
 //! Counts: rows = points (influx lines / `1,` lines) parsed; metrics = field values (for
 //! TDengine the `<n>` of each row, as TSBS counts them).
@@ -116,7 +124,14 @@ struct Chunk {
     seq: u64,
     first_line: usize,
     text: Vec<u8>,
+    /// The creation of the subtables declared since the previous chunk, which its rows may
+    /// use (none in a dry run or when nothing was declared).
+    creates: Option<Creates>,
 }
+
+/// The outcome of creating a chunk's declared subtables, awaited by the worker that writes
+/// the chunk (each earlier chunk's worker awaited its own before passing the turn on).
+type Creates = futures::future::Shared<futures::future::BoxFuture<'static, Result<(), Arc<str>>>>;
 
 fn open(path: &Path) -> Result<Box<dyn BufRead + Send>, BoxError> {
     let f =
@@ -169,7 +184,6 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
         let ctx = ReaderCtx {
             subtables: subtables.clone(),
             client: client.clone(),
-            writer: writer.clone(),
             db: args.db.clone(),
             rt: rt.clone(),
             totals: totals.clone(),
@@ -178,7 +192,6 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             pending: Vec::new(),
             tag_slots: HashMap::new(),
             vgroups: vgroups as u32,
-            route: route.clone(),
         };
         let file = args.file.clone();
         let format = args.format;
@@ -290,8 +303,8 @@ type TagSlots = Vec<(String, Option<usize>)>;
 /// What the reader thread needs besides the file.
 struct ReaderCtx {
     subtables: Subtables,
+    /// None in a dry run.
     client: Option<Client>,
-    writer: Option<Writer>,
     db: String,
     rt: tokio::runtime::Handle,
     totals: Arc<Totals>,
@@ -308,31 +321,52 @@ struct ReaderCtx {
     tag_slots: HashMap<String, (String, TagSlots)>,
     /// Vgroups of the database: a subtable's group is computed once, when it is declared.
     vgroups: u32,
-    /// The routing map the groups are computed for (none in a dry run): blocks go to the
-    /// writer with their group, which it then need not compute again.
-    route: Option<Arc<RouteTable>>,
 }
 
 impl ReaderCtx {
-    /// Hands the subtables declared since the last chunk to the writer, ahead of the chunk
-    /// that uses them (the writer keeps their tags for every batch until one is acknowledged).
-    fn hand_over_declared(&mut self) -> Result<(), BoxError> {
+    /// Makes the subtables declared since the last chunk known to the workers and starts
+    /// creating them in the database (`IF NOT EXISTS`: a row-less write carrying their tags,
+    /// retried as any write is); returns that creation, which the chunk that follows waits
+    /// for before its rows are written.
+    fn hand_over_declared(&mut self) -> Option<Creates> {
         if !self.pending.is_empty() {
             let mut map = self.subtables.write();
             for (name, sub) in self.pending.drain(..) {
                 map.insert(&name, sub);
             }
         }
-        let Some(w) = &self.writer else {
+        let Some(client) = &self.client else {
             self.declared.clear();
-            return Ok(());
+            return None;
         };
-        for ((_, group), b) in self.declared.drain() {
-            self.rt
-                .block_on(write_block(w, b, self.route.as_ref(), group))
-                .map_err(|e| format!("writer: {e}"))?;
+        if self.declared.is_empty() {
+            return None;
         }
-        Ok(())
+        let blocks: Vec<RowBlock> = self.declared.drain().map(|(_, b)| b).collect();
+        let mut schemas: Vec<StableSchema> = Vec::new();
+        for b in &blocks {
+            if !schemas.iter().any(|s| s.name == b.stable()) {
+                if let Some(s) = self.schemas.get(b.stable()) {
+                    schemas.push(StableSchema::clone(s));
+                }
+            }
+        }
+        let (client, db) = (client.clone(), self.db.clone());
+        let task = self.rt.spawn(async move {
+            let tables: usize = blocks.iter().map(RowBlock::num_tables).sum();
+            client
+                .write_blocks(&db, &schemas, &blocks, &|_| false, None)
+                .await
+                .map(|_| ())
+                .map_err(|e| Arc::from(format!("creating {tables} subtables: {e}")))
+        });
+        let creates = async move {
+            task.await
+                .unwrap_or_else(|e| Err(Arc::from(format!("creating subtables: {e}"))))
+        };
+        Some(futures::FutureExt::shared(futures::FutureExt::boxed(
+            creates,
+        )))
     }
 }
 
@@ -381,13 +415,14 @@ fn read_chunks(
         }
         rows_in_chunk += 1;
         if rows_in_chunk >= batch {
-            ctx.hand_over_declared()?;
+            let creates = ctx.hand_over_declared();
             let text = std::mem::replace(&mut chunk, Vec::with_capacity(reserve));
             if tx
                 .send(Chunk {
                     seq,
                     first_line,
                     text,
+                    creates,
                 })
                 .is_err()
             {
@@ -397,13 +432,17 @@ fn read_chunks(
             seq += 1;
         }
     }
-    ctx.hand_over_declared()?;
+    let creates = ctx.hand_over_declared();
     if !chunk.is_empty() {
         let _ = tx.send(Chunk {
             seq,
             first_line,
             text: chunk,
+            creates,
         });
+    } else if let Some(c) = creates {
+        // Subtables declared after the last row: no worker waits for them.
+        ctx.rt.block_on(c).map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -500,8 +539,8 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
             }
             let group =
                 tidal_common::vgroup_index(tidal_common::hash_table_name(db, table), ctx.vgroups);
-            if ctx.writer.is_some() {
-                // One block per vgroup, so the writer queues each as it is.
+            if ctx.client.is_some() {
+                // One block per STABLE and vgroup: each is sent to its vgroup as it is.
                 let types: Vec<_> = schema.columns.iter().map(|c| c.data_type).collect();
                 ctx.declared
                     .entry((schema.name.clone(), group))
@@ -815,6 +854,13 @@ impl WorkerCtx {
             }
         }
         if let Some(w) = &self.writer {
+            if let Some(c) = chunk.creates {
+                if let Err(e) = self.rt.block_on(c) {
+                    self.totals
+                        .reject(|| format!("lines from {}: {e}", chunk.first_line));
+                    return;
+                }
+            }
             ticket.wait();
             let res = self.rt.block_on(async {
                 for (b, group) in blocks {
@@ -871,7 +917,7 @@ impl WorkerCtx {
                         acc.targets.len() - 1
                     }
                 };
-                // No tags: the reader handed them to the writer when the subtable was declared.
+                // No tags: the reader created the subtable before the chunk was written.
                 let si = acc.targets[ti].add_table(table);
                 acc.index.insert(h, table, (ti as u32, si));
                 (ti as u32, si)
