@@ -192,6 +192,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             pending: Vec::new(),
             tag_slots: HashMap::new(),
             vgroups: vgroups as u32,
+            spent: Default::default(),
         };
         let file = args.file.clone();
         let format = args.format;
@@ -321,6 +322,8 @@ struct ReaderCtx {
     tag_slots: HashMap<String, (String, TagSlots)>,
     /// Vgroups of the database: a subtable's group is computed once, when it is declared.
     vgroups: u32,
+    /// Blocks of created subtables, handed back by their creation to be dropped here.
+    spent: Arc<parking_lot::Mutex<Vec<Vec<RowBlock>>>>,
 }
 
 impl ReaderCtx {
@@ -329,6 +332,10 @@ impl ReaderCtx {
     /// retried as any write is); returns that creation, which the chunk that follows waits
     /// for before its rows are written.
     fn hand_over_declared(&mut self) -> Option<Creates> {
+        // Dropped here, by the thread that allocated their tags, as what it frees itself
+        // mimalloc takes back at once; freed by another thread, each of a subtable's tag
+        // strings went through a cross-thread free list.
+        drop(std::mem::take(&mut *self.spent.lock()));
         if !self.pending.is_empty() {
             let mut map = self.subtables.write();
             for (name, sub) in self.pending.drain(..) {
@@ -351,14 +358,16 @@ impl ReaderCtx {
                 }
             }
         }
-        let (client, db) = (client.clone(), self.db.clone());
+        let (client, db, spent) = (client.clone(), self.db.clone(), self.spent.clone());
         let task = self.rt.spawn(async move {
             let tables: usize = blocks.iter().map(RowBlock::num_tables).sum();
-            client
+            let res = client
                 .write_blocks(&db, &schemas, &blocks, &|_| false, None)
                 .await
                 .map(|_| ())
-                .map_err(|e| Arc::from(format!("creating {tables} subtables: {e}")))
+                .map_err(|e| Arc::from(format!("creating {tables} subtables: {e}")));
+            spent.lock().push(blocks);
+            res
         });
         let creates = async move {
             task.await
