@@ -249,7 +249,7 @@ pub fn markdown(r: &Results, chart_dir: &str) -> String {
     if let Some(e) = load_row {
         ways += &format!(", as \"{}\", TSBS's TDengine file through `tidal load` (a fresh cluster, ingest and size only)", e.name);
     }
-    let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library{ways}, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop).\n");
+    let _ = writeln!(s, "Each engine gets the same points: Tidal as columnar `TableWrite`s through the client library{ways}, InfluxDB and VictoriaMetrics as line protocol, ClickHouse and PostgreSQL as CSV. The files are written before any clock starts; one engine runs at a time (start, load, settle, query, stop), each after every dirty page of the machine was written back (`sync`), so that none shares its load with the writeback of the files or of the engine before it.\n");
     if d.subtable_tags {
         let _ = writeln!(s, "Tags: Tidal, like TDengine, keeps a subtable's tags from its first point (TSBS's NULL tags then hold for the whole subtable, and the null-name points share one subtable). The peers' points carry those same subtable tags, so every engine holds the same logical data and the answers can be compared row for row; `--row-tags` gives the peers TSBS's per-point tags instead (about 1% of the points differ).\n");
     } else {

@@ -469,6 +469,7 @@ async fn bench(
 
     // Tidal.
     eprintln!("== tidal");
+    write_back();
     let tidal = run_tidal(args, cfg, &params, work, &mut first).await?;
     results.engines.push(tidal);
 
@@ -476,6 +477,7 @@ async fn bench(
     // the rest of a long run is not lost, and says so loudly on stderr.
     if selection.tidal_lp {
         eprintln!("== {}", tidal_engine::LP_NAME);
+        write_back();
         match run_tidal_lp(&files, work).await {
             Ok(e) => results.engines.push(e),
             Err(why) => {
@@ -490,6 +492,7 @@ async fn bench(
     // And through `tidal load`, reported the same way.
     if selection.tidal_load {
         eprintln!("== {}", tidal_engine::LOAD_NAME);
+        write_back();
         match run_tidal_load(&files, work, !args.row_tags).await {
             Ok(e) => results.engines.push(e),
             Err(why) => {
@@ -506,6 +509,7 @@ async fn bench(
     if let Some(scripts) = scripts {
         for k in kinds {
             eprintln!("== {}", k.name());
+            write_back();
             let r = tokio::task::block_in_place(|| {
                 run_peer(
                     k,
@@ -742,6 +746,18 @@ async fn lp_checks(
 /// seconds) with the server processes' CPU measured and their memory sampled. Returns rows,
 /// seconds, CPU seconds and the sampler, which keeps sampling through the checks and the
 /// settle that follow.
+/// Writes every dirty page of the machine back before an engine starts. Why: the kernel
+/// writes a page back about 30 s after it was dirtied, so in a run of several engines each
+/// one's load shared the disk and the CPU with the writeback of the files generated before
+/// it and of the engine before it (its data files and log), and the later an engine ran the
+/// more of that it was charged with.
+fn write_back() {
+    tokio::task::block_in_place(|| {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() }
+    });
+}
+
 async fn measured_load(
     engine: &TidalEngine,
     load: impl FnOnce() -> Result<(u64, f64), String>,
