@@ -280,8 +280,34 @@ impl<'a> Reader<'a> {
             .get(s..)
             .map_or(0, |b| b.iter().filter(|&&x| x < 0x80).count());
         out.reserve(n);
-        while !r.done() {
-            out.push(r.varint()? as u32);
+        // Varints of up to three bytes (a block's table indexes, row counts and name ends)
+        // are read without the general loop's per-byte checks: these lists hold three values
+        // a row, and decoding them was 4% of a data node's CPU under `tidal load`.
+        let body = r.buf.get(s..).unwrap_or_default();
+        let mut i = 0;
+        while let Some(&b0) = body.get(i) {
+            let v = match (b0, body.get(i + 1), body.get(i + 2)) {
+                (0..=0x7f, _, _) => Some((u32::from(b0), 1)),
+                (_, Some(&b1 @ 0..=0x7f), _) => {
+                    Some((u32::from(b0 & 0x7f) | u32::from(b1) << 7, 2))
+                }
+                (_, Some(&b1), Some(&b2 @ 0..=0x7f)) => Some((
+                    u32::from(b0 & 0x7f) | u32::from(b1 & 0x7f) << 7 | u32::from(b2) << 14,
+                    3,
+                )),
+                _ => None,
+            };
+            match v {
+                Some((v, len)) => {
+                    out.push(v);
+                    i += len;
+                }
+                None => {
+                    r.pos = s + i;
+                    out.push(r.varint()? as u32);
+                    i = r.pos - s;
+                }
+            }
         }
         Some(())
     }
