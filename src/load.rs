@@ -849,6 +849,15 @@ impl WorkerCtx {
         drop(subtables);
         self.tables_per_chunk
             .store(acc.index.len(), Ordering::Relaxed);
+        // Before any way out of this function: a later chunk's worker writes once this one
+        // passes its turn on, and its rows may name the subtables created here.
+        if let Some(c) = chunk.creates {
+            if let Err(e) = self.rt.block_on(c) {
+                self.totals
+                    .reject(|| format!("lines from {}: {e}", chunk.first_line));
+                return;
+            }
+        }
         let mut blocks = Vec::with_capacity(acc.targets.len());
         for t in acc.targets {
             let group = t.group;
@@ -863,13 +872,6 @@ impl WorkerCtx {
             }
         }
         if let Some(w) = &self.writer {
-            if let Some(c) = chunk.creates {
-                if let Err(e) = self.rt.block_on(c) {
-                    self.totals
-                        .reject(|| format!("lines from {}: {e}", chunk.first_line));
-                    return;
-                }
-            }
             ticket.wait();
             let res = self.rt.block_on(async {
                 for (b, group) in blocks {
