@@ -498,7 +498,7 @@ struct Shared {
 /// that they stay off the wire.
 ///
 /// Subtables are held by a 128-bit hash of their name ([`TableKey`]), not by name: a loader
-/// declares 100,000s of subtables, and a name copied into each set and compared on every
+/// may declare 100,000s of subtables, and a name copied into each set and compared on every
 /// lookup was most of this bookkeeping's cost. Two names with one key would share an entry
 /// (one could be taken as existing, or be given the other's tags); the seeds are drawn per
 /// writer, so names cannot be chosen to collide, and at 2^-128 per pair that is not a
@@ -553,9 +553,10 @@ impl Tables {
     /// remembered ones, unless an earlier block of the batch carries them: the vnode creates
     /// the subtable there, before it reaches the later block.
     ///
-    /// Why the exception: a caller that declares subtables in a block of their own (as
-    /// `tidal load` does) queues their rows right after it, usually into the same batch, and
-    /// every tag list then went out, was decoded and was checked twice.
+    /// Why the exception: a caller that declares subtables in a block of their own queues
+    /// their rows right after it, usually into the same batch, and every tag list then went
+    /// out, was decoded and was checked twice. (`tidal load` did so; it now creates its
+    /// subtables itself before their rows reach the writer, so it gives none.)
     fn complete(&self, blocks: &mut [RowBlock]) {
         if self.tags.is_empty() {
             return;
