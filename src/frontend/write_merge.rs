@@ -22,7 +22,7 @@
 
 use parking_lot::Mutex;
 use std::collections::hash_map::Entry as MapEntry;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use tidal_client::{Client, ClientError, RouteTable, WriteOutcome};
 use tidal_common::{write, Column, ColumnData, RowBlock, StableSchema, StatusCode};
@@ -304,8 +304,9 @@ impl WriteMerger {
             }
             _ => {
                 let merged = merge_blocks(&blocks);
+                let sent = merged.as_deref().unwrap_or(&blocks);
                 self.client
-                    .write_blocks(db, &schemas, &merged, &|_| false, built_for)
+                    .write_blocks(db, &schemas, sent, &|_| false, built_for)
                     .await
             }
         };
@@ -382,8 +383,13 @@ fn take_batch(pending: &mut VecDeque<Entry>) -> Vec<Entry> {
 /// The rows of `blocks` as one block per STABLE with one run per subtable (rows in their
 /// order): a data node's work grows with the blocks, subtables and runs of an RPC, not just
 /// its rows. Blocks of one STABLE that differ in shape (not expected: their schemas are the
-/// same) stay apart.
-pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
+/// same) stay apart. `None` when no subtable has rows in two of the blocks: merging would
+/// join no runs, only copy every row (with 100,000s of devices, concurrent bodies hold
+/// different ones, and the copy was a tenth of a frontend's CPU), so they go as they are.
+pub fn merge_blocks(blocks: &[RowBlock]) -> Option<Vec<RowBlock>> {
+    if !shares_subtables(blocks) {
+        return None;
+    }
     let mut out: Vec<RowBlock> = Vec::new();
     let mut done = vec![false; blocks.len()];
     for i in 0..blocks.len() {
@@ -459,7 +465,18 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Vec<RowBlock> {
             out.extend(group.iter().map(|&j| blocks[j].clone()));
         }
     }
-    out
+    Some(out)
+}
+
+/// Whether some subtable has rows in two of `blocks` (a block holds each of its subtables
+/// once). Names are unique in a database, whatever their STABLE.
+fn shares_subtables(blocks: &[RowBlock]) -> bool {
+    let tables: usize = blocks.iter().map(RowBlock::num_tables).sum();
+    let mut seen: HashSet<&str, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(tables, Default::default());
+    blocks
+        .iter()
+        .any(|b| (0..b.num_tables()).any(|t| !seen.insert(b.table(t))))
 }
 
 /// `segments` ordered by subtable, each subtable's in the order given (a later request's row
@@ -578,7 +595,7 @@ mod tests {
         let a = block(&[("x", None, 1), ("y", Some(2), 2), ("x", None, 3)]);
         let b = block(&[("y", None, 4), ("z", Some(3), 5), ("x", Some(1), 6)]);
         let other = RowBlock::new("other", &[DataType::Timestamp, DataType::BigInt]);
-        let merged = merge_blocks(&[a, other, b]);
+        let merged = merge_blocks(&[a, other, b]).expect("x and y are in both");
         assert_eq!(merged.len(), 2);
         let m = &merged[0];
         assert_eq!(m.stable(), "st");
@@ -602,6 +619,20 @@ mod tests {
     }
 
     #[test]
+    fn blocks_sharing_no_subtable_are_not_merged() {
+        let a = block(&[("x", None, 1), ("y", Some(2), 2)]);
+        let b = block(&[("z", None, 3), ("w", Some(3), 4)]);
+        let other = RowBlock::new("other", &[DataType::Timestamp, DataType::BigInt]);
+        assert!(merge_blocks(&[a.clone(), other, b.clone()]).is_none());
+        // One subtable in two blocks is enough to merge them all.
+        let c = block(&[("v", None, 5), ("y", None, 6)]);
+        let merged = merge_blocks(&[a, b, c]).expect("y is in two blocks");
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].runs().len(), 5);
+        assert_eq!(merged[0].num_rows(), 6);
+    }
+
+    #[test]
     fn a_subtables_disjoint_segments_go_in_time_order_and_overlapping_ones_in_queue_order() {
         // Requests queued out of order: the later rows came first.
         let late =
@@ -612,7 +643,7 @@ mod tests {
             ("z", None, 7, 70),
             ("z", None, 6, 60),
         ]);
-        let merged = merge_blocks(&[late, early]);
+        let merged = merge_blocks(&[late, early]).expect("every subtable is in both");
         let rows = rows_of(&merged[0]);
         assert_eq!(
             rows,
