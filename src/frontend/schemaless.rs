@@ -626,8 +626,13 @@ impl SeriesKeys {
         let hi = (series >> 64) as u64;
         let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series_hi == hi);
         let probe = || index.get(&series).map(|&i| i as usize);
-        self.cursor
-            .find_checked(&self.series_lo, 32, 8, |&s| s == lo, is_series, probe)
+        let at =
+            self.cursor
+                .find_checked(&self.series_lo, 32, 8, |&s| s == lo, is_series, probe)?;
+        // The next line's series is most often the next entry: its 64 bytes are fetched
+        // while this line is converted and the next one parsed.
+        tidal_common::near::prefetch(&self.entries, at + 1);
+        Some(at)
     }
 
     /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:
