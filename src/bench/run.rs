@@ -742,10 +742,6 @@ async fn lp_checks(
     Ok(())
 }
 
-/// Creates a Tidal variant's database, then runs `load` (blocking; it returns the rows and
-/// seconds) with the server processes' CPU measured and their memory sampled. Returns rows,
-/// seconds, CPU seconds and the sampler, which keeps sampling through the checks and the
-/// settle that follow.
 /// Writes every dirty page of the machine back before an engine starts. Why: the kernel
 /// writes a page back about 30 s after it was dirtied, so in a run of several engines each
 /// one's load shared the disk and the CPU with the writeback of the files generated before
@@ -758,6 +754,10 @@ fn write_back() {
     });
 }
 
+/// Creates a Tidal variant's database, then runs `load` (blocking; it returns the rows and
+/// seconds) with the server processes' CPU measured and their memory sampled. Returns rows,
+/// seconds, CPU seconds and the sampler, which keeps sampling through the checks and the
+/// settle that follow.
 async fn measured_load(
     engine: &TidalEngine,
     load: impl FnOnce() -> Result<(u64, f64), String>,
