@@ -60,10 +60,10 @@ impl Kind {
 
     pub fn settings(self) -> &'static str {
         match self {
-            Kind::Influx => "../shared/peers defaults: inmem index, cache-max-memory-size 1g, snapshot after 10 s cold, full compaction after 1 min cold, series limits off; line protocol (numeric tags as fields, as TSBS), 5,000 lines per request, 4 requests in flight",
-            Kind::ClickHouse => "max_threads 2, LZ4, mark cache 1 GiB; MergeTree `ORDER BY (ifNull(name, ''), time)`, `PARTITION BY toYYYYMM(time)`, `time DateTime('UTC')` (18.16 has no DateTime64; all points are on whole seconds), tags as Nullable(String)/Nullable(Float64); CSV, 250,000 rows per INSERT, 2 in flight",
+            Kind::Influx => "../shared/peers defaults: inmem index, cache-max-memory-size 1g, snapshot after 10 s cold, full compaction after 1 min cold, series limits off; line protocol (numeric tags as fields, as TSBS), 5,000 lines per request, 4 requests in flight on keep-alive connections",
+            Kind::ClickHouse => "max_threads 2, LZ4, mark cache 1 GiB; MergeTree `ORDER BY (ifNull(name, ''), time)`, `PARTITION BY toYYYYMM(time)`, `time DateTime('UTC')` (18.16 has no DateTime64; all points are on whole seconds), tags as Nullable(String)/Nullable(Float64); CSV, 250,000 rows per INSERT, 2 in flight on keep-alive connections",
             Kind::Postgres => "shared_buffers 2GB, work_mem 64MB, 2 parallel workers; wide tables, btree indexes (name, time DESC) and (fleet, time DESC) created before the load; one `COPY ... FROM STDIN (FORMAT csv)` per table, both tables at once",
-            Kind::Victoria => "../shared/peers defaults (memory 60% of RAM, response cache off, 100y retention); line protocol, 5,000 lines per request, 4 in flight; ms timestamps; ingest and size only",
+            Kind::Victoria => "../shared/peers defaults (memory 60% of RAM, response cache off, 100y retention); line protocol, 5,000 lines per request, 4 in flight on keep-alive connections; ms timestamps; ingest and size only",
         }
     }
 
@@ -270,9 +270,10 @@ impl PeerServer {
                 for (m, f) in [(Measurement::Readings, r), (Measurement::Diagnostics, d)] {
                     let q = http::encode(&format!("INSERT INTO bench.{} FORMAT CSV", m.name()));
                     let path = format!("/?query={q}");
-                    rows += post_chunks(f, 250_000, 2, |body| {
-                        let r =
-                            http::request("127.0.0.1:18123", "POST", &path, body, HTTP_TIMEOUT)?;
+                    let conn = || http::Conn::new("127.0.0.1:18123", HTTP_TIMEOUT);
+                    rows += post_chunks(f, 250_000, 2, conn, |c, body| {
+                        // Not replayable: an INSERT sent twice would add its rows twice.
+                        let r = c.request("POST", &path, body, false)?;
                         if r.ok() {
                             Ok(())
                         } else {
@@ -286,7 +287,7 @@ impl PeerServer {
                 }
                 Ok((
                     rows,
-                    "CSV INSERTs over HTTP, 250,000 rows each, 2 in flight".into(),
+                    "CSV INSERTs over HTTP, 250,000 rows each, 2 in flight (keep-alive connections)".into(),
                 ))
             }
             Kind::Postgres => {
@@ -389,10 +390,11 @@ pub const LP_LINES_PER_REQUEST: usize = 5_000;
 /// Requests in flight at once in a line-protocol load.
 pub const LP_IN_FLIGHT: usize = 4;
 
-/// How a line-protocol load batches, for the report: "5,000 lines per request, 4 in flight".
+/// How a line-protocol load batches, for the report: "5,000 lines per request, 4 in flight
+/// (keep-alive connections)".
 pub fn lp_batching() -> String {
     format!(
-        "{} lines per request, {LP_IN_FLIGHT} in flight",
+        "{} lines per request, {LP_IN_FLIGHT} in flight (keep-alive connections)",
         thousands(LP_LINES_PER_REQUEST as u64)
     )
 }
@@ -414,8 +416,10 @@ fn thousands(n: u64) -> String {
 /// load with an error naming `who`. Returns the lines sent. The one loader of InfluxDB,
 /// VictoriaMetrics and Tidal's line-protocol variant, so they are loaded alike.
 pub fn post_line_protocol(file: &Path, addr: &str, path: &str, who: &str) -> Result<u64, String> {
-    post_chunks(file, LP_LINES_PER_REQUEST, LP_IN_FLIGHT, |body| {
-        let r = http::request(addr, "POST", path, body, HTTP_TIMEOUT)?;
+    let conn = || http::Conn::new(addr, HTTP_TIMEOUT);
+    post_chunks(file, LP_LINES_PER_REQUEST, LP_IN_FLIGHT, conn, |c, body| {
+        // Replayable: the same points written again replace themselves.
+        let r = c.request("POST", path, body, true)?;
         if r.ok() {
             Ok(())
         } else {
@@ -436,11 +440,19 @@ pub struct QueryRun {
     pub error: Option<String>,
 }
 
-/// Reads `file` in chunks of `lines` lines and hands them to `threads` workers running `send`.
-/// Returns the lines sent; the first error stops the load.
-fn post_chunks<F>(file: &Path, lines: usize, threads: usize, send: F) -> Result<u64, String>
+/// Reads `file` in chunks of `lines` lines and hands them to `threads` workers running `send`,
+/// each with its own state from `init` (its connection, say). Returns the lines sent; the
+/// first error stops the load.
+fn post_chunks<S, I, F>(
+    file: &Path,
+    lines: usize,
+    threads: usize,
+    init: I,
+    send: F,
+) -> Result<u64, String>
 where
-    F: Fn(&[u8]) -> Result<(), String> + Sync,
+    I: Fn() -> S + Sync,
+    F: Fn(&mut S, &[u8]) -> Result<(), String> + Sync,
 {
     let f = std::fs::File::open(file).map_err(|e| format!("opening {}: {e}", file.display()))?;
     let (tx, rx) = sync_channel::<Vec<u8>>(threads * 2);
@@ -450,19 +462,22 @@ where
     std::thread::scope(|s| {
         for _ in 0..threads {
             let rx = rx.clone();
-            let send = &send;
+            let (send, init) = (&send, &init);
             let first_error = &first_error;
-            s.spawn(move || loop {
-                let chunk = match rx.lock() {
-                    Ok(r) => r.recv(),
-                    Err(_) => return,
-                };
-                let Ok(chunk) = chunk else { return };
-                if let Err(e) = send(&chunk) {
-                    if let Ok(mut fe) = first_error.lock() {
-                        fe.get_or_insert(e);
+            s.spawn(move || {
+                let mut state = init();
+                loop {
+                    let chunk = match rx.lock() {
+                        Ok(r) => r.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(chunk) = chunk else { return };
+                    if let Err(e) = send(&mut state, &chunk) {
+                        if let Ok(mut fe) = first_error.lock() {
+                            fe.get_or_insert(e);
+                        }
+                        return;
                     }
-                    return;
                 }
             });
         }
@@ -726,18 +741,24 @@ mod tests {
         let text: String = (0..5_000).map(|i| format!("m v={i}i {i}\n")).collect();
         std::fs::write(&file, text).expect("write");
         let sent = std::sync::atomic::AtomicU64::new(0);
-        let r = post_chunks(&file, 10, 2, |_| {
-            sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            std::thread::sleep(std::time::Duration::from_millis(5));
-            Err("peer down".to_string())
-        });
+        let r = post_chunks(
+            &file,
+            10,
+            2,
+            || (),
+            |_, _| {
+                sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                Err("peer down".to_string())
+            },
+        );
         assert_eq!(r, Err("peer down".to_string()));
         assert!(
             sent.into_inner() <= 2,
             "each worker stops at its first error"
         );
         // and a healthy load sends every line
-        let n = post_chunks(&file, 7, 3, |_| Ok(())).expect("load");
+        let n = post_chunks(&file, 7, 3, || (), |_, _| Ok(())).expect("load");
         assert_eq!(n, 5_000);
     }
 
@@ -752,7 +773,10 @@ mod tests {
             assert_eq!(Kind::parse(k.name()), Some(k));
         }
         assert_eq!(Kind::parse("mysql"), None);
-        assert_eq!(lp_batching(), "5,000 lines per request, 4 in flight");
+        assert_eq!(
+            lp_batching(),
+            "5,000 lines per request, 4 in flight (keep-alive connections)"
+        );
         assert_eq!(thousands(250_000), "250,000");
         assert_eq!(thousands(1_000_000), "1,000,000");
         assert_eq!(thousands(999), "999");
@@ -766,16 +790,22 @@ mod tests {
         let text: String = (0..1001).map(|i| format!("line {i}\n")).collect();
         std::fs::write(&f, &text).unwrap();
         let got = Mutex::new(Vec::new());
-        let n = post_chunks(&f, 100, 3, |b| {
-            got.lock().unwrap().push(b.to_vec());
-            Ok(())
-        })
+        let n = post_chunks(
+            &f,
+            100,
+            3,
+            || (),
+            |_, b| {
+                got.lock().unwrap().push(b.to_vec());
+                Ok(())
+            },
+        )
         .unwrap();
         assert_eq!(n, 1001);
         let got = got.into_inner().unwrap();
         assert_eq!(got.len(), 11);
         assert_eq!(got.iter().map(|c| c.len()).sum::<usize>(), text.len());
-        let err = post_chunks(&f, 100, 2, |_| Err("boom".into()));
+        let err = post_chunks(&f, 100, 2, || (), |_, _| Err("boom".into()));
         assert_eq!(err.unwrap_err(), "boom");
     }
 }
