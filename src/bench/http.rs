@@ -135,7 +135,13 @@ impl Conn {
         );
         // A write to a connection the server has closed may fail or may succeed (into the
         // socket's buffer); either way nothing of the response has come yet.
-        let closed = |e: std::io::Error| Failure::ClosedEarly(e.to_string());
+        let closed = |e: std::io::Error| {
+            if is_reset(&e) {
+                Failure::ClosedEarly(e.to_string())
+            } else {
+                Failure::Other(e.to_string())
+            }
+        };
         stream.write_all(head.as_bytes()).map_err(closed)?;
         stream.write_all(body).map_err(closed)?;
         self.buf.clear();
@@ -213,7 +219,7 @@ fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Failure
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 buf.truncate(len);
-                return Err(if len == 0 {
+                return Err(if len == 0 && is_reset(&e) {
                     Failure::ClosedEarly(e.to_string())
                 } else {
                     Failure::Other(e.to_string())
@@ -223,6 +229,18 @@ fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Failure
     };
     buf.truncate(len + n);
     Ok(n)
+}
+
+/// Whether `e` says the server closed the connection (a timeout does not: the server may
+/// still be working on the request).
+fn is_reset(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::UnexpectedEof
+    )
 }
 
 fn short(path: &str) -> String {
