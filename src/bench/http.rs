@@ -128,21 +128,15 @@ impl Conn {
                 s
             }
         };
-        let head = format!(
+        let request_head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nContent-Type: text/plain\r\n\r\n",
             self.addr,
             body.len()
         );
         // A write to a connection the server has closed may fail or may succeed (into the
         // socket's buffer); either way nothing of the response has come yet.
-        let closed = |e: std::io::Error| {
-            if is_reset(&e) {
-                Failure::ClosedEarly(e.to_string())
-            } else {
-                Failure::Other(e.to_string())
-            }
-        };
-        stream.write_all(head.as_bytes()).map_err(closed)?;
+        let closed = |e| io_failure(e, true);
+        stream.write_all(request_head.as_bytes()).map_err(closed)?;
         stream.write_all(body).map_err(closed)?;
         self.buf.clear();
         let head = loop {
@@ -219,11 +213,7 @@ fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Failure
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 buf.truncate(len);
-                return Err(if len == 0 && is_reset(&e) {
-                    Failure::ClosedEarly(e.to_string())
-                } else {
-                    Failure::Other(e.to_string())
-                });
+                return Err(io_failure(e, len == 0));
             }
         }
     };
@@ -231,16 +221,22 @@ fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<usize, Failure
     Ok(n)
 }
 
-/// Whether `e` says the server closed the connection (a timeout does not: the server may
-/// still be working on the request).
-fn is_reset(e: &std::io::Error) -> bool {
-    matches!(
+/// `e` as a failure of the attempt: the connection closed early when nothing of the response
+/// was read and `e` says the server closed it (a timeout does not: the server may still be
+/// working on the request).
+fn io_failure(e: std::io::Error, nothing_read: bool) -> Failure {
+    let reset = matches!(
         e.kind(),
         std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::ConnectionAborted
             | std::io::ErrorKind::BrokenPipe
             | std::io::ErrorKind::UnexpectedEof
-    )
+    );
+    if nothing_read && reset {
+        Failure::ClosedEarly(e.to_string())
+    } else {
+        Failure::Other(e.to_string())
+    }
 }
 
 fn short(path: &str) -> String {
