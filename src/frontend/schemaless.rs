@@ -525,6 +525,25 @@ enum ThreadLook {
     /// entry in the map (for [`SeriesKeys::note_body`]), and whether another series of the
     /// map has the same subtable.
     Known(Resolved, usize, usize, bool),
+    /// The map holds the series (its entry's index), but neither answer applies: its
+    /// subtable is not known to exist, or its STABLE is not yet among the body's.
+    Held(usize),
+    /// The map (with this [`SeriesKeys::id`]) does not hold the series.
+    Absent(u32),
+}
+
+/// Where [`SeriesKeys::resolve`] finds a series' entry, as the line's lookup
+/// ([`SeriesKeys::thread_series`]) left it: the map's answers hold only on the thread that
+/// gave them, and an entry index only until the map starts over, so each is checked before
+/// it is used.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum MapHint {
+    /// Not looked up: search the map.
+    Search,
+    /// The entry was at this index.
+    At(usize),
+    /// The series was not in the map of the thread that looked (`SeriesKeys::id`).
+    Absent(u32),
 }
 
 /// A line's subtable: its key, name, routing hash and whether it is known to exist.
@@ -635,13 +654,22 @@ impl SeriesKeys {
         Some(at)
     }
 
-    /// The entry at `at` if it is series `series`' (an index handed out earlier, checked:
-    /// the map may have started over since), else the series' entry wherever it is.
+    /// Whether the entry at `at` is series `series`' (an index handed out earlier: the map
+    /// may have started over since).
+    fn holds_at(&self, at: usize, series: u128) -> bool {
+        self.entries
+            .get(at)
+            .is_some_and(|e| e.series_hi == (series >> 64) as u64)
+            && self.series_lo.get(at) == Some(&(series as u64))
+    }
+
+    /// The entry at `at` if it is series `series`' ([`SeriesKeys::holds_at`]), else the
+    /// series' entry wherever it is.
     fn entry_at(&mut self, at: usize, series: u128) -> Option<&mut SeriesEntry> {
-        let same = |e: &SeriesEntry| e.series_hi == (series >> 64) as u64;
-        let i = match self.entries.get(at) {
-            Some(e) if same(e) && self.series_lo.get(at) == Some(&(series as u64)) => at,
-            _ => *self.index.get(&series)? as usize,
+        let i = if self.holds_at(at, series) {
+            at
+        } else {
+            *self.index.get(&series)? as usize
         };
         self.entries.get_mut(i)
     }
@@ -741,9 +769,20 @@ impl SeriesKeys {
     }
 
     /// The subtable of the series `series` of `line` (no `child_table_tag`) written to
-    /// `db`, from this thread's map or computed from `line`'s tags and remembered.
+    /// `db`, from this thread's map (where `hint` says, when that still holds) or computed
+    /// from `line`'s tags and remembered.
+    ///
+    /// A series new to a map that never started over is taken to have no subtable yet (its
+    /// tags are sent) without asking `known`: this frontend writes a subtable only for a
+    /// series some thread's map resolved, and the journal hands every such series to the
+    /// other maps, so a series new here is new to the frontend, but for one the journal has
+    /// not brought (met by another thread since this map's last exchange, or dropped by the
+    /// bounded journal before this map read it): its tags then go once more, which costs
+    /// only their bytes. With 100,000s of new series the ask was a lock and a cache miss
+    /// each.
     fn resolve(
         series: u128,
+        hint: MapHint,
         line: &Line<'_>,
         stable: &str,
         db: &str,
@@ -753,14 +792,20 @@ impl SeriesKeys {
             let mut k = k.borrow_mut();
             let route_epoch = k.route_epoch_for(db);
             let known_epoch = known.scope.map(|s| k.known_epoch_for(s, db));
-            let at = match k.find(series) {
-                Some(at) => at,
+            let held = match hint {
+                MapHint::At(at) if k.holds_at(at, series) => Some(at),
+                MapHint::Absent(id) if id == k.id => None,
+                _ => k.find(series),
+            };
+            let (at, new) = match held {
+                Some(at) => (at, false),
                 None => {
                     let (key, _) = subtable_key(line, stable, None);
-                    k.remember(series, key, stable)
+                    (k.remember(series, key, stable), k.clears == 0)
                 }
             };
             match k.entries.get_mut(at) {
+                Some(e) if new => (e.resolved_unasked(db, route_epoch), at),
                 Some(e) => (e.resolved(db, route_epoch, known_epoch, known), at),
                 // Not reached (`insert` always keeps the entry it is given, starting over
                 // when full); computed afresh rather than trusted.
@@ -786,28 +831,44 @@ impl SeriesKeys {
         known: &Known<'_>,
         body: u64,
         in_body: impl FnOnce(&str) -> Option<usize>,
-    ) -> Option<ThreadLook> {
+    ) -> ThreadLook {
         SERIES_KEYS.with(|k| {
             let mut k = k.borrow_mut();
             // The usual answer first, before any epoch is brought up to date.
-            let at = k.find(series)?;
-            let slot = k.entries.get(at)?.body();
+            let Some(at) = k.find(series) else {
+                return ThreadLook::Absent(k.id);
+            };
+            let Some(e) = k.entries.get(at) else {
+                return ThreadLook::Absent(k.id);
+            };
+            let slot = e.body();
             if slot.body == body {
-                return Some(ThreadLook::InBody(slot));
+                return ThreadLook::InBody(slot);
             }
-            let mut ask = BodyEpochs::asks(body, db, known.scope?);
+            let Some(scope) = known.scope else {
+                return ThreadLook::Held(at);
+            };
+            let mut ask = BodyEpochs::asks(body, db, scope);
             if !k.body_epochs.answer(&ask) {
                 ask.route_epoch = k.route_epoch_for(db);
-                ask.known_epoch = k.known_epoch_for(known.scope?, db);
+                ask.known_epoch = k.known_epoch_for(scope, db);
                 k.body_epochs = ask;
             }
             let (route_epoch, known_epoch) = (k.body_epochs.route_epoch, k.body_epochs.known_epoch);
             let k = &mut *k;
-            let e = k.entries.get_mut(at)?;
-            let si = in_body(k.stables.get(e.stable as usize)?)?;
+            let Some(e) = k.entries.get_mut(at) else {
+                return ThreadLook::Held(at);
+            };
+            let Some(si) = k.stables.get(e.stable as usize).and_then(|s| in_body(s)) else {
+                return ThreadLook::Held(at);
+            };
             let shared = e.shared;
             let sub = e.resolved(db, route_epoch, Some(known_epoch), known);
-            sub.known.then_some(ThreadLook::Known(sub, si, at, shared))
+            if sub.known {
+                ThreadLook::Known(sub, si, at, shared)
+            } else {
+                ThreadLook::Held(at)
+            }
         })
     }
 
@@ -861,6 +922,19 @@ impl SeriesEntry {
     fn set_body(&mut self, slot: BodySlot) {
         self.body_id = slot.body;
         self.body_at = [slot.stable, slot.block, slot.table];
+    }
+
+    /// The entry as a [`Resolved`] of a subtable not known to exist (see
+    /// [`SeriesKeys::resolve`]), its routing hash brought up to the map's epoch.
+    fn resolved_unasked(&mut self, db: &str, route_epoch: u32) -> Resolved {
+        fn none(_: &str) -> bool {
+            false
+        }
+        let unasked = Known {
+            contains: &none,
+            scope: None,
+        };
+        self.resolved(db, route_epoch, None, &unasked)
     }
 
     /// The entry as a [`Resolved`], its routing hash and known answer brought up to the
@@ -1363,13 +1437,13 @@ impl Series {
 
 /// What the fast path found for a line's series (each variant holds its [`series_hash`]):
 /// the series as this body resolved it, a subtable this thread knows to exist (with the
-/// index of its STABLE in the body), or nothing yet.
+/// index of its STABLE in the body), or nothing yet (with where the thread's map has it).
 enum Looked {
     Body(u128, Series),
     /// With the index of its STABLE in the body, of its entry in the thread's map, and
     /// whether another series there has the same subtable.
     Thread(u128, Resolved, usize, usize, bool),
-    Miss(u128),
+    Miss(u128, MapHint),
 }
 
 impl Looked {
@@ -1378,7 +1452,7 @@ impl Looked {
         match self {
             Looked::Body(_, s) => s.stable,
             Looked::Thread(_, _, si, _, _) => *si,
-            Looked::Miss(_) => usize::MAX,
+            Looked::Miss(..) => usize::MAX,
         }
     }
 
@@ -1387,7 +1461,7 @@ impl Looked {
         match self {
             Looked::Body(_, s) => s.table.is_some(),
             Looked::Thread(..) => true,
-            Looked::Miss(_) => false,
+            Looked::Miss(..) => false,
         }
     }
 }
@@ -1401,7 +1475,7 @@ fn look_up(
     stables: &[FastStable],
     thread: Option<(&str, &Known<'_>, u64)>,
 ) -> Looked {
-    let from_thread = thread.and_then(|(db, known, body)| {
+    let from_thread = thread.map(|(db, known, body)| {
         SeriesKeys::thread_series(h, db, known, body, |name| {
             stables.iter().position(|s| s.name == name)
         })
@@ -1418,7 +1492,9 @@ fn look_up(
         (Some(ThreadLook::Known(sub, si, at, shared)), None) => {
             Looked::Thread(h, sub, si, at, shared)
         }
-        (None, None) => Looked::Miss(h),
+        (Some(ThreadLook::Held(at)), None) => Looked::Miss(h, MapHint::At(at)),
+        (Some(ThreadLook::Absent(id)), None) => Looked::Miss(h, MapHint::Absent(id)),
+        (None, None) => Looked::Miss(h, MapHint::Search),
     }
 }
 
@@ -1923,10 +1999,12 @@ impl Schemaless {
                 Some(l) => l,
                 None => look_up(series_hash(key), &series, &stables, thread),
             };
-            let (h, hit, thread_hit) = match look {
-                Looked::Body(h, s) => (h, Some(s), None),
-                Looked::Thread(h, sub, si, at, shared) => (h, None, Some((sub, si, at, shared))),
-                Looked::Miss(h) => (h, None, None),
+            let (h, hit, thread_hit, hint) = match look {
+                Looked::Body(h, s) => (h, Some(s), None, MapHint::Search),
+                Looked::Thread(h, sub, si, at, shared) => {
+                    (h, None, Some((sub, si, at, shared)), MapHint::Search)
+                }
+                Looked::Miss(h, hint) => (h, None, None, hint),
             };
             let si = match (hit, &thread_hit) {
                 (Some(s), _) => s.stable,
@@ -2075,7 +2153,7 @@ impl Schemaless {
                 continue;
             }
             let (sub, at) = match child_table_tag {
-                None => SeriesKeys::resolve(h, &line, &st.name, db, known),
+                None => SeriesKeys::resolve(h, hint, &line, &st.name, db, known),
                 Some(_) => (
                     resolved_now(&line, &st.name, child_table_tag, db, known),
                     usize::MAX,
@@ -2994,12 +3072,12 @@ mod tests {
         };
         while let Some(r) = lines.next_into(&mut l) {
             let series = series_hash(r.expect("parses"));
-            let (sub, _) = SeriesKeys::resolve(series, &l, "m", "db", &known);
+            let (sub, _) = SeriesKeys::resolve(series, MapHint::Search, &l, "m", "db", &known);
             assert_eq!(sub.key, subtable_key(&l, "m", None).0);
             assert_eq!(sub.name.as_str(), subtable_name(&l, "m", None));
             assert_eq!(sub.route_hash, hash_table_name("db", sub.name.as_str()));
             // The hash follows the database of the write.
-            let (other, _) = SeriesKeys::resolve(series, &l, "m", "db2", &known);
+            let (other, _) = SeriesKeys::resolve(series, MapHint::Search, &l, "m", "db2", &known);
             assert_eq!(other.route_hash, hash_table_name("db2", sub.name.as_str()));
             seen.push(sub.key);
         }
@@ -3010,6 +3088,50 @@ mod tests {
         );
         assert_ne!(seen[4], seen[0]);
         assert_eq!(seen[4], seen[5]);
+    }
+
+    /// What a line's lookup tells `resolve` about the thread's map is checked before use:
+    /// an index that is not the series' (the map started over since), or "absent" from
+    /// another thread's map, leads to a search, never to a wrong or a second entry.
+    #[test]
+    fn resolve_checks_the_lookups_hint() {
+        let nothing = |_: &str| false;
+        let known = Known {
+            contains: &nothing,
+            scope: None,
+        };
+        let mut l = Line::default();
+        let mut keys = Vec::new();
+        for text in ["m,a=1 f=1\n", "m,a=2 f=1\n"] {
+            let mut lines = parse_lines(text.as_bytes());
+            let series = series_hash(lines.next_into(&mut l).expect("a line").expect("parses"));
+            let hint = match SeriesKeys::thread_series(series, "db", &known, 1, |_| Some(0)) {
+                ThreadLook::Absent(id) => MapHint::Absent(id),
+                _ => panic!("a new series is absent from the map"),
+            };
+            let (sub, at) = SeriesKeys::resolve(series, hint, &l, "m", "db", &known);
+            assert_eq!(sub.key, subtable_key(&l, "m", None).0);
+            keys.push((series, sub.key, at, l.clone()));
+        }
+        let entries = || SERIES_KEYS.with(|k| k.borrow().entries.len());
+        assert_eq!(entries(), 2);
+        let (series, key, at, line) = &keys[0];
+        let other_at = keys[1].2;
+        assert!(matches!(
+            SeriesKeys::thread_series(*series, "db", &known, 1, |_| Some(0)),
+            ThreadLook::Held(a) if a == *at
+        ));
+        for hint in [
+            MapHint::At(*at),
+            MapHint::At(other_at),
+            MapHint::At(usize::MAX),
+            MapHint::Absent(u32::MAX),
+            MapHint::Search,
+        ] {
+            let (sub, found) = SeriesKeys::resolve(*series, hint, line, "m", "db", &known);
+            assert_eq!((sub.key, found), (*key, *at), "{hint:?}");
+        }
+        assert_eq!(entries(), 2, "no second entry");
     }
 
     #[test]
@@ -3034,8 +3156,13 @@ mod tests {
                     user,
                 }),
             };
-            SeriesKeys::resolve(series, &l, "known_m", db, &known).0
+            SeriesKeys::resolve(series, MapHint::Search, &l, "known_m", db, &known).0
         };
+        assert!(
+            !resolve("u", "db").known,
+            "a series new to the map is not asked: its subtable is taken to be new"
+        );
+        assert_eq!(asked.load(Ordering::Relaxed), 0);
         assert!(!resolve("u", "db").known, "not in the set yet");
         assert!(!resolve("u", "db").known, "a no is asked again");
         assert_eq!(asked.load(Ordering::Relaxed), 2);
@@ -3080,7 +3207,7 @@ mod tests {
             SeriesKeys::thread_series(series, db, &known, body, in_body)
         };
         let look = |series, db, scope, body| look_as(series, db, scope, body, &in_body);
-        let Some(ThreadLook::Known(sub, si, at, shared)) = look(series, "db", scope("u"), 1) else {
+        let ThreadLook::Known(sub, si, at, shared) = look(series, "db", scope("u"), 1) else {
             panic!("known");
         };
         assert_eq!(asked.load(Ordering::Relaxed), 6, "remembered, not asked");
@@ -3090,18 +3217,27 @@ mod tests {
         assert_eq!(sub.name.as_str(), name);
         assert_eq!(sub.route_hash, hash_table_name("db", &name));
         assert!(
-            look_as(series, "db", scope("u"), 1, &|_| None).is_none(),
+            matches!(look_as(series, "db", scope("u"), 1, &|_| None), ThreadLook::Held(a) if a == at),
             "its STABLE is not in the body"
         );
         let other = series_hash(b"known_m,a=2");
-        assert!(look(other, "db", scope("u"), 1).is_none(), "not in the map");
+        assert!(
+            matches!(look(other, "db", scope("u"), 1), ThreadLook::Absent(_)),
+            "not in the map"
+        );
         assert_eq!(asked.load(Ordering::Relaxed), 6);
         // Other scopes are asked, and answer no.
-        assert!(look(series, "db", scope("u2"), 1).is_none());
-        assert!(look(series, "db2", scope("u"), 1).is_none());
+        assert!(matches!(
+            look(series, "db", scope("u2"), 1),
+            ThreadLook::Held(_)
+        ));
+        assert!(matches!(
+            look(series, "db2", scope("u"), 1),
+            ThreadLook::Held(_)
+        ));
         assert_eq!(asked.load(Ordering::Relaxed), 8);
         assert!(
-            look(series, "db", None, 1).is_none(),
+            matches!(look(series, "db", None, 1), ThreadLook::Held(_)),
             "no scope: never remembered"
         );
         // Where a body put the series' rows is that body's alone.
@@ -3117,29 +3253,32 @@ mod tests {
             SeriesKeys::note_body(usize::MAX, series, slot),
             "found by its key when not where it was"
         );
-        assert!(matches!(look(series, "db", None, 7), Some(ThreadLook::InBody(s)) if s == slot));
+        assert!(matches!(look(series, "db", None, 7), ThreadLook::InBody(s) if s == slot));
         // Other scopes asked meanwhile: the yes is asked for again, then remembered.
         assert!(matches!(
             look(series, "db", scope("u"), 8),
-            Some(ThreadLook::Known(..))
+            ThreadLook::Known(..)
         ));
         assert_eq!(asked.load(Ordering::Relaxed), 9);
         assert!(matches!(
             look(series, "db", scope("u"), 8),
-            Some(ThreadLook::Known(..))
+            ThreadLook::Known(..)
         ));
         assert!(resolve("u", "db").known);
         assert_eq!(asked.load(Ordering::Relaxed), 9);
         // The set forgot (a known subtable was gone): the remembered yes no longer holds.
         set.clear();
-        assert!(look(series, "db", scope("u"), 8).is_none());
+        assert!(matches!(
+            look(series, "db", scope("u"), 8),
+            ThreadLook::Held(_)
+        ));
         assert!(!resolve("u", "db").known);
         assert_eq!(asked.load(Ordering::Relaxed), 11);
         // Known again: the thread's map learns it on the next look, without a resolve.
         set.insert_all(&[KnownSubtables::key("u", "db", &name)]);
         assert!(matches!(
             look(series, "db", scope("u"), 9),
-            Some(ThreadLook::Known(..))
+            ThreadLook::Known(..)
         ));
         assert_eq!(asked.load(Ordering::Relaxed), 12);
     }
