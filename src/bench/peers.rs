@@ -796,17 +796,13 @@ mod tests {
         assert!(clickhouse18_ddl(Measurement::Diagnostics).contains("status Nullable(Int64)"));
     }
 
-    #[test]
-    fn chunks_are_sent_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("x");
-        let text: String = (0..1001).map(|i| format!("line {i}\n")).collect();
-        std::fs::write(&f, &text).unwrap();
+    /// The lines `post_chunks` counted and the chunks it sent, in the order sent.
+    fn sent_chunks(f: &Path, lines: usize, threads: usize) -> (u64, Vec<Vec<u8>>) {
         let got = Mutex::new(Vec::new());
         let n = post_chunks(
-            &f,
-            100,
-            3,
+            f,
+            lines,
+            threads,
             || (),
             |_, b| {
                 got.lock().unwrap().push(b.to_vec());
@@ -814,8 +810,17 @@ mod tests {
             },
         )
         .unwrap();
+        (n, got.into_inner().unwrap())
+    }
+
+    #[test]
+    fn chunks_are_sent_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x");
+        let text: String = (0..1001).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&f, &text).unwrap();
+        let (n, got) = sent_chunks(&f, 100, 3);
         assert_eq!(n, 1001);
-        let got = got.into_inner().unwrap();
         assert_eq!(got.len(), 11);
         assert_eq!(got.iter().map(|c| c.len()).sum::<usize>(), text.len());
         let err = post_chunks(&f, 100, 2, || (), |_, _| Err("boom".into()));
@@ -835,20 +840,8 @@ mod tests {
         text.push_str("m v=1i 2");
         assert!(text.len() > 3 << 20, "spans several reads");
         std::fs::write(&f, &text).unwrap();
-        let got = Mutex::new(Vec::new());
-        let n = post_chunks(
-            &f,
-            7,
-            1,
-            || (),
-            |_, b| {
-                got.lock().unwrap().push(b.to_vec());
-                Ok(())
-            },
-        )
-        .unwrap();
+        let (n, got) = sent_chunks(&f, 7, 1);
         assert_eq!(n, 120_002);
-        let got = got.into_inner().unwrap();
         assert_eq!(got.len(), 120_002_usize.div_ceil(7));
         let (last, whole) = got.split_last().unwrap();
         for c in whole {
