@@ -533,9 +533,10 @@ enum ThreadLook {
 }
 
 /// Where [`SeriesKeys::resolve`] finds a series' entry, as the line's lookup
-/// ([`SeriesKeys::thread_series`]) left it: the map's answers hold only on the thread that
-/// gave them, and an entry index only until the map starts over, so each is checked before
-/// it is used.
+/// ([`SeriesKeys::thread_series`]) left it. An index holds only until the map starts over,
+/// so it is checked against the entry; "absent" holds only for the map that said it (an
+/// `await` between lookup and resolve may move the body to another thread), and an entry
+/// another body added there meanwhile is still found when the series is inserted.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum MapHint {
     /// Not looked up: search the map.
