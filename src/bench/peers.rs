@@ -493,6 +493,10 @@ where
                 Ok(b) => b,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
+                    // The chunk's whole lines may still go; not the start of a line whose
+                    // end could not be read.
+                    let whole = chunk.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                    chunk.truncate(whole);
                     if let Ok(mut fe) = first_error.lock() {
                         fe.get_or_insert(format!("reading {}: {e}", file.display()));
                     }
