@@ -508,10 +508,14 @@ where
             }
             // The buffer's lines up to the chunk's last, found with one SIMD scan and
             // copied at once: a read and a copy per line were most of the sender's own CPU.
-            let (end, found) = match memchr::memchr_iter(b'\n', read).nth(lines - n - 1) {
-                Some(i) => (i + 1, lines - n),
-                None => (read.len(), memchr::memchr_iter(b'\n', read).count()),
-            };
+            let (mut end, mut found) = (read.len(), 0);
+            for i in memchr::memchr_iter(b'\n', read) {
+                found += 1;
+                if n + found == lines {
+                    end = i + 1;
+                    break;
+                }
+            }
             chunk.extend_from_slice(&read[..end]);
             reader.consume(end);
             n += found;
