@@ -1174,7 +1174,7 @@ impl Blocks<'_> {
     fn rows_hint(&self, schema: &Arc<StableSchema>, group: usize) -> usize {
         self.last
             .iter()
-            .find(|(s, g, _)| *g == group && (Arc::ptr_eq(s, schema) || s.name == schema.name))
+            .find(|(s, g, _)| *g == group && s.name == schema.name)
             .map_or(0, |(_, _, rows)| *rows)
     }
 }

@@ -840,7 +840,7 @@ impl SeriesKeys {
                 return ThreadLook::Absent(k.id);
             };
             let Some(e) = k.entries.get(at) else {
-                return ThreadLook::Absent(k.id);
+                return ThreadLook::Held(at);
             };
             let slot = e.body();
             if slot.body == body {
