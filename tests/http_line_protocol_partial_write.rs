@@ -18,7 +18,7 @@ fn bad_lines_are_reported_and_good_lines_written() {
 
     let (status, body) = write_lp(&http, "nope", "", "m f=1 1\n");
     assert_eq!(status, 404, "{body}");
-    assert!(body.contains("'nope' does not exist"), "{body}");
+    assert!(body.contains(r#"database not found: \"nope\""#), "{body}");
     let (status, body) = http_request(&http, "POST", "/write", &[], b"m f=1");
     assert_eq!(status, 400);
     assert!(body.contains("?db=NAME"), "{body}");

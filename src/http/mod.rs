@@ -7,8 +7,11 @@
 //!   `db/retention_policy` and the policy is ignored): line protocol, plain or
 //!   `Content-Encoding: gzip`, written schemaless ([`crate::frontend::schemaless`]).
 //!   204 when every line was written; 400 with `{"error": ...}` listing the rejected lines when
-//!   some were not (the good lines are written); 404 for an unknown database; 413 when the
-//!   body (before or after decompression) exceeds [`HttpLimits::body_bytes_max`].
+//!   some were not (the good lines are written); 404 with InfluxDB's "database not found"
+//!   for an unknown database; 413 when the body (before or after decompression) exceeds
+//!   [`HttpLimits::body_bytes_max`].
+//! - `GET|POST /query?q=..` (InfluxDB 1.x): `CREATE DATABASE`, `DROP DATABASE` and
+//!   `SHOW DATABASES` in InfluxQL, answered in InfluxDB's JSON shape ([`influxql`]).
 //! - `GET|HEAD /ping` → 204, `GET /health` → 200 with a JSON status, as InfluxDB answers.
 //! - `POST /rest/sql[/{db}]`: one SQL statement, answered as TDengine's REST API ([`rest`]).
 //! - `GET /metrics`: the cluster's counters in Prometheus text format ([`metrics`]).
@@ -18,6 +21,7 @@
 //! that cannot start within [`WRITE_QUEUE_WAIT_MS`] gets 503 instead of queueing forever.
 
 pub mod auth;
+mod influxql;
 pub mod metrics;
 pub mod rest;
 
@@ -156,6 +160,7 @@ pub fn router(client: Client, limits: HttpLimits) -> Router {
     Router::new()
         .route("/write", post(write_v1))
         .route("/api/v2/write", post(write_v2))
+        .route("/query", get(influxql::query).post(influxql::query))
         .route("/ping", get(ping).head(ping))
         .route("/health", get(health))
         .route("/rest/sql", post(rest::sql))
@@ -252,7 +257,7 @@ async fn health() -> Response {
 async fn not_found() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not found: the API has POST /write, POST /api/v2/write, POST /rest/sql[/DB], GET /metrics, GET /ping and GET /health",
+        "not found: the API has POST /write, POST /api/v2/write, GET|POST /query, POST /rest/sql[/DB], GET /metrics, GET /ping and GET /health",
     )
 }
 
@@ -353,11 +358,30 @@ async fn write(
         precision,
         child_table_tag: q.get("child_table_tag").cloned().filter(|s| !s.is_empty()),
     };
-    let outcome = st.schemaless.write(db, &body, &opts).await?;
+    let outcome = st
+        .schemaless
+        .write(db, &body, &opts)
+        .await
+        .map_err(|e| write_error(db, e))?;
     if outcome.rejected == 0 {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     Err(partial(outcome))
+}
+
+/// A failed write's answer. A missing database is said in InfluxDB's words, which Telegraf
+/// looks for to create the database (through `/query`) and write again.
+fn write_error(db: &str, e: ExecError) -> ApiError {
+    if e.code == tidal_common::StatusCode::DatabaseNotFound {
+        return ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!(
+                "database not found: {db:?} (create it with CREATE DATABASE, at POST /query \
+                 or POST /rest/sql)"
+            ),
+        );
+    }
+    e.into()
 }
 
 /// The whole request body, at most `limit` bytes, gathered into a buffer sized by its
