@@ -248,6 +248,10 @@ pub struct InsertItem {
     pub using: Option<InsertUsing>,
     pub columns: Option<Vec<String>>,
     pub rows: Vec<Vec<InsertValue>>,
+    /// The statement's number (1-based) of each row, when it is not the row's position
+    /// here: an INSERT into a STABLE is split per subtable ([`crate::split_stable_insert`])
+    /// and its errors name the statement's rows. Empty: row `i` is the statement's `i + 1`.
+    pub row_numbers: Vec<usize>,
 }
 
 /// One value of an INSERT row.

@@ -1,7 +1,8 @@
 //! Binding INSERT items and CREATE TABLE ... USING against resolved schemas.
 
-use crate::ast::{CreateSubtable, InsertItem, InsertValue, TagAssignment};
+use crate::ast::{CreateSubtable, InsertItem, InsertUsing, InsertValue, ObjectRef, TagAssignment};
 use crate::error::SqlError;
+use std::collections::HashMap;
 use tidal_common::{Column, DataType, Precision, StableSchema, TableWrite, Value};
 
 /// Fills a full tag vector from an optional partial tag-name list (unnamed tags are NULL) and
@@ -154,6 +155,133 @@ fn insert_value(v: &InsertValue, ty: DataType, precision: Precision) -> Result<V
     ty.coerce(v)
 }
 
+/// Whether `name` is the pseudo-column that names a row's subtable.
+fn is_tbname(name: &str) -> bool {
+    name.eq_ignore_ascii_case("tbname")
+}
+
+/// `INSERT INTO stable (tbname, columns and tags ...) VALUES ...` (TDengine 3): the rows of
+/// each subtable the `tbname` column names, as the items `INSERT INTO name USING stable
+/// (tags) TAGS (...) (columns) VALUES ...` would give, in the order the names first appear.
+/// `None` when the item lists no `tbname` column (or has its own USING). A name is taken as
+/// written, as a backquoted one. The tags listed (NULL for the others) create a subtable that
+/// does not exist yet, from its first row's values; an existing subtable keeps its own, as
+/// with USING ... TAGS.
+pub fn split_stable_insert(
+    item: &InsertItem,
+    schema: &StableSchema,
+) -> Result<Option<Vec<InsertItem>>, SqlError> {
+    let Some(names) = &item.columns else {
+        return Ok(None);
+    };
+    if item.using.is_some() || !names.iter().any(|n| is_tbname(n)) {
+        return Ok(None);
+    }
+    let stable = &schema.name;
+    // Where each listed name goes: the subtable's name, a column, or a tag.
+    enum To {
+        Name,
+        Column,
+        Tag,
+    }
+    let mut to = Vec::with_capacity(names.len());
+    let (mut columns, mut tag_names) = (Vec::new(), Vec::new());
+    for n in names {
+        if is_tbname(n) {
+            if to.iter().any(|t| matches!(t, To::Name)) {
+                return Err(SqlError::InvalidArgument(format!(
+                    "tbname is listed twice for STABLE {stable}"
+                )));
+            }
+            to.push(To::Name);
+        } else if schema.column_index(n).is_some() {
+            to.push(To::Column);
+            columns.push(n.clone());
+        } else if schema.tag_index(n).is_some() {
+            to.push(To::Tag);
+            tag_names.push(n.clone());
+        } else {
+            return Err(SqlError::ColumnNotFound(format!(
+                "unknown column or tag '{n}' in STABLE {stable}"
+            )));
+        }
+    }
+    let mut out: Vec<InsertItem> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for (r, row) in item.rows.iter().enumerate() {
+        if row.len() != names.len() {
+            return Err(SqlError::InvalidArgument(format!(
+                "STABLE {stable} expects {} values per row, got {} in row {}",
+                names.len(),
+                row.len(),
+                r + 1
+            )));
+        }
+        let mut name = None;
+        let mut values = Vec::with_capacity(columns.len());
+        let mut tags = Vec::with_capacity(tag_names.len());
+        for (v, t) in row.iter().zip(&to) {
+            match t {
+                To::Column => values.push(v.clone()),
+                To::Name => match v {
+                    InsertValue::Value(Value::Str(s)) if !s.is_empty() => name = Some(s.clone()),
+                    _ => {
+                        return Err(SqlError::InvalidArgument(format!(
+                            "STABLE {stable}, row {}: tbname must be a string naming the \
+                             subtable, not {}",
+                            r + 1,
+                            describe_insert_value(v)
+                        )))
+                    }
+                },
+                To::Tag => match v {
+                    InsertValue::Value(v) => tags.push(v.clone()),
+                    InsertValue::Now { .. } => {
+                        return Err(SqlError::InvalidArgument(format!(
+                            "STABLE {stable}, row {}: NOW is not a tag value",
+                            r + 1
+                        )))
+                    }
+                },
+            }
+        }
+        let Some(name) = name else {
+            continue; // unreachable: `to` holds one Name
+        };
+        let i = *at.entry(name.clone()).or_insert_with(|| {
+            out.push(InsertItem {
+                table: ObjectRef {
+                    db: item.table.db.clone(),
+                    name,
+                },
+                using: Some(InsertUsing {
+                    stable: item.table.clone(),
+                    tag_names: Some(tag_names.clone()),
+                    tags,
+                }),
+                columns: Some(columns.clone()),
+                rows: Vec::new(),
+                row_numbers: Vec::new(),
+            });
+            out.len() - 1
+        });
+        if let Some(sub) = out.get_mut(i) {
+            sub.rows.push(values);
+            sub.row_numbers.push(r + 1);
+        }
+    }
+    Ok(Some(out))
+}
+
+fn describe_insert_value(v: &InsertValue) -> String {
+    match v {
+        InsertValue::Now { .. } => "NOW".to_string(),
+        InsertValue::Value(Value::Null) => "NULL".to_string(),
+        InsertValue::Value(Value::Str(_)) => "an empty string".to_string(),
+        InsertValue::Value(v) => v.to_string(),
+    }
+}
+
 /// Turns one INSERT item into a [`TableWrite`] for the resolved schema.
 pub fn bind_insert(
     item: &InsertItem,
@@ -197,13 +325,14 @@ pub fn bind_insert(
         .iter()
         .map(|c| Column::empty(c.data_type, item.rows.len()))
         .collect();
+    let row_no = |r: usize| item.row_numbers.get(r).copied().unwrap_or(r + 1);
     for (r, row) in item.rows.iter().enumerate() {
         if row.len() != targets.len() {
             return Err(SqlError::InvalidArgument(format!(
                 "table {table} expects {} values per row, got {} in row {}",
                 targets.len(),
                 row.len(),
-                r + 1
+                row_no(r)
             )));
         }
         let mut vals: Vec<Value> = vec![Value::Null; schema.columns.len()];
@@ -213,14 +342,14 @@ pub fn bind_insert(
                 SqlError::TypeMismatch(format!(
                     "table {table}, column '{}', row {}: {e}",
                     def.name,
-                    r + 1
+                    row_no(r)
                 ))
             })?;
         }
         if vals[0].is_null() {
             return Err(SqlError::InvalidArgument(format!(
                 "table {table}, row {}: the timestamp must not be NULL",
-                r + 1
+                row_no(r)
             )));
         }
         for (c, v) in columns.iter_mut().zip(vals.iter()) {

@@ -1022,6 +1022,7 @@ impl Parser {
                         using,
                         columns,
                         rows: Vec::new(),
+                        row_numbers: Vec::new(),
                     },
                     query: Box::new(query),
                 });
@@ -1049,6 +1050,7 @@ impl Parser {
                 using,
                 columns,
                 rows,
+                row_numbers: Vec::new(),
             });
             if self.at_eof() || self.peek_op(";") {
                 break;

@@ -1204,6 +1204,57 @@ fn item(sql: &str) -> InsertItem {
     }
 }
 
+/// An INSERT into a STABLE with a tbname column becomes one item per subtable, in the order
+/// the names first appear, each with its first row's tags and the statement's row numbers;
+/// the errors of its rows then name those numbers.
+#[test]
+fn stable_insert_splits_per_subtable() {
+    let s = readings_schema();
+    let it = item("insert into readings (velocity, tbname, name, ts) values (1, 'b', 'x', 10) (2, 'a', NULL, 20) (3, 'b', 'y', 30)");
+    let subs = split_stable_insert(&it, &s).unwrap().expect("split");
+    assert_eq!(subs.len(), 2);
+    assert_eq!(subs[0].table.name, "b");
+    assert_eq!(subs[1].table.name, "a");
+    assert_eq!(subs[0].row_numbers, vec![1, 3]);
+    assert_eq!(subs[1].row_numbers, vec![2]);
+    let using = subs[0].using.as_ref().expect("using");
+    assert_eq!(using.stable.name, "readings");
+    assert_eq!(using.tag_names, Some(vec!["name".to_string()]));
+    assert_eq!(using.tags, vec![Value::Str("x".into())]);
+    assert_eq!(
+        subs[1].using.as_ref().map(|u| u.tags.clone()),
+        Some(vec![Value::Null])
+    );
+    assert_eq!(
+        subs[0].columns,
+        Some(vec!["velocity".to_string(), "ts".to_string()])
+    );
+    let w = bind_insert(&subs[0], &s, Precision::Millis).unwrap();
+    assert_eq!(w.table, "b");
+    assert_eq!(w.columns[0].get(1), Value::Timestamp(30));
+    assert_eq!(w.columns[2].get(1), Value::Float(3.0));
+    assert_eq!(
+        w.tags.as_ref().map(|t| t[0].clone()),
+        Some(Value::Str("x".into()))
+    );
+    // A bad value is reported at its row in the statement.
+    let it = item("insert into readings (tbname, ts, velocity) values ('b', 10, 1) ('a', 20, 2) ('b', 30, 'fast')");
+    let subs = split_stable_insert(&it, &s).unwrap().expect("split");
+    let e = bind_insert(&subs[0], &s, Precision::Millis)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("table b, column 'velocity', row 3"), "{e}");
+    // Items without tbname, or with their own USING, are not split.
+    assert_eq!(
+        split_stable_insert(&item("insert into t values (1, 2, 3, 4)"), &s).unwrap(),
+        None
+    );
+    assert_eq!(
+        split_stable_insert(&item("insert into t (ts, status) values (1, 2)"), &s).unwrap(),
+        None
+    );
+}
+
 #[test]
 fn bind_insert_column_list_nulls_and_time_strings() {
     let s = readings_schema();

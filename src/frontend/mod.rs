@@ -794,6 +794,7 @@ impl SqlService {
     }
 
     async fn insert(&self, db: &str, items: Vec<tidal_sql::InsertItem>) -> ExecResult<Outcome> {
+        let items = self.split_stable_inserts(db, items).await?;
         // Bind all items before writing anything: one bad row rejects the statement.
         let mut per_db: HashMap<String, (Vec<StableSchema>, Vec<TableWrite>)> = HashMap::new();
         for item in &items {
@@ -830,8 +831,10 @@ impl SqlService {
                     None => {
                         let hint = if self.client.stable(&tdb, &item.table.name).await.is_ok() {
                             format!(
-                                "'{}' is a STABLE: insert into one of its subtables",
-                                item.table.name
+                                "'{}' is a STABLE: insert into one of its subtables, or name \
+                                 each row's subtable in a tbname column: INSERT INTO {} \
+                                 (tbname, ts, ...) VALUES ('name', ...)",
+                                item.table.name, item.table.name
                             )
                         } else {
                             format!(
@@ -855,6 +858,48 @@ impl SqlService {
             rows += self.client.write(&tdb, &schemas, writes).await?.rows;
         }
         Ok(Outcome::affected(db, rows))
+    }
+
+    /// The items of an INSERT with each `INSERT INTO stable (tbname, ...)` replaced by one
+    /// item per subtable it names ([`tidal_sql::split_stable_insert`]).
+    async fn split_stable_inserts(
+        &self,
+        db: &str,
+        items: Vec<tidal_sql::InsertItem>,
+    ) -> ExecResult<Vec<tidal_sql::InsertItem>> {
+        let names_tbname = |i: &tidal_sql::InsertItem| {
+            i.using.is_none()
+                && i.columns
+                    .as_ref()
+                    .is_some_and(|c| c.iter().any(|n| n.eq_ignore_ascii_case("tbname")))
+        };
+        if !items.iter().any(names_tbname) {
+            return Ok(items);
+        }
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if !names_tbname(&item) {
+                out.push(item);
+                continue;
+            }
+            let tdb = self.db_of(&item.table.db, db)?.to_string();
+            if self.client.stable(&tdb, &item.table.name).await.is_err() {
+                return Err(ExecError::new(
+                    StatusCode::InvalidArgument,
+                    format!(
+                        "tbname names the subtable of a row only in an INSERT into a STABLE, \
+                         and '{}' is not a STABLE of database '{tdb}'",
+                        item.table.name
+                    ),
+                ));
+            }
+            let schema = self.stable_schema(&tdb, &item.table.name).await?;
+            match tidal_sql::split_stable_insert(&item, &schema)? {
+                Some(subs) => out.extend(subs),
+                None => out.push(item),
+            }
+        }
+        Ok(out)
     }
 
     /// Runs a query; when a data node is unreachable or no longer hosts a vgroup (it
