@@ -183,17 +183,21 @@ pub enum Precision {
     Micros,
     Millis,
     Seconds,
+    Minutes,
+    Hours,
 }
 
 impl Precision {
-    /// Parses the `precision` query parameter: `ns`/`n`, `us`/`u`/`µ`, `ms`, `s`
-    /// (InfluxDB 1.x and 2.x spellings). Minutes and hours (`m`, `h`) are not supported.
+    /// Parses the `precision` query parameter: `ns`/`n`, `us`/`u`/`µ`, `ms`, `s`, and InfluxDB
+    /// 1.x's `m` (minutes) and `h` (hours), which its client libraries may send.
     pub fn parse(s: &str) -> Option<Precision> {
         match s {
             "ns" | "n" => Some(Precision::Nanos),
             "us" | "u" | "µ" | "µs" => Some(Precision::Micros),
             "ms" => Some(Precision::Millis),
             "s" => Some(Precision::Seconds),
+            "m" => Some(Precision::Minutes),
+            "h" => Some(Precision::Hours),
             _ => None,
         }
     }
@@ -205,6 +209,8 @@ impl Precision {
             Precision::Micros => 1_000,
             Precision::Millis => 1_000_000,
             Precision::Seconds => 1_000_000_000,
+            Precision::Minutes => 60_000_000_000,
+            Precision::Hours => 3_600_000_000_000,
         }
     }
 
@@ -1509,6 +1515,8 @@ impl fmt::Display for Precision {
             Precision::Micros => "us",
             Precision::Millis => "ms",
             Precision::Seconds => "s",
+            Precision::Minutes => "m",
+            Precision::Hours => "h",
         })
     }
 }

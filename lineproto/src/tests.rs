@@ -365,7 +365,19 @@ fn precision_parse_and_convert() {
     assert_eq!(Precision::parse("us"), Some(Precision::Micros));
     assert_eq!(Precision::parse("ms"), Some(Precision::Millis));
     assert_eq!(Precision::parse("s"), Some(Precision::Seconds));
-    assert_eq!(Precision::parse("h"), None);
+    assert_eq!(Precision::parse("m"), Some(Precision::Minutes));
+    assert_eq!(Precision::parse("h"), Some(Precision::Hours));
+    assert_eq!(Precision::parse("d"), None);
+    assert_eq!(
+        Precision::Hours.convert(2, Precision::Millis),
+        Some(7_200_000)
+    );
+    assert_eq!(
+        Precision::Minutes.convert(-1, Precision::Nanos),
+        Some(-60_000_000_000)
+    );
+    // Nanoseconds overflow i64 past about 2,562,047 hours after 1970.
+    assert_eq!(Precision::Hours.convert(3_000_000, Precision::Nanos), None);
     let s = Precision::Seconds;
     assert_eq!(s.convert(2, Precision::Millis), Some(2000));
     assert_eq!(

@@ -2,7 +2,7 @@
 //! unchanged. Any server role started with `--http ADDR` serves it; `tidal local` serves it on
 //! 127.0.0.1:6041 by default.
 //!
-//! - `POST /write?db=NAME&precision=ns|u|us|ms|s` (InfluxDB 1.x) and
+//! - `POST /write?db=NAME&precision=ns|u|us|ms|s|m|h` (InfluxDB 1.x) and
 //!   `POST /api/v2/write?bucket=NAME&precision=..` (2.x; `org` is ignored, `bucket` may be
 //!   `db/retention_policy` and the policy is ignored): line protocol, plain or
 //!   `Content-Encoding: gzip`, written schemaless ([`crate::frontend::schemaless`]).
@@ -309,7 +309,7 @@ async fn write(
         Some(p) => Precision::parse(p).ok_or_else(|| {
             ApiError::new(
                 StatusCode::BAD_REQUEST,
-                format!("invalid precision '{p}': use ns, u, us, ms or s"),
+                format!("invalid precision '{p}': use ns, u, us, ms, s, m or h"),
             )
         })?,
     };
