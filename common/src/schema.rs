@@ -224,8 +224,11 @@ impl DbOptions {
     }
 }
 
+/// Longest subtable name, in bytes (TDengine's limit): what the `tbname` pseudo column holds.
+pub const TABLE_NAME_BYTES_MAX: usize = 192;
+
 /// The type of the `tbname` pseudo column.
-pub const TBNAME_TYPE: DataType = DataType::VarChar(192);
+pub const TBNAME_TYPE: DataType = DataType::VarChar(TABLE_NAME_BYTES_MAX as u32);
 
 /// The subtables of one STABLE on one vnode, in listing order (by name), with their names and tags also
 /// held as columns (one row per subtable, tags in the STABLE's tag types). A query over

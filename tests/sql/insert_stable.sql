@@ -27,6 +27,11 @@ INSERT INTO meters (tbname, current) VALUES ('d9', 1.0);
 INSERT INTO meters (tbname, ts, groupid) VALUES ('d9', 1700000005000, 'x');
 INSERT INTO meters (tbname, ts, current) VALUES ('d9', 1700000005000, 1.0) ('d1001', NULL, 2.0);
 INSERT INTO d1001 (tbname, ts, current) VALUES ('d9', 1700000005000, 1.0);
+-- a subtable name is at most 192 bytes, however the subtable is created
+INSERT INTO meters (tbname, ts, current) VALUES ('nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn', 1700000005000, 1.0);
+INSERT INTO meters (tbname, ts, current) VALUES ('nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn', 1700000005000, 1.0);
+INSERT INTO `nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn` USING meters TAGS ('x', 1) VALUES (1700000005000, 1.0, 1);
+CREATE TABLE `nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn` USING meters TAGS ('x', 1);
 CREATE STABLE other (ts TIMESTAMP, v INT) TAGS (k INT);
 INSERT INTO other (tbname, ts, v) VALUES ('d1001', 1700000005000, 1);
 SELECT count(*) FROM meters;

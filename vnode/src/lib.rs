@@ -824,6 +824,7 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
             return Ok(t.uid);
         }
         (self.owns)(table)?;
+        check_new_table_name(table)?;
         let Some(tags) = tags else {
             return Err(VnodeError::TableNotFound {
                 table: table.to_string(),
@@ -846,6 +847,19 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
         });
         Ok(uid)
     }
+}
+
+/// A new subtable's name fits the `tbname` pseudo column (TDengine's limit).
+fn check_new_table_name(table: &str) -> Result<()> {
+    let max = tidal_common::schema::TABLE_NAME_BYTES_MAX;
+    if table.len() > max {
+        return Err(VnodeError::InvalidArgument(format!(
+            "subtable name '{}...' is {} bytes long; the most is {max}",
+            table.chars().take(32).collect::<String>(),
+            table.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Merges file runs with the frozen and active memtable rows (newest, so highest priority).
@@ -1439,6 +1453,7 @@ impl VnodeCore {
                         table: name.clone(),
                     });
                 }
+                check_new_table_name(name)?;
                 let tags =
                     eff.coerce_tags(tags.clone())
                         .map_err(|reason| VnodeError::InvalidTags {
