@@ -23,6 +23,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tidal_common::Value;
 
+/// Most statements one `q` may hold (each is a catalog call).
+const STATEMENTS_MAX: usize = 64;
+
 /// A statement `/query` runs.
 #[derive(Debug, PartialEq, Eq)]
 enum Statement {
@@ -170,6 +173,11 @@ fn parse(q: &str) -> Result<Vec<Statement>, ParseError> {
                 first.1
             )));
         };
+        if out.len() == STATEMENTS_MAX {
+            return Err(ParseError(format!(
+                "more than {STATEMENTS_MAX} statements in one query: send them in several"
+            )));
+        }
         match stmt.get(used) {
             None => out.push(s),
             Some(rest) if is_word(Some(rest), "WITH") => {
@@ -367,6 +375,11 @@ mod tests {
         assert!(err("CREATE DATABASE \"my-db\"").contains("invalid database name \"my-db\""));
         assert_eq!(err("  ; "), "found EOF, expected a statement");
         assert!(err("CREATE DATABASE a; SELECT 1").contains("at char 20 is not supported"));
+        assert_eq!(
+            parse(&"SHOW DATABASES;".repeat(STATEMENTS_MAX)).map(|v| v.len()),
+            Ok(64)
+        );
+        assert!(err(&"SHOW DATABASES;".repeat(STATEMENTS_MAX + 1)).contains("more than 64"));
     }
 
     /// Random text over the bytes that matter to the tokenizer never panics, and every
