@@ -813,8 +813,8 @@ impl SqlService {
                         ));
                     }
                     let schema = self.stable_schema(&tdb, &u.stable.name).await?;
-                    if let Some((meta, _)) = self.client.subtable(&tdb, &item.table.name).await? {
-                        if meta.stable != schema.name {
+                    match self.client.subtable(&tdb, &item.table.name).await? {
+                        Some((meta, _)) if meta.stable != schema.name => {
                             return Err(ExecError::new(
                                 StatusCode::SchemaMismatch,
                                 format!(
@@ -823,6 +823,18 @@ impl SqlService {
                                 ),
                             ));
                         }
+                        Some(_) => {}
+                        // As CREATE TABLE: a subtable may not take a STABLE's name.
+                        None if self.client.stable(&tdb, &item.table.name).await.is_ok() => {
+                            return Err(ExecError::new(
+                                StatusCode::TableExists,
+                                format!(
+                                    "'{}' is already a STABLE in database '{tdb}'",
+                                    item.table.name
+                                ),
+                            ));
+                        }
+                        None => {}
                     }
                     schema
                 }

@@ -32,6 +32,9 @@ INSERT INTO meters (tbname, ts, current) VALUES ('nnnnnnnnnnnnnnnnnnnnnnnnnnnnnn
 INSERT INTO meters (tbname, ts, current) VALUES ('nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn', 1700000005000, 1.0);
 INSERT INTO `nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn` USING meters TAGS ('x', 1) VALUES (1700000005000, 1.0, 1);
 CREATE TABLE `nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn` USING meters TAGS ('x', 1);
+-- a subtable may not take a STABLE's name
+INSERT INTO meters (tbname, ts, current) VALUES ('meters', 1700000005000, 1.0);
+INSERT INTO meters USING meters TAGS ('x', 1) VALUES (1700000005000, 1.0, 1);
 CREATE STABLE other (ts TIMESTAMP, v INT) TAGS (k INT);
 INSERT INTO other (tbname, ts, v) VALUES ('d1001', 1700000005000, 1);
 SELECT count(*) FROM meters;
