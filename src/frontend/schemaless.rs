@@ -1569,6 +1569,19 @@ fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
     )
 }
 
+/// Why a subtable named by `child_table_tag` cannot be created: its name is longer than the
+/// data node takes (which would fail the whole write rather than the line).
+fn long_subtable_name(name: &str) -> Option<String> {
+    let max = tidal_common::schema::TABLE_NAME_BYTES_MAX;
+    (name.len() > max).then(|| {
+        format!(
+            "subtable name '{}...' is {} bytes long; the most is {max}",
+            name.chars().take(32).collect::<String>(),
+            name.len()
+        )
+    })
+}
+
 fn ts_collision(field: &str) -> String {
     format!("field '{field}' collides with the timestamp column '{TS_COLUMN}'")
 }
@@ -2160,6 +2173,13 @@ impl Schemaless {
                     usize::MAX,
                 ),
             };
+            if let Some(msg) = long_subtable_name(sub.name.as_str()) {
+                if hit.is_none() {
+                    series.insert(h, Series::unplaced(si));
+                }
+                out.reject(line.line_no, msg);
+                continue;
+            }
             let alone = thread.is_some() && SeriesKeys::alone_in_body(at, h, body_id, clears);
             if !alone {
                 map_placed(&mut subtables, &mut unmapped, &mut mapped, series_est);
@@ -2323,6 +2343,10 @@ impl Schemaless {
                     continue;
                 }
                 let (key, named) = subtable_key(line, &stable, opts.child_table_tag.as_deref());
+                if let Some(msg) = named.and_then(long_subtable_name) {
+                    out.reject(line.line_no, msg);
+                    continue;
+                }
                 let ti = match subtables.get(&key) {
                     Some((b, t)) if *b == bi => *t,
                     Some((b, t)) => {
