@@ -227,6 +227,18 @@ impl DbOptions {
 /// Longest subtable name, in bytes (TDengine's limit): what the `tbname` pseudo column holds.
 pub const TABLE_NAME_BYTES_MAX: usize = 192;
 
+/// Why `name` cannot name a new subtable: it is longer than [`TABLE_NAME_BYTES_MAX`]. `None`
+/// when it fits.
+pub fn table_name_too_long(name: &str) -> Option<String> {
+    (name.len() > TABLE_NAME_BYTES_MAX).then(|| {
+        format!(
+            "subtable name '{}...' is {} bytes long; the most is {TABLE_NAME_BYTES_MAX}",
+            name.chars().take(32).collect::<String>(),
+            name.len()
+        )
+    })
+}
+
 /// The type of the `tbname` pseudo column.
 pub const TBNAME_TYPE: DataType = DataType::VarChar(TABLE_NAME_BYTES_MAX as u32);
 

@@ -1569,19 +1569,6 @@ fn bad_timestamp(line: &Line<'_>, from: Precision, to: Precision) -> String {
     )
 }
 
-/// Why a subtable named by `child_table_tag` cannot be created: its name is longer than the
-/// data node takes (which would fail the whole write rather than the line).
-fn long_subtable_name(name: &str) -> Option<String> {
-    let max = tidal_common::schema::TABLE_NAME_BYTES_MAX;
-    (name.len() > max).then(|| {
-        format!(
-            "subtable name '{}...' is {} bytes long; the most is {max}",
-            name.chars().take(32).collect::<String>(),
-            name.len()
-        )
-    })
-}
-
 fn ts_collision(field: &str) -> String {
     format!("field '{field}' collides with the timestamp column '{TS_COLUMN}'")
 }
@@ -2173,7 +2160,7 @@ impl Schemaless {
                     usize::MAX,
                 ),
             };
-            if let Some(msg) = long_subtable_name(sub.name.as_str()) {
+            if let Some(msg) = tidal_common::schema::table_name_too_long(sub.name.as_str()) {
                 if hit.is_none() {
                     series.insert(h, Series::unplaced(si));
                 }
@@ -2343,7 +2330,7 @@ impl Schemaless {
                     continue;
                 }
                 let (key, named) = subtable_key(line, &stable, opts.child_table_tag.as_deref());
-                if let Some(msg) = named.and_then(long_subtable_name) {
+                if let Some(msg) = named.and_then(tidal_common::schema::table_name_too_long) {
                     out.reject(line.line_no, msg);
                     continue;
                 }

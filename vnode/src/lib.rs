@@ -851,15 +851,10 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
 
 /// A new subtable's name fits the `tbname` pseudo column (TDengine's limit).
 fn check_new_table_name(table: &str) -> Result<()> {
-    let max = tidal_common::schema::TABLE_NAME_BYTES_MAX;
-    if table.len() > max {
-        return Err(VnodeError::InvalidArgument(format!(
-            "subtable name '{}...' is {} bytes long; the most is {max}",
-            table.chars().take(32).collect::<String>(),
-            table.len()
-        )));
+    match tidal_common::schema::table_name_too_long(table) {
+        Some(reason) => Err(VnodeError::InvalidArgument(reason)),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Merges file runs with the frozen and active memtable rows (newest, so highest priority).
