@@ -160,6 +160,16 @@ fn is_tbname(name: &str) -> bool {
     name.eq_ignore_ascii_case("tbname")
 }
 
+/// Whether `item` names each row's subtable in a `tbname` column (and has no USING of its
+/// own): the items [`split_stable_insert`] splits.
+pub fn names_tbname(item: &InsertItem) -> bool {
+    item.using.is_none()
+        && item
+            .columns
+            .as_ref()
+            .is_some_and(|c| c.iter().any(|n| is_tbname(n)))
+}
+
 /// `INSERT INTO stable (tbname, columns and tags ...) VALUES ...` (TDengine 3): the rows of
 /// each subtable the `tbname` column names, as the items `INSERT INTO name USING stable
 /// (tags) TAGS (...) (columns) VALUES ...` would give, in the order the names first appear.
@@ -171,12 +181,9 @@ pub fn split_stable_insert(
     item: &InsertItem,
     schema: &StableSchema,
 ) -> Result<Option<Vec<InsertItem>>, SqlError> {
-    let Some(names) = &item.columns else {
+    let Some(names) = item.columns.as_ref().filter(|_| names_tbname(item)) else {
         return Ok(None);
     };
-    if item.using.is_some() || !names.iter().any(|n| is_tbname(n)) {
-        return Ok(None);
-    }
     let stable = &schema.name;
     // Where each listed name goes: the subtable's name, a column, or a tag.
     enum To {

@@ -48,7 +48,9 @@ pub mod timefmt;
 
 pub use agg::{AggFunc, AggSpec};
 pub use ast::*;
-pub use bind::{bind_create_subtable, bind_insert, bind_set_tags, split_stable_insert};
+pub use bind::{
+    bind_create_subtable, bind_insert, bind_set_tags, names_tbname, split_stable_insert,
+};
 pub use error::{Pos, SqlError};
 pub use exec::{
     batch_rows, check_target, execute_fragment, execute_fragment_stream, execute_fragment_until,

@@ -879,33 +879,30 @@ impl SqlService {
         db: &str,
         items: Vec<tidal_sql::InsertItem>,
     ) -> ExecResult<Vec<tidal_sql::InsertItem>> {
-        let names_tbname = |i: &tidal_sql::InsertItem| {
-            i.using.is_none()
-                && i.columns
-                    .as_ref()
-                    .is_some_and(|c| c.iter().any(|n| n.eq_ignore_ascii_case("tbname")))
-        };
-        if !items.iter().any(names_tbname) {
+        if !items.iter().any(tidal_sql::names_tbname) {
             return Ok(items);
         }
         let mut out = Vec::with_capacity(items.len());
         for item in items {
-            if !names_tbname(&item) {
+            if !tidal_sql::names_tbname(&item) {
                 out.push(item);
                 continue;
             }
             let tdb = self.db_of(&item.table.db, db)?.to_string();
-            if self.client.stable(&tdb, &item.table.name).await.is_err() {
-                return Err(ExecError::new(
-                    StatusCode::InvalidArgument,
-                    format!(
-                        "tbname names the subtable of a row only in an INSERT into a STABLE, \
-                         and '{}' is not a STABLE of database '{tdb}'",
-                        item.table.name
-                    ),
-                ));
-            }
-            let schema = self.stable_schema(&tdb, &item.table.name).await?;
+            let schema = match self.client.stable(&tdb, &item.table.name).await {
+                Ok(s) => s,
+                Err(e) if e.code == StatusCode::StableNotFound => {
+                    return Err(ExecError::new(
+                        StatusCode::InvalidArgument,
+                        format!(
+                            "tbname names the subtable of a row only in an INSERT into a \
+                             STABLE, and '{}' is not a STABLE of database '{tdb}'",
+                            item.table.name
+                        ),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            };
             match tidal_sql::split_stable_insert(&item, &schema)? {
                 Some(subs) => out.extend(subs),
                 None => out.push(item),

@@ -35,9 +35,13 @@ enum Statement {
 }
 
 impl Statement {
-    /// Whether the statement changes the server (InfluxDB refuses those over GET).
-    fn writes(&self) -> bool {
-        !matches!(self, Statement::ShowDatabases)
+    /// The statement's verb when it changes the server (InfluxDB refuses those over GET).
+    fn change(&self) -> Option<&'static str> {
+        match self {
+            Statement::CreateDatabase(_) => Some("CREATE DATABASE"),
+            Statement::DropDatabase(_) => Some("DROP DATABASE"),
+            Statement::ShowDatabases => None,
+        }
     }
 
     /// The Tidal SQL that does what the statement asks. Names were checked by [`parse`] to
@@ -285,11 +289,7 @@ pub(super) async fn query(
         }
     };
     if method != Method::POST {
-        if let Some(s) = stmts.iter().find(|s| s.writes()) {
-            let what = match s {
-                Statement::CreateDatabase(_) => "CREATE DATABASE",
-                _ => "DROP DATABASE",
-            };
+        if let Some(what) = stmts.iter().find_map(Statement::change) {
             return error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 format!("{what} changes the server: send it with POST"),
