@@ -50,6 +50,12 @@ impl Precision {
         self.from_nanos(ns)
     }
 
+    /// Midnight (UTC) of the current day in this precision: TODAY().
+    pub fn today(self) -> i64 {
+        let per_day = self.per_second() * 86_400;
+        self.now().div_euclid(per_day) * per_day
+    }
+
     /// Parses `YYYY-MM-DD[ T]HH:MM:SS[.fraction][Z|+HH:MM]` (or a bare date) as UTC unless
     /// an offset is given, into this precision. Returns `None` if the string is not a timestamp.
     pub fn parse_timestamp(self, s: &str) -> Option<i64> {
@@ -200,6 +206,18 @@ pub fn parse_duration(s: &str, default_unit_ns: i64) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TODAY() is a whole number of days in every precision, at most a day before NOW.
+    #[test]
+    fn today_is_midnight_of_now() {
+        for p in [Precision::Millis, Precision::Micros, Precision::Nanos] {
+            let day = p.per_second() * 86_400;
+            let today = p.today();
+            let now = p.now();
+            assert_eq!(today.rem_euclid(day), 0, "{p:?}");
+            assert!(today <= now && now - today < day + p.per_second(), "{p:?}");
+        }
+    }
 
     #[test]
     fn timestamps_round_trip() {

@@ -259,8 +259,23 @@ pub struct InsertItem {
 pub enum InsertValue {
     /// A literal: `Str` for quoted strings (also time strings), `Int`/`UInt`/`Float`/`Bool`/`Null`.
     Value(Value),
-    /// `NOW`, `NOW + 1s`, `NOW - 10m`: offset in nanoseconds.
-    Now { offset_ns: i64 },
+    /// `NOW`, `NOW + 1s`, `NOW - 10m`, or with `midnight` `TODAY()`, `TODAY() + 8h` (midnight
+    /// UTC of the current day): offset in nanoseconds.
+    Now { offset_ns: i64, midnight: bool },
+}
+
+impl InsertValue {
+    /// How the statement spelled a time function (`NOW`, `TODAY()`), for errors that say
+    /// where it may not stand; `None` for a literal.
+    pub fn time_function(&self) -> Option<&'static str> {
+        match self {
+            InsertValue::Now {
+                midnight: false, ..
+            } => Some("NOW"),
+            InsertValue::Now { midnight: true, .. } => Some("TODAY()"),
+            InsertValue::Value(_) => None,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

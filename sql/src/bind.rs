@@ -132,9 +132,17 @@ pub fn bind_create_subtable(
 /// Converts one INSERT value for a column of type `ty`.
 fn insert_value(v: &InsertValue, ty: DataType, precision: Precision) -> Result<Value, String> {
     let v = match v {
-        InsertValue::Now { offset_ns } => {
+        InsertValue::Now {
+            offset_ns,
+            midnight,
+        } => {
             let off = precision.from_nanos(*offset_ns);
-            Value::Timestamp(precision.now().saturating_add(off))
+            let base = if *midnight {
+                precision.today()
+            } else {
+                precision.now()
+            };
+            Value::Timestamp(base.saturating_add(off))
         }
         InsertValue::Value(Value::Str(s)) if ty == DataType::Timestamp => {
             match precision.parse_timestamp(s) {
@@ -243,10 +251,11 @@ pub fn split_stable_insert(
                 },
                 To::Tag => match v {
                     InsertValue::Value(v) => tags.push(v.clone()),
-                    InsertValue::Now { .. } => {
+                    now @ InsertValue::Now { .. } => {
                         return Err(SqlError::InvalidArgument(format!(
-                            "STABLE {stable}, row {}: NOW is not a tag value",
-                            r + 1
+                            "STABLE {stable}, row {}: {} is not a tag value",
+                            r + 1,
+                            now.time_function().unwrap_or("NOW")
                         )))
                     }
                 },
@@ -282,7 +291,7 @@ pub fn split_stable_insert(
 
 fn describe_insert_value(v: &InsertValue) -> String {
     match v {
-        InsertValue::Now { .. } => "NOW".to_string(),
+        now @ InsertValue::Now { .. } => now.time_function().unwrap_or("NOW").to_string(),
         InsertValue::Value(Value::Null) => "NULL".to_string(),
         InsertValue::Value(Value::Str(_)) => "an empty string".to_string(),
         InsertValue::Value(v) => v.to_string(),

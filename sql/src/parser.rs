@@ -437,8 +437,9 @@ impl Parser {
                 let pos = self.pos();
                 match self.insert_value()? {
                     InsertValue::Value(v) => tags.push(v),
-                    InsertValue::Now { .. } => {
-                        return Err(syntax(pos, "NOW is not allowed as a tag value"))
+                    now @ InsertValue::Now { .. } => {
+                        let f = now.time_function().unwrap_or("NOW");
+                        return Err(syntax(pos, format!("{f} is not allowed as a tag value")));
                     }
                 }
                 if !self.eat_op(",") {
@@ -584,8 +585,9 @@ impl Parser {
             let vpos = self.pos();
             let value = match self.insert_value()? {
                 InsertValue::Value(v) => v,
-                InsertValue::Now { .. } => {
-                    return Err(syntax(vpos, "NOW is not allowed as a tag value"))
+                now @ InsertValue::Now { .. } => {
+                    let f = now.time_function().unwrap_or("NOW");
+                    return Err(syntax(vpos, format!("{f} is not allowed as a tag value")));
                 }
             };
             tags.push(TagAssignment { tag, pos, value });
@@ -1118,8 +1120,15 @@ impl Parser {
                     "null" => Ok(InsertValue::Value(Value::Null)),
                     "true" => Ok(InsertValue::Value(Value::Bool(true))),
                     "false" => Ok(InsertValue::Value(Value::Bool(false))),
-                    "now" => {
-                        if self.eat_op("(") {
+                    // TDengine's `today()` takes its parentheses; `now` may go without.
+                    "now" | "today" => {
+                        let midnight = w == "today";
+                        if midnight {
+                            if !self.eat_op("(") {
+                                return Err(syntax(pos, "write TODAY() with its parentheses"));
+                            }
+                            self.expect_op(")")?;
+                        } else if self.eat_op("(") {
                             self.expect_op(")")?;
                         }
                         let mut offset_ns = 0i64;
@@ -1133,7 +1142,10 @@ impl Parser {
                                 offset_ns.saturating_add(d)
                             };
                         }
-                        Ok(InsertValue::Now { offset_ns })
+                        Ok(InsertValue::Now {
+                            offset_ns,
+                            midnight,
+                        })
                     }
                     _ => Err(syntax(pos, format!("expected a value, found '{w}'"))),
                 }
@@ -1392,8 +1404,9 @@ impl Parser {
                 while self.eat_op(",") {
                     match self.insert_value()? {
                         InsertValue::Value(v) => vals.push(v),
-                        InsertValue::Now { .. } => {
-                            return Err(syntax(pos, "NOW is not a FILL value"))
+                        now @ InsertValue::Now { .. } => {
+                            let f = now.time_function().unwrap_or("NOW");
+                            return Err(syntax(pos, format!("{f} is not a FILL value")));
                         }
                     }
                 }

@@ -1044,7 +1044,7 @@ fn compile(e: &Expr, ctx: &mut dyn Ctx) -> Result<PExpr, SqlError> {
             }
             match system_func(name) {
                 Some(SystemFunc::Today) => PExpr::Lit(
-                    Value::Timestamp(precision.from_nanos(today_ns(precision.now(), precision))),
+                    Value::Timestamp(precision.today()),
                     DataType::Timestamp,
                 ),
                 Some(SystemFunc::Database) => match ctx.session_db() {
@@ -1753,13 +1753,6 @@ fn system_func(name: &str) -> Option<SystemFunc> {
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// What `TIMEZONE()` returns: time literals are read, and timestamps printed, in UTC.
 const TIMEZONE: &str = "UTC (UTC, +0000)";
-
-/// Midnight (UTC) of the day holding `now` (in `precision`), in nanoseconds.
-fn today_ns(now: i64, precision: Precision) -> i64 {
-    const DAY_NS: i64 = 86_400_000_000_000;
-    let ns = now.saturating_mul(1_000_000_000 / precision.per_second());
-    ns.div_euclid(DAY_NS) * DAY_NS
-}
 
 /// Multi-argument scalar functions: (function, min args, max args).
 fn call_func(name: &str) -> Option<(CallFunc, usize, usize)> {

@@ -690,7 +690,13 @@ fn parse_splits_statements_outside_quotes_and_comments() {
                 items[0].rows[0][1],
                 InsertValue::Value(Value::Str("a;b".into()))
             );
-            assert_eq!(items[0].rows[0][0], InsertValue::Now { offset_ns: 0 });
+            assert_eq!(
+                items[0].rows[0][0],
+                InsertValue::Now {
+                    offset_ns: 0,
+                    midnight: false
+                }
+            );
         }
         o => panic!("{o:?}"),
     }
@@ -719,7 +725,8 @@ fn parse_insert_forms() {
         items[0].rows[1],
         vec![
             InsertValue::Now {
-                offset_ns: -600_000_000_000
+                offset_ns: -600_000_000_000,
+                midnight: false
             },
             InsertValue::Value(Value::Int(-3))
         ]

@@ -1,0 +1,23 @@
+-- Time values in INSERT: NOW and TODAY() (midnight UTC of the current day), with offsets,
+-- in the database's precision; time strings and epoch numbers. Rows written at NOW are
+-- checked by what holds whatever the clock says.
+CREATE DATABASE it VGROUPS 2 PRECISION 'us';
+USE it;
+CREATE STABLE m (ts TIMESTAMP, v INT, at TIMESTAMP) TAGS (k INT);
+INSERT INTO t USING m TAGS (1) VALUES (TODAY(), 1, NOW) (TODAY() + 8h, 2, NOW()) (today() - 1d + 30m, 3, NOW - 1h) (TODAY() + 1s + 500a, 4, NOW + 1w);
+SELECT v, CAST(ts AS BIGINT) % 86400000000 AS since_midnight_us FROM t ORDER BY v;
+SELECT v, at <= NOW() + 1w, at >= TODAY() - 1h FROM t ORDER BY v;
+SELECT COUNT(*) FROM t WHERE ts >= TODAY() - 1d AND ts < TODAY() + 1d;
+-- A TIMESTAMP column that is not the first takes time functions too.
+INSERT INTO t VALUES ('2024-01-01 00:00:00.000001', 5, TODAY());
+SELECT CAST(at AS BIGINT) % 86400000000 FROM t WHERE v = 5;
+-- Strings and epoch numbers in the database's precision (microseconds here).
+INSERT INTO t VALUES ('2024-01-01T00:00:01Z', 6, '2024-01-01 08:00:00+08:00') (1704067202000000, 7, 1704067202000001);
+SELECT ts, v, at FROM t WHERE v >= 6 ORDER BY v;
+-- Errors: TODAY needs its parentheses; neither function is a tag value or a FILL value.
+INSERT INTO t VALUES (TODAY, 8, NOW);
+INSERT INTO t VALUES (TODAY(, 8, NOW);
+CREATE STABLE st (ts TIMESTAMP, v INT) TAGS (born TIMESTAMP);
+INSERT INTO s1 USING st TAGS (TODAY()) VALUES (NOW, 1);
+INSERT INTO st (tbname, born, ts, v) VALUES ('s2', NOW, NOW, 1);
+SELECT COUNT(*) FROM t INTERVAL(1d) FILL(VALUE, TODAY());
