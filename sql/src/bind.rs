@@ -3,6 +3,7 @@
 use crate::ast::{CreateSubtable, InsertItem, InsertUsing, InsertValue, ObjectRef, TagAssignment};
 use crate::error::SqlError;
 use std::collections::HashMap;
+use tidal_common::types::PhysicalType;
 use tidal_common::{Column, DataType, Precision, StableSchema, TableWrite, Value};
 
 /// Fills a full tag vector from an optional partial tag-name list (unnamed tags are NULL) and
@@ -53,23 +54,62 @@ fn bind_tags(
     let full = full
         .into_iter()
         .zip(schema.tags.iter())
-        .map(|(v, def)| timestamp_tag(v, def.data_type))
-        .collect();
+        .map(|(v, def)| {
+            timestamp_tag(v, def.data_type).map_err(|e| {
+                SqlError::TypeMismatch(format!("table {table}: tag '{}': {e}", def.name))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     schema
         .coerce_tags(full)
         .map_err(|e| SqlError::TypeMismatch(format!("table {table}: {e}")))
 }
 
-/// Time strings for TIMESTAMP tags are parsed in milliseconds; anything else is left to the
-/// type's coercion (which names what does not fit).
-fn timestamp_tag(v: Value, ty: DataType) -> Value {
+/// Time strings for TIMESTAMP tags are parsed in milliseconds and quoted numbers for numeric
+/// tags read as numbers ([`quoted_number`]); anything else is left to the type's coercion
+/// (which names what does not fit).
+fn timestamp_tag(v: Value, ty: DataType) -> Result<Value, String> {
     match (&v, ty) {
-        (Value::Str(s), DataType::Timestamp) => Precision::Millis
+        (Value::Str(s), DataType::Timestamp) => Ok(Precision::Millis
             .parse_timestamp(s)
             .map(Value::Timestamp)
-            .unwrap_or(v),
-        _ => v,
+            .unwrap_or(v)),
+        _ => quoted_number(v, ty),
     }
+}
+
+/// A quoted value for a numeric column or tag is the number it spells, as TDengine reads
+/// `'12'` for an INT (it strips the quotes): clients that quote every value write unchanged.
+/// The number is range-checked by the type's coercion afterwards; text that is no number of
+/// the type (`'12a'`, `'1.5'` for an integer, an empty string) is an error naming it.
+fn quoted_number(v: Value, ty: DataType) -> Result<Value, String> {
+    let Value::Str(s) = &v else {
+        return Ok(v);
+    };
+    let n = match ty.physical() {
+        PhysicalType::Int | PhysicalType::UInt => {
+            s.parse::<i128>().ok().and_then(|n| match i64::try_from(n) {
+                Ok(i) => Some(Value::Int(i)),
+                Err(_) => u64::try_from(n).ok().map(Value::UInt),
+            })
+        }
+        PhysicalType::Float => s
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Value::Float),
+        _ => return Ok(v),
+    };
+    n.ok_or_else(|| {
+        let what = if ty.physical() == PhysicalType::Float {
+            "a number"
+        } else if s.parse::<i128>().is_ok() {
+            "in range"
+        } else {
+            "an integer"
+        };
+        format!("'{s}' is not {what} for {}", ty.sql_name())
+    })
 }
 
 /// Coerces the values of `ALTER TABLE table SET TAG t = v, ...` against the STABLE of the
@@ -95,9 +135,8 @@ pub fn bind_set_tags(
                 def.name
             )));
         }
-        let v = def
-            .data_type
-            .coerce(timestamp_tag(a.value.clone(), def.data_type))
+        let v = timestamp_tag(a.value.clone(), def.data_type)
+            .and_then(|v| def.data_type.coerce(v))
             .map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}, tag '{}': {e}", def.name))
             })?;
@@ -151,7 +190,7 @@ fn insert_value(v: &InsertValue, ty: DataType, precision: Precision) -> Result<V
             }
         }
         InsertValue::Value(Value::Timestamp(t)) if ty != DataType::Timestamp => Value::Int(*t),
-        InsertValue::Value(v) => v.clone(),
+        InsertValue::Value(v) => quoted_number(v.clone(), ty)?,
     };
     let v = match (ty, v) {
         (DataType::Timestamp, Value::Float(f)) if f.fract() == 0.0 && f.abs() < 9.2e18 => {
