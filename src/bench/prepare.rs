@@ -26,8 +26,8 @@ pub struct PrepareArgs {
     /// A line-protocol file (`tidal bench generate --format influx`), nanosecond timestamps.
     #[arg(long)]
     file: PathBuf,
-    /// Lines per body (the line-protocol benchmark sends 5,000).
-    #[arg(long, default_value_t = 5_000)]
+    /// Lines per body (the line-protocol benchmark sends 10,000).
+    #[arg(long, default_value_t = super::peers::LP_LINES_PER_REQUEST)]
     lines: usize,
     /// At most this many lines of the file are used.
     #[arg(long, default_value_t = 2_000_000)]
