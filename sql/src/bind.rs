@@ -55,7 +55,7 @@ fn bind_tags(
         .into_iter()
         .zip(schema.tags.iter())
         .map(|(v, def)| {
-            timestamp_tag(v, def.data_type).map_err(|e| {
+            tag_literal(v, def.data_type).map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}: tag '{}': {e}", def.name))
             })
         })
@@ -68,7 +68,7 @@ fn bind_tags(
 /// Time strings for TIMESTAMP tags are parsed in milliseconds and quoted numbers for numeric
 /// tags read as numbers ([`quoted_number`]); anything else is left to the type's coercion
 /// (which names what does not fit).
-fn timestamp_tag(v: Value, ty: DataType) -> Result<Value, String> {
+fn tag_literal(v: Value, ty: DataType) -> Result<Value, String> {
     match (&v, ty) {
         (Value::Str(s), DataType::Timestamp) => Ok(Precision::Millis
             .parse_timestamp(s)
@@ -135,7 +135,7 @@ pub fn bind_set_tags(
                 def.name
             )));
         }
-        let v = timestamp_tag(a.value.clone(), def.data_type)
+        let v = tag_literal(a.value.clone(), def.data_type)
             .and_then(|v| def.data_type.coerce(v))
             .map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}, tag '{}': {e}", def.name))
