@@ -168,6 +168,18 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SqlError> {
             });
             continue;
         }
+        // Hexadecimal and binary integers (`0x1F`, `0b101`), as TDengine writes them: read
+        // here into the decimal integer token every reader of numbers already takes.
+        if let Some((n, end)) = radix_integer(bytes, i) {
+            out.push(Token {
+                tok: Tok::Int(n.to_string()),
+                pos,
+                start,
+                end,
+            });
+            i = end;
+            continue;
+        }
         if c.is_ascii_digit() || (c == b'.' && bytes.get(i + 1).is_some_and(|b| b.is_ascii_digit()))
         {
             let mut is_float = false;
@@ -263,9 +275,74 @@ pub fn tokenize(src: &str) -> Result<Vec<Token>, SqlError> {
     Ok(out)
 }
 
+/// A `0x`/`0b` integer starting at `i` (prefix in either case, at least one digit, at most
+/// 64 bits, not followed by a letter, digit or `_`): its value and where it ends. `0b` alone
+/// is not one (it is a duration of 0 nanoseconds), nor is anything wider than 64 bits (it
+/// stays a word the parser names in its error).
+fn radix_integer(bytes: &[u8], i: usize) -> Option<(u64, usize)> {
+    if bytes.get(i) != Some(&b'0') {
+        return None;
+    }
+    let radix = match bytes.get(i + 1)? {
+        b'x' | b'X' => 16,
+        b'b' | b'B' => 2,
+        _ => return None,
+    };
+    let digits_start = i + 2;
+    let mut end = digits_start;
+    while bytes.get(end).is_some_and(|b| (*b as char).is_digit(radix)) {
+        end += 1;
+    }
+    if end == digits_start
+        || bytes
+            .get(end)
+            .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+    {
+        return None;
+    }
+    let digits = std::str::from_utf8(bytes.get(digits_start..end)?).ok()?;
+    let n = u64::from_str_radix(digits, radix).ok()?;
+    Some((n, end))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn toks(src: &str) -> Vec<Tok> {
+        tokenize(src)
+            .unwrap()
+            .into_iter()
+            .map(|t| t.tok)
+            .filter(|t| *t != Tok::Eof)
+            .collect()
+    }
+
+    /// `0x`/`0b` integers are read into decimal integer tokens; a `0b` duration, a number
+    /// wider than 64 bits and one run into a word are not.
+    #[test]
+    fn hexadecimal_and_binary_integers() {
+        let int = |s: &str| Tok::Int(s.to_string());
+        assert_eq!(
+            toks("0x1F 0X0a 0b101 0B0 0xFFFFFFFFFFFFFFFF"),
+            vec![
+                int("31"),
+                int("10"),
+                int("5"),
+                int("0"),
+                int("18446744073709551615")
+            ]
+        );
+        assert_eq!(toks("0b"), vec![Tok::Duration("0b".to_string())]);
+        assert_eq!(toks("0x"), vec![Tok::Duration("0x".to_string())]);
+        assert_eq!(
+            toks("0x10000000000000000"),
+            vec![Tok::Duration("0x10000000000000000".to_string())]
+        );
+        assert_eq!(toks("0x1g"), vec![Tok::Duration("0x1g".to_string())]);
+        assert_eq!(toks("0b12"), vec![Tok::Duration("0b12".to_string())]);
+        assert_eq!(toks("-0x10"), vec![Tok::Op("-"), int("16")]);
+    }
 
     fn positions(src: &str) -> Vec<(u32, u32)> {
         tokenize(src)

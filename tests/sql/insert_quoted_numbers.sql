@@ -12,6 +12,12 @@ INSERT INTO m (tbname, k, ts, i) VALUES ('d2', '8', 3000, '3');
 SELECT tbname, k, i FROM m WHERE tbname = 'd2';
 ALTER TABLE d2 SET TAG k = '9';
 SELECT tbname, k FROM m WHERE tbname = 'd2' GROUP BY tbname, k;
+-- Hexadecimal and binary integers, as TDengine writes them (in INSERT and in queries).
+INSERT INTO d1 VALUES (3000, 0x7FFFFFFF, 0xFFFFFFFFFFFFFFFF, -0b1111111, 0x10, 0b1, true, 'hex');
+SELECT i, u, t, d, f FROM d1 WHERE s = 'hex';
+SELECT COUNT(*) FROM d1 WHERE i = 0x7fffffff AND t = -0B1111111;
+INSERT INTO d1 VALUES (3001, 0x80000000, 0, 0, 0, 0, true, 'x');
+INSERT INTO d1 VALUES (3001, 0x1G, 0, 0, 0, 0, true, 'x');
 -- Errors: not a number of the type, out of range, empty, not finite; nothing is written.
 INSERT INTO d1 VALUES (4000, '12a', 0, 0, 0, 0, true, 'x');
 INSERT INTO d1 VALUES (4000, '1.5', 0, 0, 0, 0, true, 'x');
