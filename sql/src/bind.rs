@@ -7,12 +7,14 @@ use tidal_common::types::PhysicalType;
 use tidal_common::{Column, DataType, Precision, StableSchema, TableWrite, Value};
 
 /// Fills a full tag vector from an optional partial tag-name list (unnamed tags are NULL) and
-/// coerces it against the STABLE's tag template.
+/// coerces it against the STABLE's tag template; a TIMESTAMP tag is in the database's
+/// `precision`, as its rows' timestamps are.
 fn bind_tags(
     table: &str,
     tag_names: Option<&Vec<String>>,
     tags: &[Value],
     schema: &StableSchema,
+    precision: Precision,
 ) -> Result<Vec<Value>, SqlError> {
     let full = match tag_names {
         None => {
@@ -55,7 +57,7 @@ fn bind_tags(
         .into_iter()
         .zip(schema.tags.iter())
         .map(|(v, def)| {
-            tag_literal(v, def.data_type).map_err(|e| {
+            tag_literal(v, def.data_type, precision).map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}: tag '{}': {e}", def.name))
             })
         })
@@ -65,12 +67,13 @@ fn bind_tags(
         .map_err(|e| SqlError::TypeMismatch(format!("table {table}: {e}")))
 }
 
-/// Time strings for TIMESTAMP tags are parsed in milliseconds and quoted numbers for numeric
-/// tags read as numbers ([`quoted_number`]); anything else is left to the type's coercion
-/// (which names what does not fit).
-fn tag_literal(v: Value, ty: DataType) -> Result<Value, String> {
+/// Time strings for TIMESTAMP tags are parsed in the database's `precision` (which every
+/// reader of the tag assumes) and quoted numbers for numeric tags read as numbers
+/// ([`quoted_number`]); anything else is left to the type's coercion (which names what does
+/// not fit).
+fn tag_literal(v: Value, ty: DataType, precision: Precision) -> Result<Value, String> {
     match (&v, ty) {
-        (Value::Str(s), DataType::Timestamp) => Ok(Precision::Millis
+        (Value::Str(s), DataType::Timestamp) => Ok(precision
             .parse_timestamp(s)
             .map(Value::Timestamp)
             .unwrap_or(v)),
@@ -119,6 +122,7 @@ pub fn bind_set_tags(
     table: &str,
     tags: &[TagAssignment],
     schema: &StableSchema,
+    precision: Precision,
 ) -> Result<Vec<(String, Value)>, SqlError> {
     let mut out: Vec<(String, Value)> = Vec::with_capacity(tags.len());
     for a in tags {
@@ -135,7 +139,7 @@ pub fn bind_set_tags(
                 def.name
             )));
         }
-        let v = tag_literal(a.value.clone(), def.data_type)
+        let v = tag_literal(a.value.clone(), def.data_type, precision)
             .and_then(|v| def.data_type.coerce(v))
             .map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}, tag '{}': {e}", def.name))
@@ -163,9 +167,16 @@ fn check_stable(
 pub fn bind_create_subtable(
     t: &CreateSubtable,
     schema: &StableSchema,
+    precision: Precision,
 ) -> Result<Vec<Value>, SqlError> {
     check_stable(&t.name.name, &t.stable, schema)?;
-    bind_tags(&t.name.name, t.tag_names.as_ref(), &t.tags, schema)
+    bind_tags(
+        &t.name.name,
+        t.tag_names.as_ref(),
+        &t.tags,
+        schema,
+        precision,
+    )
 }
 
 /// Converts one INSERT value for a column of type `ty`.
@@ -414,7 +425,13 @@ pub fn bind_insert(
     let tags = match &item.using {
         Some(u) => {
             check_stable(table, &u.stable, schema)?;
-            Some(bind_tags(table, u.tag_names.as_ref(), &u.tags, schema)?)
+            Some(bind_tags(
+                table,
+                u.tag_names.as_ref(),
+                &u.tags,
+                schema,
+                precision,
+            )?)
         }
         None => None,
     };

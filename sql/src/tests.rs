@@ -1418,7 +1418,7 @@ fn bind_tags_partial_and_mismatch() {
         panic!()
     };
     assert_eq!(
-        bind_create_subtable(&tables[0], &s).unwrap()[3],
+        bind_create_subtable(&tables[0], &s, Precision::Millis).unwrap()[3],
         Value::Float(15.0)
     );
     let Statement::CreateTables { tables, .. } =
@@ -1428,7 +1428,7 @@ fn bind_tags_partial_and_mismatch() {
     else {
         panic!()
     };
-    let e = bind_create_subtable(&tables[0], &s).unwrap_err();
+    let e = bind_create_subtable(&tables[0], &s, Precision::Millis).unwrap_err();
     assert!(e.to_string().contains("nominal_fuel_consumption"), "{e}");
     let Statement::CreateTables { tables, .. } =
         parse("create table r_y using readings (nme) tags ('t')")
@@ -1438,7 +1438,7 @@ fn bind_tags_partial_and_mismatch() {
         panic!()
     };
     assert_eq!(
-        bind_create_subtable(&tables[0], &s)
+        bind_create_subtable(&tables[0], &s, Precision::Millis)
             .unwrap_err()
             .status_code(),
         StatusCode::ColumnNotFound
@@ -4065,7 +4065,8 @@ fn bind_set_tags_coerces_like_create() {
         bind_set_tags(
             "t",
             &tags("alter table t set tag DRIVER = 'x', nominal_fuel_consumption = 2"),
-            &s
+            &s,
+            Precision::Millis
         )
         .unwrap(),
         [
@@ -4073,7 +4074,13 @@ fn bind_set_tags_coerces_like_create() {
             ("nominal_fuel_consumption".to_string(), Value::Float(2.0)),
         ]
     );
-    let e = bind_set_tags("t", &tags("alter table t set tag drivr = 'x'"), &s).unwrap_err();
+    let e = bind_set_tags(
+        "t",
+        &tags("alter table t set tag drivr = 'x'"),
+        &s,
+        Precision::Millis,
+    )
+    .unwrap_err();
     assert_eq!(e.status_code(), StatusCode::ColumnNotFound);
     assert_eq!(
         e.to_string(),
@@ -4083,6 +4090,7 @@ fn bind_set_tags_coerces_like_create() {
         "t",
         &tags("alter table t set tag nominal_fuel_consumption = 'lots'"),
         &s,
+        Precision::Millis,
     )
     .unwrap_err();
     assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");
@@ -4093,6 +4101,7 @@ fn bind_set_tags_coerces_like_create() {
             "x".repeat(31)
         )),
         &s,
+        Precision::Millis,
     )
     .unwrap_err();
     assert_eq!(e.status_code(), StatusCode::TypeMismatch, "{e}");

@@ -44,13 +44,14 @@ pub async fn set_tags(
             format!("table '{name}' at {table_pos} does not exist in database '{tdb}'"),
         ));
     };
-    let values = match tidal_sql::bind_set_tags(name, tags, &schema) {
+    let precision = svc.precision(&tdb).await?;
+    let values = match tidal_sql::bind_set_tags(name, tags, &schema, precision) {
         Ok(v) => v,
         // The schema may be cached from before another node's ALTER STABLE .. ADD TAG: ask
         // the mnode once more before calling a tag unknown.
         Err(e) if e.status_code() == StatusCode::ColumnNotFound => {
             let fresh = svc.client.refresh_stable(&tdb, &meta.stable).await?;
-            tidal_sql::bind_set_tags(name, tags, &fresh)?
+            tidal_sql::bind_set_tags(name, tags, &fresh, precision)?
         }
         Err(e) => return Err(e.into()),
     };

@@ -1503,7 +1503,8 @@ mod tests {
         };
         assert_eq!(tables[0].name.name, "t`1");
         assert_eq!(tables[0].stable.name, "we`ird");
-        let bound = tidal_sql::bind_create_subtable(&tables[0], &schema).unwrap();
+        let bound =
+            tidal_sql::bind_create_subtable(&tables[0], &schema, Precision::Millis).unwrap();
         assert_eq!(bound, values, "{sql}");
         // A value SQL cannot write is an error, not a wrong statement.
         let bad = TableMeta {

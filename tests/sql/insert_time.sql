@@ -14,10 +14,20 @@ SELECT CAST(at AS BIGINT) % 86400000000 FROM t WHERE v = 5;
 -- Strings and epoch numbers in the database's precision (microseconds here).
 INSERT INTO t VALUES ('2024-01-01T00:00:01Z', 6, '2024-01-01 08:00:00+08:00') (1704067202000000, 7, 1704067202000001);
 SELECT ts, v, at FROM t WHERE v >= 6 ORDER BY v;
+-- A TIMESTAMP tag is in the database's precision (microseconds here), as its rows are:
+-- time strings and epoch numbers by CREATE TABLE, USING ... TAGS, the tbname form, SET TAG.
+CREATE STABLE st (ts TIMESTAMP, v INT) TAGS (born TIMESTAMP);
+CREATE TABLE s1 USING st TAGS ('2024-01-01 00:00:00');
+INSERT INTO s2 USING st TAGS ('2024-01-02T00:00:00.000001Z') VALUES ('2024-01-02 00:00:00', 2);
+INSERT INTO st (tbname, born, ts, v) VALUES ('s3', 1704326400000000, '2024-01-04 00:00:00', 3);
+INSERT INTO s1 VALUES ('2024-01-01 00:00:00', 1);
+SELECT tbname, born, ts FROM st ORDER BY tbname;
+SELECT tbname FROM st WHERE born = '2024-01-02 00:00:00.000001';
+ALTER TABLE s1 SET TAG born = '2024-02-01 12:00:00';
+SHOW TABLE TAGS FROM st;
 -- Errors: TODAY needs its parentheses; neither function is a tag value or a FILL value.
 INSERT INTO t VALUES (TODAY, 8, NOW);
 INSERT INTO t VALUES (TODAY(, 8, NOW);
-CREATE STABLE st (ts TIMESTAMP, v INT) TAGS (born TIMESTAMP);
 INSERT INTO s1 USING st TAGS (TODAY()) VALUES (NOW, 1);
 INSERT INTO st (tbname, born, ts, v) VALUES ('s2', NOW, NOW, 1);
 SELECT COUNT(*) FROM t INTERVAL(1d) FILL(VALUE, TODAY());
