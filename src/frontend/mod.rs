@@ -691,9 +691,8 @@ impl SqlService {
                     format!("'{}' is already a STABLE in database '{tdb}'", t.name.name),
                 ));
             }
-            let precision = self.precision(&tdb).await?;
-            let tags = tidal_sql::bind_create_subtable(&t, &schema, precision)?;
             let route = self.client.route(&tdb).await?;
+            let tags = tidal_sql::bind_create_subtable(&t, &schema, route.precision)?;
             let vg = route.vgroup_of(&tdb, &t.name.name).clone();
             let entry = per_vgroup
                 .entry((tdb.clone(), vg.id, schema.name.clone()))
