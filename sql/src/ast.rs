@@ -58,7 +58,8 @@ pub enum AlterStable {
 pub struct TagAssignment {
     pub tag: String,
     pub pos: Pos,
-    pub value: Value,
+    /// A literal, or `NOW` / `TODAY()` (read when the statement is bound, as for a row).
+    pub value: InsertValue,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -232,14 +233,16 @@ pub struct CreateSubtable {
     pub name: ObjectRef,
     pub stable: ObjectRef,
     pub tag_names: Option<Vec<String>>,
-    pub tags: Vec<Value>,
+    /// Literals, or `NOW` / `TODAY()` for a TIMESTAMP tag (read when the statement is bound).
+    pub tags: Vec<InsertValue>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct InsertUsing {
     pub stable: ObjectRef,
     pub tag_names: Option<Vec<String>>,
-    pub tags: Vec<Value>,
+    /// As [`CreateSubtable::tags`].
+    pub tags: Vec<InsertValue>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

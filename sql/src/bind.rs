@@ -12,7 +12,7 @@ use tidal_common::{Column, DataType, Precision, StableSchema, TableWrite, Value}
 fn bind_tags(
     table: &str,
     tag_names: Option<&Vec<String>>,
-    tags: &[Value],
+    tags: &[InsertValue],
     schema: &StableSchema,
     precision: Precision,
 ) -> Result<Vec<Value>, SqlError> {
@@ -36,7 +36,7 @@ fn bind_tags(
                     tags.len()
                 )));
             }
-            let mut full = vec![Value::Null; schema.tags.len()];
+            let mut full = vec![InsertValue::Value(Value::Null); schema.tags.len()];
             let mut seen = vec![false; schema.tags.len()];
             for (n, v) in names.iter().zip(tags.iter()) {
                 let i = schema.tag_index(n).ok_or_else(|| {
@@ -57,7 +57,7 @@ fn bind_tags(
         .into_iter()
         .zip(schema.tags.iter())
         .map(|(v, def)| {
-            tag_literal(v, def.data_type, precision).map_err(|e| {
+            tag_literal(&v, def.data_type, precision).map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}: tag '{}': {e}", def.name))
             })
         })
@@ -69,9 +69,14 @@ fn bind_tags(
 
 /// Time strings for TIMESTAMP tags are parsed in the database's `precision` (which every
 /// reader of the tag assumes) and quoted numbers for numeric tags read as numbers
-/// ([`quoted_number`]); anything else is left to the type's coercion (which names what does
-/// not fit).
-fn tag_literal(v: Value, ty: DataType, precision: Precision) -> Result<Value, String> {
+/// ([`quoted_number`]); `NOW` and `TODAY()` are read as a row's value would be (so in the
+/// database's precision, at binding); anything else is left to the type's coercion (which
+/// names what does not fit).
+fn tag_literal(v: &InsertValue, ty: DataType, precision: Precision) -> Result<Value, String> {
+    let v = match v {
+        InsertValue::Value(v) => v.clone(),
+        now @ InsertValue::Now { .. } => return insert_value(now, ty, precision),
+    };
     match (&v, ty) {
         (Value::Str(s), DataType::Timestamp) => Ok(precision
             .parse_timestamp(s)
@@ -139,7 +144,7 @@ pub fn bind_set_tags(
                 def.name
             )));
         }
-        let v = tag_literal(a.value.clone(), def.data_type, precision)
+        let v = tag_literal(&a.value, def.data_type, precision)
             .and_then(|v| def.data_type.coerce(v))
             .map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}, tag '{}': {e}", def.name))
@@ -182,6 +187,14 @@ pub fn bind_create_subtable(
 /// Converts one INSERT value for a column of type `ty`.
 fn insert_value(v: &InsertValue, ty: DataType, precision: Precision) -> Result<Value, String> {
     let v = match v {
+        now @ InsertValue::Now { .. } if ty != DataType::Timestamp && !ty.is_numeric() => {
+            // A time read as its epoch number would be a surprising string or BOOL.
+            return Err(format!(
+                "{} is a time, not a value for {}",
+                now.time_function().unwrap_or("NOW"),
+                ty.sql_name()
+            ));
+        }
         InsertValue::Now {
             offset_ns,
             midnight,
@@ -299,16 +312,7 @@ pub fn split_stable_insert(
                         )))
                     }
                 },
-                To::Tag => match v {
-                    InsertValue::Value(v) => tags.push(v.clone()),
-                    now @ InsertValue::Now { .. } => {
-                        return Err(SqlError::InvalidArgument(format!(
-                            "STABLE {stable}, row {}: {} is not a tag value",
-                            r + 1,
-                            now.time_function().unwrap_or("NOW")
-                        )))
-                    }
-                },
+                To::Tag => tags.push(v.clone()),
             }
         }
         let Some(name) = name else {

@@ -423,7 +423,7 @@ impl Parser {
     }
 
     /// `[(tag names)] TAGS (values)`
-    fn tag_values(&mut self) -> Result<(Option<Vec<String>>, Vec<Value>), SqlError> {
+    fn tag_values(&mut self) -> Result<(Option<Vec<String>>, Vec<InsertValue>), SqlError> {
         let tag_names = if self.peek_op("(") {
             Some(self.ident_list()?)
         } else {
@@ -434,14 +434,7 @@ impl Parser {
         let mut tags = Vec::new();
         if !self.peek_op(")") {
             loop {
-                let pos = self.pos();
-                match self.insert_value()? {
-                    InsertValue::Value(v) => tags.push(v),
-                    now @ InsertValue::Now { .. } => {
-                        let f = now.time_function().unwrap_or("NOW");
-                        return Err(syntax(pos, format!("{f} is not allowed as a tag value")));
-                    }
-                }
+                tags.push(self.insert_value()?);
                 if !self.eat_op(",") {
                     break;
                 }
@@ -582,14 +575,7 @@ impl Parser {
                 return Err(syntax(pos, format!("tag '{tag}' is set twice")));
             }
             self.expect_op("=")?;
-            let vpos = self.pos();
-            let value = match self.insert_value()? {
-                InsertValue::Value(v) => v,
-                now @ InsertValue::Now { .. } => {
-                    let f = now.time_function().unwrap_or("NOW");
-                    return Err(syntax(vpos, format!("{f} is not allowed as a tag value")));
-                }
-            };
+            let value = self.insert_value()?;
             tags.push(TagAssignment { tag, pos, value });
             if !self.eat_op(",") {
                 break;

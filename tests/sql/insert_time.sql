@@ -25,9 +25,23 @@ SELECT tbname, born, ts FROM st ORDER BY tbname;
 SELECT tbname FROM st WHERE born = '2024-01-02 00:00:00.000001';
 ALTER TABLE s1 SET TAG born = '2024-02-01 12:00:00';
 SHOW TABLE TAGS FROM st;
--- Errors: TODAY needs its parentheses; neither function is a tag value or a FILL value.
+-- NOW and TODAY() are TIMESTAMP tag values too (read when the statement runs, in the
+-- database's precision), by CREATE TABLE, USING ... TAGS, the tbname form and SET TAG.
+CREATE TABLE s4 USING st TAGS (TODAY() + 8h);
+INSERT INTO s5 USING st TAGS (NOW) VALUES (NOW, 5);
+INSERT INTO st (tbname, born, ts, v) VALUES ('s6', NOW - 1h, NOW, 6);
+CREATE TABLE s7 USING st (born) TAGS (NOW());
+SELECT TAGS tbname, CAST(born AS BIGINT) % 86400000000 FROM st WHERE tbname = 's4';
+SELECT TAGS tbname, born <= NOW(), born > NOW() - 1d FROM st WHERE tbname IN ('s5', 's6', 's7') ORDER BY tbname;
+ALTER TABLE s5 SET TAG born = TODAY() - 1d + 1s;
+SELECT TAGS tbname, CAST(born AS BIGINT) % 86400000000 FROM st WHERE tbname = 's5';
+-- A row's value or a tag that is no time, a number or a TIMESTAMP, takes no time function.
+CREATE STABLE sv (ts TIMESTAMP, s VARCHAR(32)) TAGS (name VARCHAR(32), on_duty BOOL);
+INSERT INTO v1 USING sv TAGS (NOW, true) VALUES (NOW, 'a');
+INSERT INTO v1 USING sv TAGS ('x', TODAY()) VALUES (NOW, 'a');
+INSERT INTO v1 USING sv TAGS ('x', true) VALUES (NOW, NOW);
+SELECT COUNT(*) FROM sv;
+-- Errors: TODAY needs its parentheses; neither function is a FILL value.
 INSERT INTO t VALUES (TODAY, 8, NOW);
 INSERT INTO t VALUES (TODAY(, 8, NOW);
-INSERT INTO s1 USING st TAGS (TODAY()) VALUES (NOW, 1);
-INSERT INTO st (tbname, born, ts, v) VALUES ('s2', NOW, NOW, 1);
 SELECT COUNT(*) FROM t INTERVAL(1d) FILL(VALUE, TODAY());
