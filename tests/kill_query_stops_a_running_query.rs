@@ -14,13 +14,17 @@ use tidal_client::{Client, ConnectOptions};
 use tidal_common::{SchemaVersion, Value};
 
 const SUBTABLES: usize = 8;
-const ROWS_PER_SUBTABLE: usize = 250_000;
+/// Enough rows that the query outlasts what the test waits for before its kill lands (up to a
+/// second to be listed, the 1 s observation, and for a locally planned query up to a second
+/// more for the kill to reach the client with its next report): with a third as many, a
+/// locally planned query on the 2-core test machine finished 2.7 s after its start, before
+/// its kill arrived.
+const ROWS_PER_SUBTABLE: usize = 750_000;
 const WRITE_ROWS: usize = 25_000;
 /// Every row is its own window, and the filter formats each value twelve times: the vnodes
-/// spend microseconds on every row whatever the build (about 5 s for the whole set in a release
-/// build, where a plain per-row window scan ends within the test's 1 s observation), and the
-/// filter defeats block statistics, so nothing is answered from metadata. It fits SHOW
-/// QUERIES' 512 characters.
+/// spend microseconds on every row whatever the build (a plain per-row window scan ends
+/// within the test's 1 s observation), and the filter defeats block statistics, so nothing is
+/// answered from metadata. It fits SHOW QUERIES' 512 characters.
 const LONG_QUERY: &str = concat!(
     "SELECT COUNT(*), AVG(v), STDDEV(v), SPREAD(v) FROM m WHERE ",
     "LENGTH(CONCAT(CAST(v*1 AS VARCHAR(24)), CAST(v*3 AS VARCHAR(24)), CAST(v*5 AS VARCHAR(24)), CAST(v*7 AS VARCHAR(24)))) + ",
@@ -157,7 +161,11 @@ async fn run_and_kill(cluster: &Cluster, locally: bool) {
         .unwrap();
     let (result, ended) = query.await.unwrap();
     let Err(err) = result else {
-        panic!("a killed query must fail");
+        panic!(
+            "a killed query must fail: ended {:?} after start, {:?} after the kill",
+            ended - started,
+            ended.checked_duration_since(killed_at)
+        );
     };
     assert_eq!(err.message, format!("query {id} was killed"));
     let took = ended - killed_at;
