@@ -139,41 +139,6 @@ pub struct RowBlockParts {
     pub columns: Vec<Column>,
 }
 
-/// A segment of rows for [`RowBlock::push_segments`]: (subtable, source, start, end).
-pub type Segment = (u32, usize, usize, usize);
-
-/// Appends each segment's rows of its source's values (`of(source)`) to `dst`, a single row
-/// without a call to `memcpy`. A source `of` does not give (not reached: callers check)
-/// adds nothing, which leaves the column short and the block refused downstream.
-fn gather<'s, T: Clone + 's>(
-    dst: &mut Vec<T>,
-    segs: &[Segment],
-    of: impl Fn(usize) -> Option<&'s Vec<T>>,
-) {
-    for &(_, source, start, end) in segs {
-        let Some(rows) = of(source).and_then(|v| v.get(start..end)) else {
-            continue;
-        };
-        extend_short(dst, rows);
-    }
-}
-
-/// Segments up to this many rows are appended value by value.
-const SHORT_SEGMENT_ROWS: usize = 4;
-
-/// `dst.extend_from_slice(rows)`, value by value for a short slice: most segments of a merged
-/// write are a row or two (per column), and a `memcpy` call for each was a sixth of the merge.
-#[inline]
-fn extend_short<T: Clone>(dst: &mut Vec<T>, rows: &[T]) {
-    if rows.len() <= SHORT_SEGMENT_ROWS {
-        for r in rows {
-            dst.push(r.clone());
-        }
-    } else {
-        dst.extend_from_slice(rows);
-    }
-}
-
 /// Appends rows `start..end` of `src` (same physical type) to `dst`.
 fn extend_range(dst: &mut Column, src: &Column, start: usize, end: usize) {
     let len = dst.len();
@@ -426,74 +391,28 @@ impl RowBlock {
         true
     }
 
-    /// [`RowBlock::push_rows`] for each segment in turn — `(table, source, start, end)`: rows
-    /// `start..end` of `sources[source]` into subtable `table` — done column by column. A
-    /// merged write of many requests has 1,000s of segments of a row or two each, where a
-    /// call per segment and column (a type dispatch and a `memcpy` for 8 bytes) was most of
-    /// the merge. Returns false, appending nothing, if any segment is one `push_rows` would
-    /// refuse.
-    pub fn push_segments(&mut self, sources: &[&[Column]], segs: &[Segment]) -> bool {
-        // Each source's rows if it fits this block (its columns of this block's types, of
-        // one length), checked once per source rather than per segment.
-        let rows_of: Vec<Option<usize>> = sources
-            .iter()
-            .map(|cols| {
-                let len = cols.first().map(Column::len).unwrap_or(0);
-                (self.accepts(cols) && cols.iter().all(|c| c.len() == len)).then_some(len)
-            })
-            .collect();
-        let fits =
-            |&(table, source, start, end): &Segment| {
-                rows_of.get(source).copied().flatten().is_some_and(|len| {
-                    (table as usize) < self.ends.len() && start <= end && end <= len
-                })
-            };
-        if !segs.iter().all(fits) {
+    /// Appends every row of `src` (whose columns this block [`RowBlock::accepts`]), its
+    /// subtable `t` being this block's `table_of[t]`: one copy per column, and `src`'s runs
+    /// as they are, so a subtable may have several runs (the data node groups a block's runs
+    /// by subtable as it appends them to its memtable). Returns false, appending nothing,
+    /// when the shapes differ or `table_of` does not name one of this block's subtables for
+    /// each of `src`'s.
+    pub fn append_block(&mut self, src: &RowBlock, table_of: &[u32]) -> bool {
+        let len = src.num_rows();
+        if !self.accepts(&src.columns)
+            || src.columns.iter().any(|c| c.len() != len)
+            || table_of.len() != src.num_tables()
+            || table_of.iter().any(|&t| t as usize >= self.ends.len())
+            || src.runs.iter().any(|&(t, _)| t as usize >= table_of.len())
+        {
             return false;
         }
-        for (i, dst) in self.columns.iter_mut().enumerate() {
-            // Checked above: every source has column i, of dst's type.
-            let len = dst.len();
-            // One arm per type: each source's column of dst's variant, looked up once.
-            macro_rules! gather_as {
-                ($($v:ident),*) => {
-                    match &mut dst.data {
-                        $(ColumnData::$v(a) => {
-                            let of: Vec<Option<&Vec<_>>> = sources
-                                .iter()
-                                .map(|cols| match &cols.get(i)?.data {
-                                    ColumnData::$v(b) => Some(b),
-                                    _ => None,
-                                })
-                                .collect();
-                            gather(a, segs, |s| of.get(s).copied().flatten())
-                        })*
-                    }
-                };
-            }
-            gather_as!(Bool, Int, UInt, Float, Str, Timestamp);
-            let nulls: Vec<&[bool]> = sources
-                .iter()
-                .map(|cols| cols.get(i).map_or(&[][..], |c| &c.nulls[..]))
-                .collect();
-            let with_nulls =
-                |&(_, source, _, _): &Segment| nulls.get(source).is_some_and(|n| !n.is_empty());
-            if dst.nulls.is_empty() && !segs.iter().any(with_nulls) {
-                continue;
-            }
-            if dst.nulls.is_empty() {
-                dst.start_nulls(len);
-            }
-            for &(_, source, start, end) in segs {
-                match nulls.get(source).and_then(|n| n.get(start..end)) {
-                    Some(n) => extend_short(&mut dst.nulls, n),
-                    None => dst.nulls.resize(dst.nulls.len() + (end - start), false),
-                }
-            }
+        for (d, s) in self.columns.iter_mut().zip(&src.columns) {
+            extend_range(d, s, 0, len);
         }
-        for &(table, _, start, end) in segs {
-            if start < end {
-                self.note_run(table, (end - start) as u32);
+        for &(t, n) in &src.runs {
+            if let Some(&to) = table_of.get(t as usize) {
+                self.note_run(to, n);
             }
         }
         true
@@ -714,122 +633,68 @@ mod tests {
         assert_eq!(two[1].1.columns()[1].get(0), Value::Float(9.0));
     }
 
-    /// A block from `empty` (columns of the sources' types) with subtables x, y and z and `segs`
-    /// pushed at once, after checking that it is what pushing them one by one with
-    /// `push_rows` gives.
-    fn pushed_alike(
-        empty: impl Fn() -> RowBlock,
-        sources: &[&[Column]],
-        segs: &[Segment],
-    ) -> RowBlock {
-        let fresh = || {
-            let mut m = empty();
-            for name in ["x", "y", "z"] {
-                m.add_table(name, None);
-            }
-            m
-        };
-        let (mut want, mut got) = (fresh(), fresh());
-        for &(t, source, start, end) in segs {
-            assert!(want.push_rows(t, sources[source], start, end));
-        }
-        assert!(got.push_segments(sources, segs));
-        assert_eq!(got, want);
-        got
-    }
-
-    /// Segments of every length around the one that switches from value by value to a slice
-    /// copy (`SHORT_SEGMENT_ROWS`), from sources with and without NULLs, give what
-    /// `push_rows` gives one segment at a time; NULL flags that first appear in a block made
-    /// with room for its rows are not reallocated as rows come.
+    /// A block appended whole lists its rows under the subtables `table_of` names, with its
+    /// runs as they were (a subtable may then have several), its values, NULLs and strings;
+    /// a block of another shape or a bad `table_of` appends nothing.
     #[test]
-    fn short_and_long_segments_push_alike() {
-        let ts: Vec<i64> = (0..12).collect();
-        let with: Vec<Option<f64>> = (0..12).map(|i| (i % 3 != 1).then_some(i as f64)).collect();
-        let without: Vec<Option<f64>> = (0..12).map(|i| Some(i as f64 + 0.5)).collect();
-        let (a, b) = (cols(&ts, &with), cols(&ts, &without));
-        let sources: Vec<&[Column]> = vec![&b, &a];
-        let mut segs: Vec<Segment> = Vec::new();
-        let mut table = 0u32;
-        for len in 0..=SHORT_SEGMENT_ROWS + 3 {
-            for source in [0usize, 1] {
-                let start = (len * 5 + source) % (12 - len).max(1);
-                segs.push((table % 3, source, start, start + len));
-                table += 1;
-            }
-        }
-        let total: usize = segs.iter().map(|s| s.3 - s.2).sum();
-        let got = pushed_alike(|| RowBlock::like("st", &a, total), &sources, &segs);
-        let nulls = &got.columns()[1].nulls;
-        assert_eq!(nulls.len(), total);
-        assert!(nulls.contains(&true), "the test has NULLs");
-        assert!(
-            nulls.capacity() <= total,
-            "NULL flags grown past the block's room"
-        );
-    }
-
-    /// Segments copied column by column give the block `push_rows` gives one segment at a
-    /// time: rows, NULLs (in sources with and without them), strings, runs; a segment
-    /// `push_rows` would refuse makes the whole call append nothing.
-    #[test]
-    fn segments_push_as_push_rows_does_one_by_one() {
+    fn blocks_append_whole_under_mapped_subtables() {
         let types = [DataType::Timestamp, DataType::Double, DataType::VarChar(8)];
-        let src = |ts: &[i64], v: &[Option<f64>], s: &[&str]| -> Vec<Column> {
-            let mut c = cols(ts, v);
-            let mut t = Column::empty(DataType::VarChar(8), s.len());
-            for x in s {
-                t.push(&Value::Str(x.to_string()));
+        let block = |rows: &[(&str, i64, Option<f64>, &str)]| {
+            let mut b = RowBlock::new("st", &types);
+            let mut names: Vec<&str> = Vec::new();
+            for (name, ts, v, s) in rows {
+                let t = match names.iter().position(|n| n == name) {
+                    Some(t) => t as u32,
+                    None => {
+                        names.push(name);
+                        b.add_table(name, None)
+                    }
+                };
+                let v = v.map_or(Value::Null, Value::Float);
+                assert!(b.push_row(t, &[Value::Timestamp(*ts), v, Value::Str(s.to_string())]));
             }
-            c.push(t);
-            c
+            b
         };
-        let a = src(
-            &[1, 2, 3],
-            &[Some(1.0), Some(2.0), Some(3.0)],
-            &["a", "b", "c"],
-        );
-        let b = src(&[4, 5], &[None, Some(5.0)], &["d", "e"]);
-        let sources: Vec<&[Column]> = vec![&a, &b];
-        let segs: Vec<Segment> = vec![
-            (0, 0, 0, 1),
-            (0, 1, 1, 2),
-            (1, 0, 1, 3),
-            (2, 1, 0, 1),
-            (1, 1, 2, 2),
-        ];
+        let a = block(&[
+            ("x", 1, Some(1.0), "a"),
+            ("y", 2, Some(2.0), "b"),
+            ("x", 3, Some(3.0), "c"),
+        ]);
+        let b = block(&[("y", 4, None, "d"), ("z", 5, Some(5.0), "e")]);
         let fresh = || {
-            let mut m = RowBlock::new("st", &types);
+            let mut m = RowBlock::like("st", a.columns(), 5);
             for name in ["x", "y", "z"] {
                 m.add_table(name, None);
             }
             m
         };
-        let got = pushed_alike(|| RowBlock::new("st", &types), &sources, &segs);
-        assert_eq!(got.runs(), &[(0, 2), (1, 2), (2, 1)]);
-        assert_eq!(
-            got.columns()[1].nulls,
-            vec![false, false, false, false, true]
-        );
-        // From sources without NULL flags, no NULL flags either.
+        let mut m = fresh();
+        assert!(m.append_block(&a, &[0, 1]));
+        assert!(m.append_block(&b, &[1, 2]));
+        // y's rows of the two blocks follow each other: one run.
+        assert_eq!(m.runs(), &[(0, 1), (1, 1), (0, 1), (1, 1), (2, 1)]);
+        assert_eq!(m.num_rows(), 5);
+        assert_eq!(m.columns()[1].nulls, vec![false, false, false, true, false]);
+        assert_eq!(m.columns()[2].get(4), Value::Str("e".into()));
+        assert!(RowBlock::from_parts(m.clone().into_parts()).is_ok());
+        // From blocks without NULLs, no NULL flags.
         let mut plain = fresh();
-        assert!(plain.push_segments(&sources, &[(0, 0, 0, 3), (1, 0, 1, 2)]));
+        assert!(plain.append_block(&a, &[2, 0]));
         assert!(plain.columns().iter().all(|c| c.nulls.is_empty()));
-        assert_eq!(plain.columns()[2].get(3), Value::Str("b".into()));
-        let short: Vec<Column> = a[..2].to_vec();
-        for bad in [
-            vec![(0, 0, 0, 1), (3, 0, 0, 1)],
-            vec![(0, 0, 0, 1), (0, 2, 0, 1)],
-            vec![(0, 0, 2, 1)],
-            vec![(0, 1, 0, 3)],
+        assert_eq!(plain.runs(), &[(2, 1), (0, 1), (2, 1)]);
+        // Refused, appending nothing: a subtable this block lacks, too few or too many
+        // names, another shape.
+        let other = RowBlock::new("st", &[DataType::Timestamp, DataType::BigInt]);
+        for (src, map) in [
+            (&a, &[0, 3][..]),
+            (&a, &[0][..]),
+            (&a, &[0, 1, 2][..]),
+            (&other, &[][..]),
         ] {
             let mut m = fresh();
-            assert!(!m.push_segments(&sources, &bad), "{bad:?}");
+            assert!(!m.append_block(src, map), "{map:?}");
             assert_eq!(m, fresh());
         }
-        let mut m = fresh();
-        assert!(!m.push_segments(&[&a, &short], &[(0, 1, 0, 1)]));
-        assert_eq!(m, fresh());
     }
 
     #[test]

@@ -26,7 +26,10 @@
 //!   vgroup (`prepare_known_schemas`); any other body is parsed whole, the schemas are
 //!   reconciled, then converted (`prepare_reconciling`). The first gives up, having done
 //!   nothing, wherever the second would change a schema.
-//! - A block holds each subtable's rows together, in line order (one run per subtable).
+//! - A block lists each subtable once; its rows are in line order, so a subtable whose lines
+//!   are interleaved with others' has several runs (the vnode groups a block's runs by
+//!   subtable as it appends them to its memtable: grouping them here too copied every row
+//!   once more).
 
 use super::write_merge::WriteMerger;
 use super::{ExecError, ExecResult};
@@ -1628,87 +1631,6 @@ fn block_for(
     Some(blocks.len() - 1)
 }
 
-/// `block` with each subtable's rows together, in their order: one run per subtable instead
-/// of one per line when the lines cycle through the series (TSBS files, and collectors that
-/// write one point per series per interval, do), as the vnode pays per run (a memtable
-/// piece per run and subtable). Rows of one subtable keep their order, so of two rows with
-/// one ts the later still wins. Errs only if the block's own invariants were broken.
-fn grouped_by_subtable(block: RowBlock) -> Result<RowBlock, String> {
-    let tables = block.num_tables();
-    let mut rows_of = vec![0usize; tables];
-    for (t, n) in block.runs() {
-        if let Some(c) = rows_of.get_mut(*t as usize) {
-            *c += *n as usize;
-        }
-    }
-    if block.runs().len() == rows_of.iter().filter(|n| **n > 0).count() {
-        return Ok(block);
-    }
-    // Where each subtable's rows start in the new order, then the old row of each new one.
-    let mut next = Vec::with_capacity(tables);
-    let mut at = 0usize;
-    for n in &rows_of {
-        next.push(at);
-        at += n;
-    }
-    let mut order = vec![0usize; at];
-    let mut row = 0usize;
-    for (t, n) in block.runs() {
-        let slot = next
-            .get_mut(*t as usize)
-            .ok_or_else(|| format!("a run names subtable {t} of {tables}"))?;
-        for _ in 0..*n {
-            *order
-                .get_mut(*slot)
-                .ok_or_else(|| format!("runs hold more than {at} rows"))? = row;
-            *slot += 1;
-            row += 1;
-        }
-    }
-    let columns = block
-        .columns()
-        .iter()
-        .map(|c| gather(c, &order))
-        .collect::<Option<Vec<Column>>>()
-        .ok_or("a column is shorter than the runs")?;
-    let runs = rows_of
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| **n > 0)
-        .map(|(t, n)| (t as u32, *n as u32))
-        .collect();
-    let mut parts = block.into_parts();
-    parts.runs = runs;
-    parts.columns = columns;
-    RowBlock::from_parts(parts)
-}
-
-/// Rows `order[0], order[1], ...` of `c`; `None` if one is out of range.
-fn gather(c: &Column, order: &[usize]) -> Option<Column> {
-    fn pick<T: Clone>(v: &[T], order: &[usize]) -> Option<Vec<T>> {
-        // Checked once up front, so that the copy below is one exact-size allocation and a
-        // loop without early exits.
-        if order.iter().any(|&i| i >= v.len()) {
-            return None;
-        }
-        Some(order.iter().map(|&i| v[i].clone()).collect())
-    }
-    let data = match &c.data {
-        ColumnData::Bool(v) => ColumnData::Bool(pick(v, order)?),
-        ColumnData::Int(v) => ColumnData::Int(pick(v, order)?),
-        ColumnData::UInt(v) => ColumnData::UInt(pick(v, order)?),
-        ColumnData::Float(v) => ColumnData::Float(pick(v, order)?),
-        ColumnData::Str(v) => ColumnData::Str(pick(v, order)?),
-        ColumnData::Timestamp(v) => ColumnData::Timestamp(pick(v, order)?),
-    };
-    let nulls = if c.nulls.is_empty() {
-        Vec::new()
-    } else {
-        pick(&c.nulls, order)?
-    };
-    Some(Column { data, nulls })
-}
-
 /// Whether `name` is usable as a STABLE name (the mnode's rule: `[a-z_][a-z0-9_]*`).
 fn valid_stable_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -1863,7 +1785,7 @@ impl Schemaless {
         known: &Known<'_>,
     ) -> ExecResult<Prepared> {
         let route = self.client.route(db).await?;
-        let mut p = match self
+        let p = match self
             .prepare_known_schemas(db, &route, body, opts, known)
             .await
         {
@@ -1876,10 +1798,6 @@ impl Schemaless {
                     .await?
             }
         };
-        for b in &mut p.blocks {
-            *b = grouped_by_subtable(std::mem::take(b))
-                .map_err(|e| ExecError::new(StatusCode::Internal, e))?;
-        }
         Ok(p)
     }
 
@@ -3364,53 +3282,6 @@ mod tests {
         assert!(e.contains("not a tag"), "{e}");
     }
 
-    /// Rows of interleaved subtables come out one run per subtable, each subtable's rows in
-    /// their order (so the later of two rows with one ts still wins at the vnode).
-    #[test]
-    fn blocks_are_grouped_by_subtable_in_row_order() {
-        let mut b = RowBlock::new("m", &[DataType::Timestamp, DataType::Double]);
-        let (a, c) = (b.add_table("a", None), b.add_table("c", None));
-        for (t, ts, v) in [
-            (a, 1, 1.0),
-            (c, 1, 2.0),
-            (a, 2, 3.0),
-            (c, 2, 4.0),
-            (a, 1, 5.0),
-        ] {
-            assert!(b.push_row(t, &[Value::Timestamp(ts), Value::Float(v)]));
-        }
-        assert_eq!(b.runs().len(), 5);
-        let g = grouped_by_subtable(b).unwrap();
-        assert_eq!(g.runs(), &[(a, 3), (c, 2)]);
-        assert_eq!(
-            g.columns()[0].data,
-            ColumnData::Timestamp(vec![1, 2, 1, 1, 2])
-        );
-        assert_eq!(
-            g.columns()[1].data,
-            ColumnData::Float(vec![1.0, 3.0, 5.0, 2.0, 4.0])
-        );
-    }
-
-    /// NULL masks move with their rows.
-    #[test]
-    fn grouping_keeps_nulls_with_their_rows() {
-        let mut b = RowBlock::new("m", &[DataType::Timestamp, DataType::Double]);
-        let (a, c) = (b.add_table("a", None), b.add_table("c", None));
-        for (t, ts, v) in [
-            (a, 1, Value::Null),
-            (c, 1, Value::Float(2.0)),
-            (a, 2, Value::Float(3.0)),
-        ] {
-            assert!(b.push_row(t, &[Value::Timestamp(ts), v]));
-        }
-        let g = grouped_by_subtable(b).unwrap();
-        assert_eq!(g.columns()[1].nulls, vec![true, false, false]);
-        assert_eq!(g.columns()[1].data, ColumnData::Float(vec![0.0, 3.0, 2.0]));
-    }
-
-    /// The recent-keys memo answers as the schema does when a line's keys change order or
-    /// count from one line to the next.
     /// The fast path's rows, pushed straight onto columns, are the rows `cols_of` gives, and
     /// a line that does not convert leaves the columns as they were.
     #[test]

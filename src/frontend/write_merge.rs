@@ -25,7 +25,7 @@ use std::collections::hash_map::Entry as MapEntry;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use tidal_client::{Client, ClientError, RouteTable, WriteOutcome};
-use tidal_common::{write, Column, ColumnData, RowBlock, StableSchema, StatusCode};
+use tidal_common::{ColumnData, RowBlock, StableSchema, StatusCode};
 use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// Most rows one merged RPC carries (the first request of an RPC is always taken whole).
@@ -45,8 +45,6 @@ pub const LINGER_ROWS: u64 = 20_000;
 type QueueKey = (Arc<str>, String, usize);
 /// (caller token, db).
 type CallerKey = (Arc<str>, String);
-/// Rows `start..end` of block `b`: (b, start, end).
-type Segment = (usize, usize, usize);
 
 /// One request's rows for one vgroup.
 struct Entry {
@@ -55,6 +53,9 @@ struct Entry {
     route: Arc<RouteTable>,
     rows: u64,
     bytes: usize,
+    /// The oldest timestamp of its rows (`i64::MAX` for none): an RPC's requests go in this
+    /// order ([`WriteMerger::send`]).
+    oldest_ts: i64,
     done: oneshot::Sender<Result<WriteOutcome, ClientError>>,
     /// Its share of the queue's room, given back when the RPC carrying it ends.
     room: OwnedSemaphorePermit,
@@ -126,6 +127,14 @@ pub fn block_bytes(b: &RowBlock) -> usize {
     names.len() + 4 * ends.len() + cols
 }
 
+/// The oldest timestamp of `b`'s rows.
+fn oldest_ts(b: &RowBlock) -> Option<i64> {
+    match &b.columns().first()?.data {
+        ColumnData::Timestamp(v) => v.iter().min().copied(),
+        _ => None,
+    }
+}
+
 /// Whether `schemas` agree with every schema of the same STABLE in `taken`.
 fn compatible(taken: &[StableSchema], schemas: &[StableSchema]) -> bool {
     schemas
@@ -192,6 +201,11 @@ impl WriteMerger {
         };
         let rows: u64 = blocks.iter().map(|b| b.num_rows() as u64).sum();
         let bytes: usize = blocks.iter().map(block_bytes).sum();
+        let oldest_ts = blocks
+            .iter()
+            .filter_map(oldest_ts)
+            .min()
+            .unwrap_or(i64::MAX);
         let key: QueueKey = (token.clone(), db.to_string(), vgroup);
         let room = self
             .queues
@@ -213,6 +227,7 @@ impl WriteMerger {
             route,
             rows,
             bytes,
+            oldest_ts,
             done: tx,
             room: permit,
         };
@@ -273,8 +288,15 @@ impl WriteMerger {
         }
     }
 
-    /// One RPC for `batch`; every request gets its answer.
-    async fn send(&self, db: &str, vgroup: usize, batch: Vec<Entry>) {
+    /// One RPC for `batch`; every request gets its answer. The requests go oldest rows
+    /// first: a feed's concurrent bodies are queued in whatever order their parsing ends,
+    /// and a subtable whose rows then came newest first had the data node merge the older
+    /// ones in as late rows (a fifth of its time in the line protocol at 4,000 trucks). Any
+    /// order is one the callers may see: none of the batch's requests was acknowledged
+    /// before another was sent, so none is before another (the sort is stable, so requests
+    /// with the same oldest row keep their queue order).
+    async fn send(&self, db: &str, vgroup: usize, mut batch: Vec<Entry>) {
+        batch.sort_by_key(|e| e.oldest_ts);
         let mut schemas: Vec<StableSchema> = Vec::new();
         let mut blocks: Vec<RowBlock> = Vec::new();
         let mut parts = Vec::with_capacity(batch.len());
@@ -380,12 +402,16 @@ fn take_batch(pending: &mut VecDeque<Entry>) -> Vec<Entry> {
     batch
 }
 
-/// The rows of `blocks` as one block per STABLE with one run per subtable (rows in their
-/// order): a data node's work grows with the blocks, subtables and runs of an RPC, not just
-/// its rows. Blocks of one STABLE that differ in shape (not expected: their schemas are the
-/// same) stay apart. `None` when no subtable has rows in two of the blocks: merging would
-/// join no runs, only copy every row (with 100,000s of devices, concurrent bodies hold
-/// different ones, and the copy was a tenth of a frontend's CPU), so they go as they are.
+/// The rows of `blocks` as one block per STABLE, each subtable listed once: a data node
+/// looks each listed subtable up (by name, in its catalog) once per block, so with many
+/// requests of the same devices one list costs it far less than one per request. The rows
+/// are appended block by block, one copy per column, with their runs as they are: the data
+/// node groups a block's runs by subtable as it appends them to its memtable, so regrouping
+/// them here (as this did until 2026-12) copied every row once more for nothing. Blocks of
+/// one STABLE that differ in shape (not expected: their schemas are the same) stay apart.
+/// `None` when no subtable has rows in two of the blocks: merging would join no lists, only
+/// copy every row (with 100,000s of devices, concurrent bodies hold different ones), so they
+/// go as they are.
 pub fn merge_blocks(blocks: &[RowBlock]) -> Option<Vec<RowBlock>> {
     if !shares_subtables(blocks) {
         return None;
@@ -411,53 +437,38 @@ pub fn merge_blocks(blocks: &[RowBlock]) -> Option<Vec<RowBlock>> {
             out.push(first.clone());
             continue;
         }
+        let listed: usize = group.iter().map(|&j| blocks[j].num_tables()).sum();
         // Subtable name -> its index in the merged block.
-        let runs: usize = group.iter().map(|&j| blocks[j].runs().len()).sum();
         let mut tables: HashMap<&str, u32, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(runs, Default::default());
-        // (subtable in the merged block, rows of a block), in queue order: one flat list
-        // sorted by subtable below, rather than a list per subtable (an allocation each with
-        // 1,000s of subtables of a row or two).
-        let mut segments: Vec<(u32, Segment)> = Vec::with_capacity(runs);
+            HashMap::with_capacity_and_hasher(listed, Default::default());
         let mut merged = RowBlock::like(
             first.stable(),
             first.columns(),
             group.iter().map(|&j| blocks[j].num_rows()).sum(),
         );
         let name_bytes = group.iter().map(|&j| blocks[j].names().0.len()).sum();
-        merged.reserve_tables(runs, name_bytes);
+        merged.reserve_tables(listed, name_bytes);
+        let mut appended = true;
         for &j in &group {
             let b = &blocks[j];
-            let mut row = 0usize;
-            for &(t, n) in b.runs() {
-                let name = b.table(t as usize);
-                let idx = match tables.entry(name) {
+            let table_of: Vec<u32> = (0..b.num_tables())
+                .map(|t| match tables.entry(b.table(t)) {
                     MapEntry::Occupied(o) => {
                         // Tags from whichever request sent them (the others knew the table).
                         let idx = *o.get();
                         if merged.tags(idx as usize).is_none() {
-                            merged.offer_tags(idx, b.tags_shared(t as usize).cloned());
+                            merged.offer_tags(idx, b.tags_shared(t).cloned());
                         }
                         idx
                     }
                     MapEntry::Vacant(v) => {
-                        *v.insert(merged.add_table_shared(name, b.tags_shared(t as usize).cloned()))
+                        *v.insert(merged.add_table_shared(b.table(t), b.tags_shared(t).cloned()))
                     }
-                };
-                segments.push((idx, (j, row, row + n as usize)));
-                row += n as usize;
-            }
+                })
+                .collect();
+            appended &= merged.append_block(b, &table_of);
         }
-        let mut segments = by_table(segments, merged.num_tables());
-        for segs in segments.chunk_by_mut(|a, b| a.0 == b.0) {
-            in_time_order(blocks, segs);
-        }
-        let flat: Vec<write::Segment> = segments
-            .iter()
-            .map(|&(idx, (j, start, end))| (idx, j, start, end))
-            .collect();
-        let sources: Vec<&[Column]> = blocks.iter().map(RowBlock::columns).collect();
-        if merged.push_segments(&sources, &flat) {
+        if appended {
             out.push(merged);
         } else {
             // Not reached: the group's blocks all fit the first's shape (`accepts`). Sent
@@ -477,70 +488,6 @@ fn shares_subtables(blocks: &[RowBlock]) -> bool {
     blocks
         .iter()
         .any(|b| (0..b.num_tables()).any(|t| !seen.insert(b.table(t))))
-}
-
-/// `segments` ordered by subtable, each subtable's in the order given (a later request's row
-/// of a ts must win), by the counting sort the write path groups runs with
-/// ([`write::group_runs`], one "row" per segment): with 1,000s of one-row segments a
-/// comparison sort was an eighth of the merge.
-fn by_table(mut segments: Vec<(u32, Segment)>, tables: usize) -> Vec<(u32, Segment)> {
-    if segments.iter().any(|(t, _)| *t as usize >= tables) || u32::try_from(segments.len()).is_err()
-    {
-        // Not reached (every index was added for its table); a stable sort then.
-        segments.sort_by_key(|(t, _)| *t);
-        return segments;
-    }
-    let runs: Vec<(u32, u32)> = segments.iter().map(|(t, _)| (*t, 1)).collect();
-    let (order, _) = write::group_runs(&runs, tables, |t| t);
-    order
-        .iter()
-        .filter_map(|&i| segments.get(i as usize).copied())
-        .collect()
-}
-
-/// Puts one subtable's segments in time order when each is ascending and their time ranges
-/// are disjoint; otherwise leaves them in queue order (a later request's row of a ts must
-/// win). Concurrent requests of a time-ordered feed are queued in whatever order their
-/// parsing ends, so a subtable's rows in a merged block were often out of order, and the
-/// data node then merged them as late rows (a fifth of its time in the line protocol at
-/// 4,000 trucks) instead of taking one in-order run.
-fn in_time_order(blocks: &[RowBlock], segs: &mut [(u32, Segment)]) {
-    if segs.len() < 2 {
-        return;
-    }
-    let range = |&(j, start, end): &Segment| -> Option<(i64, i64)> {
-        let ts = match &blocks.get(j)?.columns().first()?.data {
-            ColumnData::Timestamp(v) => v.get(start..end)?,
-            _ => return None,
-        };
-        if !ts.windows(2).all(|w| w[0] < w[1]) {
-            return None;
-        }
-        Some((*ts.first()?, *ts.last()?))
-    };
-    // Already in order (the usual case): nothing to allocate.
-    let mut prev_last: Option<i64> = None;
-    let mut in_order = true;
-    for (_, seg) in segs.iter() {
-        let Some((first, last)) = range(seg) else {
-            return;
-        };
-        in_order &= prev_last.is_none_or(|p| p < first);
-        prev_last = Some(last);
-    }
-    if in_order {
-        return;
-    }
-    let mut ranged: Vec<((i64, i64), Segment)> = segs
-        .iter()
-        .filter_map(|(_, seg)| Some((range(seg)?, *seg)))
-        .collect();
-    ranged.sort_by_key(|((first, _), _)| *first);
-    if ranged.windows(2).all(|w| w[0].0 .1 < w[1].0 .0) {
-        for ((_, dst), (_, seg)) in segs.iter_mut().zip(ranged) {
-            *dst = seg;
-        }
-    }
 }
 
 #[cfg(test)]
@@ -591,7 +538,7 @@ mod tests {
     }
 
     #[test]
-    fn merged_blocks_hold_every_row_once_per_subtable_run_with_tags() {
+    fn merged_blocks_list_each_subtable_once_and_hold_every_row_with_its_tags() {
         let a = block(&[("x", None, 1), ("y", Some(2), 2), ("x", None, 3)]);
         let b = block(&[("y", None, 4), ("z", Some(3), 5), ("x", Some(1), 6)]);
         let other = RowBlock::new("other", &[DataType::Timestamp, DataType::BigInt]);
@@ -599,10 +546,11 @@ mod tests {
         assert_eq!(merged.len(), 2);
         let m = &merged[0];
         assert_eq!(m.stable(), "st");
-        assert_eq!(m.runs().len(), 3, "one run per subtable: {:?}", m.runs());
+        assert_eq!(m.num_tables(), 3, "each subtable listed once");
+        // Block by block, in their order (the data node groups the runs by subtable).
         assert_eq!(
             rows_of(m),
-            [("x", 1), ("x", 3), ("x", 6), ("y", 2), ("y", 4), ("z", 5)]
+            [("x", 1), ("y", 2), ("x", 3), ("y", 4), ("z", 5), ("x", 6)]
                 .map(|(n, t)| (n.to_string(), t))
         );
         // Values travel with their rows.
@@ -610,11 +558,12 @@ mod tests {
             ColumnData::Int(v) => v.clone(),
             _ => panic!("value column"),
         };
-        assert_eq!(v, vec![10, 30, 60, 20, 40, 50]);
+        assert_eq!(v, vec![10, 20, 30, 40, 50, 60]);
         // A subtable's tags come from whichever block had them.
         assert_eq!(m.tags(0), Some(&[Value::Int(1)][..]));
         assert_eq!(m.tags(1), Some(&[Value::Int(2)][..]));
         assert_eq!(m.tags(2), Some(&[Value::Int(3)][..]));
+        assert!(RowBlock::from_parts(m.clone().into_parts()).is_ok());
         assert_eq!(merged[1].stable(), "other");
     }
 
@@ -628,43 +577,16 @@ mod tests {
         let c = block(&[("v", None, 5), ("y", None, 6)]);
         let merged = merge_blocks(&[a, b, c]).expect("y is in two blocks");
         assert_eq!(merged.len(), 1);
-        assert_eq!(merged[0].runs().len(), 5);
+        assert_eq!(merged[0].num_tables(), 5);
+        assert_eq!(merged[0].runs().len(), 6);
         assert_eq!(merged[0].num_rows(), 6);
     }
 
     #[test]
-    fn a_subtables_disjoint_segments_go_in_time_order_and_overlapping_ones_in_queue_order() {
-        // Requests queued out of order: the later rows came first.
-        let late =
-            block_with_values(&[("x", None, 30, 300), ("y", None, 31, 1), ("z", None, 5, 50)]);
-        let early = block_with_values(&[
-            ("x", None, 10, 100),
-            ("y", None, 31, 2),
-            ("z", None, 7, 70),
-            ("z", None, 6, 60),
-        ]);
-        let merged = merge_blocks(&[late, early]).expect("every subtable is in both");
-        let rows = rows_of(&merged[0]);
-        assert_eq!(
-            rows,
-            [
-                ("x", 10),
-                ("x", 30),
-                // y: the same ts in both; the later-queued request's row stays last (wins).
-                ("y", 31),
-                ("y", 31),
-                // z: one segment is not ascending, so queue order is kept.
-                ("z", 5),
-                ("z", 7),
-                ("z", 6),
-            ]
-            .map(|(n, t)| (n.to_string(), t))
-        );
-        // The values moved with their rows, and the duplicate's winner is the second one.
-        let v: Vec<i64> = match &merged[0].columns()[1].data {
-            ColumnData::Int(v) => v.clone(),
-            _ => panic!("value column"),
-        };
-        assert_eq!(v, vec![100, 300, 1, 2, 50, 70, 60]);
+    fn a_blocks_oldest_row_is_its_oldest_timestamp() {
+        let b = block(&[("x", None, 30), ("y", None, 7), ("x", None, 12)]);
+        assert_eq!(oldest_ts(&b), Some(7));
+        let empty = RowBlock::new("st", &[DataType::Timestamp, DataType::BigInt]);
+        assert_eq!(oldest_ts(&empty), None);
     }
 }
