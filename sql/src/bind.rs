@@ -16,7 +16,8 @@ fn bind_tags(
     schema: &StableSchema,
     precision: Precision,
 ) -> Result<Vec<Value>, SqlError> {
-    let full = match tag_names {
+    // The tags by their place in the STABLE, borrowed (`None`: not named, so NULL).
+    let full: Vec<Option<&InsertValue>> = match tag_names {
         None => {
             if tags.len() != schema.tags.len() {
                 return Err(SqlError::InvalidArgument(format!(
@@ -26,7 +27,7 @@ fn bind_tags(
                     tags.len()
                 )));
             }
-            tags.to_vec()
+            tags.iter().map(Some).collect()
         }
         Some(names) => {
             if names.len() != tags.len() {
@@ -36,19 +37,16 @@ fn bind_tags(
                     tags.len()
                 )));
             }
-            let mut full = vec![InsertValue::Value(Value::Null); schema.tags.len()];
-            let mut seen = vec![false; schema.tags.len()];
+            let mut full = vec![None; schema.tags.len()];
             for (n, v) in names.iter().zip(tags.iter()) {
                 let i = schema.tag_index(n).ok_or_else(|| {
                     SqlError::ColumnNotFound(format!("unknown tag '{n}' in STABLE {}", schema.name))
                 })?;
-                if seen[i] {
+                if full[i].replace(v).is_some() {
                     return Err(SqlError::InvalidArgument(format!(
                         "tag '{n}' is given twice"
                     )));
                 }
-                seen[i] = true;
-                full[i] = v.clone();
             }
             full
         }
@@ -57,7 +55,10 @@ fn bind_tags(
         .into_iter()
         .zip(schema.tags.iter())
         .map(|(v, def)| {
-            tag_literal(&v, def.data_type, precision).map_err(|e| {
+            let Some(v) = v else {
+                return Ok(Value::Null);
+            };
+            tag_literal(v, def.data_type, precision).map_err(|e| {
                 SqlError::TypeMismatch(format!("table {table}: tag '{}': {e}", def.name))
             })
         })
