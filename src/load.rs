@@ -1028,8 +1028,8 @@ fn plain_row(raw: &[u8]) -> Option<(&str, u64, usize)> {
 /// order they were declared in, so a row's subtable is usually among the few declared after
 /// (or just before) the last one found, or after the last late one probed for
 /// ([`NearCursor`]): those are checked first, in memory order, by the names' hashes
-/// (`hashes`, 8 bytes an entry, so the window can be 40 entries wide: TSBS's late rows come
-/// dozens of rows after their turn), and a hit is checked against the name itself.
+/// (`hashes`, 8 bytes an entry, so the window can be 128 entries wide: TSBS's file is
+/// shuffled in windows, so a device moves dozens of rows between intervals), and a hit is checked against the name itself.
 struct SubtableMap {
     /// [`name_hash`], but for tests of colliding hashes.
     hash: fn(&str) -> u64,
@@ -1090,7 +1090,14 @@ impl SubtableMap {
     fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
         let is_name = |i| self.names.get(i as u32) == name;
         let probe = || self.position(name, h);
-        let i = cursor.find_checked(&self.hashes, 32, 8, |&x| x == h, is_name, probe)?;
+        let i = cursor.find_checked(
+            &self.hashes,
+            NearCursor::AHEAD,
+            NearCursor::BEHIND,
+            |&x| x == h,
+            is_name,
+            probe,
+        )?;
         self.subs.get(i)
     }
 }

@@ -308,7 +308,8 @@ struct SeriesKeys {
     entries: Vec<SeriesEntry>,
     /// The low 64 bits of each entry's series key, in `entries`' order: the window around
     /// the cursor is scanned here, 8 bytes an entry instead of a 64-byte entry each, so it
-    /// can be 40 entries wide (TSBS's late points come dozens of lines after their turn).
+    /// can be 128 entries wide ([`NearCursor::AHEAD`], [`NearCursor::BEHIND`]: TSBS's file
+    /// is shuffled in windows, so a series moves dozens of lines between intervals).
     series_lo: Vec<u64>,
     cursor: NearCursor,
     /// Subtable key -> the first entry with it: two spellings of one series (tags in
@@ -649,9 +650,14 @@ impl SeriesKeys {
         let hi = (series >> 64) as u64;
         let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series_hi == hi);
         let probe = || index.get(&series).map(|&i| i as usize);
-        let at =
-            self.cursor
-                .find_checked(&self.series_lo, 32, 8, |&s| s == lo, is_series, probe)?;
+        let at = self.cursor.find_checked(
+            &self.series_lo,
+            NearCursor::AHEAD,
+            NearCursor::BEHIND,
+            |&s| s == lo,
+            is_series,
+            probe,
+        )?;
         // The next line's series is most often the next entry: its 64 bytes are fetched
         // while this line is converted and the next one parsed.
         tidal_common::near::prefetch(&self.entries, at + 1);
