@@ -1090,14 +1090,7 @@ impl SubtableMap {
     fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
         let is_name = |i| self.names.get(i as u32) == name;
         let probe = || self.position(name, h);
-        let i = cursor.find_checked(
-            &self.hashes,
-            NearCursor::AHEAD,
-            NearCursor::BEHIND,
-            |&x| x == h,
-            is_name,
-            probe,
-        )?;
+        let i = cursor.find_hash(&self.hashes, h, is_name, probe)?;
         self.subs.get(i)
     }
 }

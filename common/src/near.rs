@@ -176,6 +176,26 @@ impl NearCursor {
         }
     }
 
+    /// [`NearCursor::find_checked`] over a 64-bit hash of each item (`hashes`), looking for
+    /// `h` within [`NearCursor::AHEAD`] and [`NearCursor::BEHIND`] of each place: the form
+    /// the write path's indexes of names and series keys all take.
+    pub fn find_hash(
+        &mut self,
+        hashes: &[u64],
+        h: u64,
+        is_item: impl Fn(usize) -> bool,
+        probe: impl Fn() -> Option<usize>,
+    ) -> Option<usize> {
+        self.find_checked(
+            hashes,
+            Self::AHEAD,
+            Self::BEHIND,
+            |&x| x == h,
+            is_item,
+            probe,
+        )
+    }
+
     /// Place `k` moves to `i` and becomes the most recent.
     #[inline]
     fn move_to_front(&mut self, k: usize, i: usize) {

@@ -650,14 +650,9 @@ impl SeriesKeys {
         let hi = (series >> 64) as u64;
         let is_series = |i: usize| entries.get(i).is_some_and(|e| e.series_hi == hi);
         let probe = || index.get(&series).map(|&i| i as usize);
-        let at = self.cursor.find_checked(
-            &self.series_lo,
-            NearCursor::AHEAD,
-            NearCursor::BEHIND,
-            |&s| s == lo,
-            is_series,
-            probe,
-        )?;
+        let at = self
+            .cursor
+            .find_hash(&self.series_lo, lo, is_series, probe)?;
         // The next line's series is most often the next entry: its 64 bytes are fetched
         // while this line is converted and the next one parsed.
         tidal_common::near::prefetch(&self.entries, at + 1);

@@ -96,14 +96,7 @@ impl NameIndex {
         let h = self.hash(name);
         let is_name = |i| self.name_at(i) == Some(name);
         let probe = || self.position(name, h);
-        let i = cursor.find_checked(
-            &self.hashes,
-            NearCursor::AHEAD,
-            NearCursor::BEHIND,
-            |&x| x == h,
-            is_name,
-            probe,
-        )?;
+        let i = cursor.find_hash(&self.hashes, h, is_name, probe)?;
         // A batch's next subtables are most often the next entries: the one after next is
         // fetched while this one's and the next one's rows are planned.
         tidal_common::near::prefetch(&self.entries, i + 2);
