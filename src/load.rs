@@ -1028,8 +1028,9 @@ fn plain_row(raw: &[u8]) -> Option<(&str, u64, usize)> {
 /// order they were declared in, so a row's subtable is usually among the few declared after
 /// (or just before) the last one found, or after the last late one probed for
 /// ([`NearCursor`]): those are checked first, in memory order, by the names' hashes
-/// (`hashes`, 8 bytes an entry, so the window can be 128 entries wide: TSBS's file is
-/// shuffled in windows, so a device moves dozens of rows between intervals), and a hit is checked against the name itself.
+/// (`hashes`, 8 bytes an entry, so the window can be 128 entries wide: TSBS's held-back
+/// points move a device dozens of rows between intervals), and a hit is checked against the
+/// name itself.
 struct SubtableMap {
     /// [`name_hash`], but for tests of colliding hashes.
     hash: fn(&str) -> u64,

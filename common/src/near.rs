@@ -119,13 +119,14 @@ impl NearCursor {
     /// Runs followed at once.
     pub const WAYS: usize = 4;
     /// Items looked at after a place, and before it ([`position_near`]'s `ahead` and
-    /// `behind`), for a feed whose order moves items a few dozen places between intervals:
-    /// TSBS's file is shuffled in windows, so at 100,000 trucks a line's series was 9 to 64
-    /// entries before its run's place for one line in twenty and 33 to 64 after it for one
-    /// in forty with windows of 8 behind and 32 ahead, each a probe of a map of 200,000
+    /// `behind`), for a feed whose order moves items a few dozen places between intervals
+    /// (TSBS's generator holds points and batches of points back and emits them later). In
+    /// the frontend's series lookups at 100,000 trucks, with 32 ahead and 8 behind, a
+    /// line's series was 9 to 64 entries before its run's place for one line in twenty;
+    /// with 64 behind, 33 to 64 after it for one in 85; each a probe of a map of 200,000
     /// (two cache misses). With 64 each way, probes other than for new items fell from
-    /// about one line in twelve to one in 400 (the frontend's series lookups), and a window
-    /// scanned in vain costs 128 compares of 8-byte keys, less than one of those misses.
+    /// about one line in twelve to one in 400, and a window scanned in vain costs 128
+    /// compares of 8-byte keys, less than one of those misses.
     pub const AHEAD: usize = 64;
     pub const BEHIND: usize = 64;
 

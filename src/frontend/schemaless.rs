@@ -308,8 +308,8 @@ struct SeriesKeys {
     entries: Vec<SeriesEntry>,
     /// The low 64 bits of each entry's series key, in `entries`' order: the window around
     /// the cursor is scanned here, 8 bytes an entry instead of a 64-byte entry each, so it
-    /// can be 128 entries wide ([`NearCursor::AHEAD`], [`NearCursor::BEHIND`]: TSBS's file
-    /// is shuffled in windows, so a series moves dozens of lines between intervals).
+    /// can be 128 entries wide ([`NearCursor::AHEAD`], [`NearCursor::BEHIND`]: TSBS's
+    /// held-back points move a series dozens of lines between intervals).
     series_lo: Vec<u64>,
     cursor: NearCursor,
     /// Subtable key -> the first entry with it: two spellings of one series (tags in
