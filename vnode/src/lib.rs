@@ -593,6 +593,8 @@ pub struct VnodeCore {
     comp: u8,
     /// wal_level 1 with wal_fsync_period_ms > 0: fsyncs the WAL periodically. Stopped on drop.
     _syncer: Option<Syncer>,
+    /// wal_level 2: starts each record's group write and fsync while its writer applies it.
+    committer: Option<wal::Committer>,
 }
 
 /// A background thread that fsyncs the WAL every period until dropped.
@@ -1085,6 +1087,11 @@ impl VnodeCore {
                     std::time::Duration::from_millis(cfg.options.wal_fsync_period_ms as u64),
                 )
             });
+        let committer = if cfg.options.wal_level >= 2 {
+            wal::Committer::start(wal.clone())
+        } else {
+            None
+        };
         let per_minute = cfg.options.precision.per_second().saturating_mul(60);
         let window_units = (cfg.options.duration_minutes.max(1) as i64).saturating_mul(per_minute);
         Ok(VnodeCore {
@@ -1119,6 +1126,7 @@ impl VnodeCore {
                 minrows: cfg.options.minrows,
             }),
             _syncer: syncer,
+            committer,
         })
     }
 
@@ -1272,6 +1280,10 @@ impl VnodeCore {
             )));
         }
         let seq = self.wal.append(payload);
+        // The record's group write and fsync run while its rows are applied.
+        if let Some(c) = &self.committer {
+            c.kick();
+        }
         self.state.write().apply(plan);
         Ok(seq)
     }
