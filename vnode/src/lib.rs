@@ -591,50 +591,9 @@ pub struct VnodeCore {
     /// ts units per window (DURATION in the database precision).
     window_units: i64,
     comp: u8,
+    /// wal_level 2: starts each record's group write and fsync while its writer applies it;
     /// wal_level 1 with wal_fsync_period_ms > 0: fsyncs the WAL periodically. Stopped on drop.
-    _syncer: Option<Syncer>,
-    /// wal_level 2: starts each record's group write and fsync while its writer applies it.
     committer: Option<wal::Committer>,
-}
-
-/// A background thread that fsyncs the WAL every period until dropped.
-struct Syncer {
-    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Syncer {
-    fn start(wal: Arc<Wal>, period: std::time::Duration) -> Syncer {
-        let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
-        let stop2 = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("vnode-wal-sync".into())
-            .spawn(move || {
-                let (lock, cv) = &*stop2;
-                let mut stopped = lock.lock();
-                while !*stopped {
-                    cv.wait_for(&mut stopped, period);
-                    if *stopped {
-                        break;
-                    }
-                    if let Err(e) = wal.sync_current() {
-                        tracing::warn!(error = %e, "periodic WAL fsync failed");
-                    }
-                }
-            })
-            .ok();
-        Syncer { stop, handle }
-    }
-}
-
-impl Drop for Syncer {
-    fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 fn physical_name(d: &ColumnData) -> &'static str {
@@ -1080,15 +1039,13 @@ impl VnodeCore {
             wal_files,
         )?);
         let buffer_bytes_max = (cfg.options.buffer_mb.max(1) as u64) * MIB;
-        let syncer =
-            (cfg.options.wal_level < 2 && cfg.options.wal_fsync_period_ms > 0).then(|| {
-                Syncer::start(
-                    wal.clone(),
-                    std::time::Duration::from_millis(cfg.options.wal_fsync_period_ms as u64),
-                )
-            });
         let committer = if cfg.options.wal_level >= 2 {
-            wal::Committer::start(wal.clone())
+            wal::Committer::on_kick(wal.clone())
+        } else if cfg.options.wal_fsync_period_ms > 0 {
+            wal::Committer::every(
+                wal.clone(),
+                std::time::Duration::from_millis(cfg.options.wal_fsync_period_ms as u64),
+            )
         } else {
             None
         };
@@ -1125,7 +1082,6 @@ impl VnodeCore {
                 stt_trigger: cfg.options.stt_trigger,
                 minrows: cfg.options.minrows,
             }),
-            _syncer: syncer,
             committer,
         })
     }
