@@ -49,6 +49,11 @@ use tidal_common::{Column, ColumnData, DataType, RowBlock, RowBlockParts, Stable
 const READ_BUFFER_BYTES: usize = 1 << 20;
 /// Most bytes reserved up front for one chunk of the file.
 const CHUNK_RESERVE_BYTES_MAX: usize = 64 << 20;
+/// Lines a worker parses between chances for the reader to add declared subtables to the
+/// map it reads. Holding the map for a whole chunk made the reader wait for each chunk's
+/// parse (10-28 ms) while every chunk declared new subtables (the first half second of a load
+/// of 100,000 trucks): one chunk was parsed at a time.
+const MAP_YIELD_LINES: usize = 256;
 /// Rejected lines printed in full; the rest are only counted.
 const ERRORS_PRINTED_MAX: usize = 10;
 
@@ -114,6 +119,10 @@ struct Subtable {
     schema: Arc<StableSchema>,
     /// Index of its vgroup in the database's routing map (which the writer checks again).
     group: usize,
+    /// The first chunk whose rows may name it: the one it was handed over with. Workers
+    /// still parsing earlier chunks can see the entry (they let the reader in while they
+    /// parse) and must not take it, as they did not wait for its creation.
+    from_chunk: u64,
 }
 
 type Subtables = Arc<RwLock<SubtableMap>>;
@@ -180,6 +189,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
 
     let start = Instant::now();
     let (tx, rx) = crossbeam_channel(workers * 2);
+    let turns = Arc::new(Turns::default());
     let reader = {
         let ctx = ReaderCtx {
             subtables: subtables.clone(),
@@ -193,6 +203,7 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             tag_slots: HashMap::new(),
             vgroups: vgroups as u32,
             spent: Default::default(),
+            turns: turns.clone(),
         };
         let file = args.file.clone();
         let format = args.format;
@@ -205,7 +216,6 @@ pub async fn run(args: LoadArgs) -> Result<ExitCode, BoxError> {
             .max(1);
         std::thread::spawn(move || read_chunks(&file, format, chunk_rows, tx, ctx))
     };
-    let turns = Arc::new(Turns::default());
     let known_scope = Arc::new(parking_lot::Mutex::new(None));
     let mut handles = Vec::with_capacity(workers);
     for _ in 0..workers {
@@ -325,22 +335,41 @@ struct ReaderCtx {
     vgroups: u32,
     /// Blocks of created subtables, handed back by their creation to be dropped here.
     spent: Arc<parking_lot::Mutex<Vec<Vec<RowBlock>>>>,
+    /// The workers' turns: a re-declaration waits for the chunks before it to be written.
+    turns: Arc<Turns>,
 }
 
 impl ReaderCtx {
-    /// Makes the subtables declared since the last chunk known to the workers and starts
-    /// creating them in the database (`IF NOT EXISTS`: a row-less write carrying their tags,
-    /// retried as any write is); returns that creation, which the chunk that follows waits
-    /// for before its rows are written.
-    fn hand_over_declared(&mut self) -> Option<Creates> {
+    /// Makes the subtables declared since the last chunk known to the workers from chunk
+    /// `seq` (the one about to be sent) on and starts creating them in the database (`IF NOT
+    /// EXISTS`: a row-less write carrying their tags, retried as any write is); returns that
+    /// creation, which chunk `seq` waits for before its rows are written.
+    fn hand_over_declared(&mut self, seq: u64) -> Option<Creates> {
         // Dropped here, by the thread that allocated their tags, as what it frees itself
         // mimalloc takes back at once; freed by another thread, each of a subtable's tag
         // strings went through a cross-thread free list.
         drop(std::mem::take(&mut *self.spent.lock()));
         if !self.pending.is_empty() {
-            let mut map = self.subtables.write();
-            for (name, sub) in self.pending.drain(..) {
-                map.insert(&name, sub);
+            // New entries are added while workers parse earlier chunks (they yield the lock
+            // every `MAP_YIELD_LINES` lines; `from_chunk` keeps the entries from them). A
+            // re-declaration replaces an entry those chunks may still read: it waits until
+            // they are written (TSBS never re-declares).
+            let mut again = Vec::new();
+            {
+                let mut map = self.subtables.write();
+                for (name, mut sub) in self.pending.drain(..) {
+                    sub.from_chunk = seq;
+                    if let Some(sub) = map.insert_new(&name, sub) {
+                        again.push((name, sub));
+                    }
+                }
+            }
+            if !again.is_empty() {
+                self.turns.wait_for(seq);
+                let mut map = self.subtables.write();
+                for (name, sub) in again {
+                    map.insert(&name, sub);
+                }
             }
         }
         let Some(client) = &self.client else {
@@ -425,7 +454,7 @@ fn read_chunks(
         }
         rows_in_chunk += 1;
         if rows_in_chunk >= batch {
-            let creates = ctx.hand_over_declared();
+            let creates = ctx.hand_over_declared(seq);
             let text = std::mem::replace(&mut chunk, Vec::with_capacity(reserve));
             if tx
                 .send(Chunk {
@@ -442,7 +471,7 @@ fn read_chunks(
             seq += 1;
         }
     }
-    let creates = ctx.hand_over_declared();
+    let creates = ctx.hand_over_declared(seq);
     if !chunk.is_empty() {
         let _ = tx.send(Chunk {
             seq,
@@ -557,8 +586,12 @@ fn ddl_line(line: &[u8], ctx: &mut ReaderCtx) -> Result<(), String> {
                     .or_insert_with(|| RowBlock::new(schema.name.clone(), &types))
                     .add_table(table, Some(tags));
             }
-            ctx.pending
-                .push((table.to_string(), Subtable { schema, group }));
+            let sub = Subtable {
+                schema,
+                group,
+                from_chunk: 0,
+            };
+            ctx.pending.push((table.to_string(), sub));
             Ok(())
         }
         other => Err(format!("command type {other} is not supported")),
@@ -708,6 +741,14 @@ impl Turns {
             waited: false,
         }
     }
+
+    /// Blocks until every chunk before `seq` has been handed over.
+    fn wait_for(&self, seq: u64) {
+        let mut next = self.next.lock();
+        while *next < seq {
+            self.changed.wait(&mut next);
+        }
+    }
 }
 
 struct Ticket<'a> {
@@ -719,10 +760,7 @@ struct Ticket<'a> {
 impl Ticket<'_> {
     /// Blocks until every chunk before this one has been handed over.
     fn wait(&mut self) {
-        let mut next = self.turns.next.lock();
-        while *next < self.seq {
-            self.turns.changed.wait(&mut next);
-        }
+        self.turns.wait_for(self.seq);
         self.waited = true;
     }
 }
@@ -837,14 +875,17 @@ impl WorkerCtx {
             self.tables_per_chunk.load(Ordering::Relaxed),
             std::mem::take(&mut *self.last_blocks.lock()),
         );
-        let subtables = self.subtables.read();
+        let mut subtables = self.subtables.read();
         let mut cursor = NearCursor::default();
         for (i, raw) in chunk.text.split(|b| *b == b'\n').enumerate() {
             if raw.is_empty() {
                 continue;
             }
+            if i % MAP_YIELD_LINES == MAP_YIELD_LINES - 1 {
+                parking_lot::RwLockReadGuard::bump(&mut subtables);
+            }
             let line_no = chunk.first_line + i;
-            match self.tdengine_row(raw, &subtables, &mut cursor, &mut acc) {
+            match self.tdengine_row(raw, chunk.seq, &subtables, &mut cursor, &mut acc) {
                 Ok(n) => {
                     rows += 1;
                     metrics += n;
@@ -906,6 +947,7 @@ impl WorkerCtx {
     fn tdengine_row<'c>(
         &self,
         raw: &'c [u8],
+        seq: u64,
         subtables: &SubtableMap,
         cursor: &mut NearCursor,
         acc: &mut Blocks<'c>,
@@ -925,7 +967,7 @@ impl WorkerCtx {
         let (ti, si) = match found {
             Some(x) => x,
             None => {
-                let sub = subtables.find(table, h, cursor).ok_or_else(|| {
+                let sub = subtables.find(table, h, seq, cursor).ok_or_else(|| {
                     format!("table '{table}' was not declared by a '3,' line before its rows")
                 })?;
                 let ti = match acc
@@ -1071,28 +1113,37 @@ impl SubtableMap {
         Some(i as usize)
     }
 
-    /// Declares `name` (again: its entry is replaced in place).
-    fn insert(&mut self, name: &str, sub: Subtable) {
+    /// Declares `name` if it is new; else hands `sub` back.
+    fn insert_new(&mut self, name: &str, sub: Subtable) -> Option<Subtable> {
         let h = (self.hash)(name);
-        if let Some(i) = self.position(name, h) {
-            if let Some(e) = self.subs.get_mut(i) {
-                *e = sub;
-            }
-            return;
+        if self.position(name, h).is_some() {
+            return Some(sub);
         }
         let i = self.names.push(name);
         self.hashes.push(h);
         self.subs.push(sub);
         self.index.insert(h, name, i);
+        None
     }
 
-    /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, looked for first near
-    /// `cursor` (which this updates).
-    fn find(&self, name: &str, h: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
+    /// Declares `name` (again: its entry is replaced in place).
+    fn insert(&mut self, name: &str, sub: Subtable) {
+        if let Some(sub) = self.insert_new(name, sub) {
+            let at = self.position(name, (self.hash)(name));
+            if let Some(e) = at.and_then(|i| self.subs.get_mut(i)) {
+                *e = sub;
+            }
+        }
+    }
+
+    /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, as the rows of chunk
+    /// `seq` see it (declared before them), looked for first near `cursor` (which this
+    /// updates).
+    fn find(&self, name: &str, h: u64, seq: u64, cursor: &mut NearCursor) -> Option<&Subtable> {
         let is_name = |i| self.names.get(i as u32) == name;
         let probe = || self.position(name, h);
         let i = cursor.find_hash(&self.hashes, h, is_name, probe)?;
-        self.subs.get(i)
+        self.subs.get(i).filter(|s| s.from_chunk <= seq)
     }
 }
 
@@ -1886,31 +1937,67 @@ mod tests {
                 let sub = Subtable {
                     schema: a.clone(),
                     group: i,
+                    from_chunk: 0,
                 };
                 m.insert(n, sub);
             }
             for order in &orders {
                 let mut cursor = NearCursor::default();
                 for &i in order {
-                    let sub = m.find(&names[i], hash(&names[i]), &mut cursor);
+                    let sub = m.find(&names[i], hash(&names[i]), 0, &mut cursor);
                     assert_eq!(sub.expect("declared").group, i, "{}", names[i]);
                 }
             }
             let mut cursor = NearCursor::default();
             for missing in ["truck_100", "truck_", ""] {
-                assert!(m.find(missing, hash(missing), &mut cursor).is_none());
+                assert!(m.find(missing, hash(missing), 0, &mut cursor).is_none());
             }
             let sub = Subtable {
                 schema: b.clone(),
                 group: 700,
+                from_chunk: 0,
             };
             m.insert("truck_7", sub);
             let mut cursor = NearCursor::default();
-            let sub = m.find("truck_7", hash("truck_7"), &mut cursor);
+            let sub = m.find("truck_7", hash("truck_7"), 0, &mut cursor);
             let sub = sub.expect("declared");
             assert_eq!((sub.group, sub.schema.name.as_str()), (700, "b"));
             assert_eq!(m.subs.len(), 100);
         }
+    }
+
+    /// A subtable handed over with chunk 5 is not there for the rows of chunk 4 (which did
+    /// not wait for its creation) and is for those of chunks 5 and later; declaring a name
+    /// again is left to the caller by `insert_new`, which keeps the entry earlier chunks see.
+    #[test]
+    fn a_subtable_is_seen_from_the_chunk_it_was_handed_over_with() {
+        let schema = Arc::new(StableSchema {
+            db: "d".into(),
+            name: "a".into(),
+            columns: vec![ColumnDef::new("ts", DataType::Timestamp)],
+            tags: vec![],
+            version: tidal_common::SchemaVersion(1),
+        });
+        let sub = |group, from_chunk| Subtable {
+            schema: schema.clone(),
+            group,
+            from_chunk,
+        };
+        let mut m = SubtableMap::default();
+        assert!(m.insert_new("t1", sub(1, 5)).is_none());
+        let h = name_hash("t1");
+        let mut cursor = NearCursor::default();
+        assert!(m.find("t1", h, 4, &mut cursor).is_none());
+        for seq in [5, 6, u64::MAX] {
+            assert_eq!(m.find("t1", h, seq, &mut cursor).map(|s| s.group), Some(1));
+        }
+        let back = m.insert_new("t1", sub(2, 7));
+        assert_eq!(back.map(|s| (s.group, s.from_chunk)), Some((2, 7)));
+        assert_eq!(m.find("t1", h, 6, &mut cursor).map(|s| s.group), Some(1));
+        m.insert("t1", sub(2, 7));
+        assert!(m.find("t1", h, 6, &mut cursor).is_none());
+        assert_eq!(m.find("t1", h, 7, &mut cursor).map(|s| s.group), Some(2));
+        assert_eq!(m.subs.len(), 1);
     }
 
     /// A new block gets room for as many rows as the last chunk's block of its STABLE and
