@@ -149,6 +149,17 @@ fn blocks_store_what_table_writes_store_and_survive_replay_and_flush() {
     assert_eq!(ob.tables_created, 3);
     let expect = dump(&a);
     assert_eq!(dump(&b), expect);
+    // A block the vnode owns (as one read off the wire): the new subtables' tags move into
+    // the catalog instead of being copied, and the same tables, tags and rows result.
+    let dc = tempfile::tempdir().unwrap();
+    let c = open(dc.path(), full());
+    let oc = c
+        .write_owned(batch(Vec::new(), vec![block(ROWS, &[])]))
+        .unwrap();
+    assert_eq!(oc, ob);
+    assert_eq!(dump(&c), expect);
+    drop(c);
+    assert_eq!(dump(&open(dc.path(), full())), expect);
     let b_rows = expect.iter().find(|t| t.0 == "b").unwrap();
     assert_eq!(
         b_rows.2,
