@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::tdengine::{self, STABLE};
 use common::{rows, Cluster, BIN};
 use std::fmt::Write as _;
 use std::process::Command;
@@ -37,15 +38,8 @@ fn load(c: &Cluster, db: &str, text: &str) -> (bool, String, String) {
     )
 }
 
-const STABLE: &str =
-    "2,m,m,create table m (ts timestamp, v double) tags (loc binary(16), gid int)\n";
-
 fn declare(out: &mut String, t: usize) {
-    writeln!(
-        out,
-        "3,m,t{t},create table t{t} using m (loc,gid) tags ('site{t}',{t})"
-    )
-    .unwrap();
+    tdengine::declare(out, t, &format!("site{t}"));
 }
 
 #[test]

@@ -9,20 +9,10 @@
 
 mod common;
 
+use common::tdengine::{declare, STABLE};
 use common::{rows, Cluster, BIN};
 use std::fmt::Write as _;
 use std::process::Command;
-
-const STABLE: &str =
-    "2,m,m,create table m (ts timestamp, v double) tags (loc binary(16), gid int)\n";
-
-fn declare(out: &mut String, t: usize, loc: &str) {
-    writeln!(
-        out,
-        "3,m,t{t},create table t{t} using m (loc,gid) tags ('{loc}',{t})"
-    )
-    .unwrap();
-}
 
 #[test]
 fn rows_see_only_the_declarations_before_them() {

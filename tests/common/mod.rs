@@ -606,3 +606,21 @@ pub mod raw_frames {
         frames::decode_error(f.body).unwrap()
     }
 }
+
+/// TSBS's TDengine command stream for `tidal load --format tdengine`: a STABLE `m` with one
+/// DOUBLE column and two tags, and its subtables' `3,` lines.
+pub mod tdengine {
+    use std::fmt::Write as _;
+
+    pub const STABLE: &str =
+        "2,m,m,create table m (ts timestamp, v double) tags (loc binary(16), gid int)\n";
+
+    /// Declares subtable `t{t}` of `m` with tags (`loc`, `t`).
+    pub fn declare(out: &mut String, t: usize, loc: &str) {
+        writeln!(
+            out,
+            "3,m,t{t},create table t{t} using m (loc,gid) tags ('{loc}',{t})"
+        )
+        .expect("writing to a String");
+    }
+}
