@@ -17,7 +17,9 @@
 //! which the data node then placed on its own (at 4,000 trucks: 2.4M rows/s with chunks of
 //! `--batch-size` rows, 3.2M with chunks of a batch per vgroup). DDL lines (`2,` and `3,`) are handled by the reader before the chunk
 //! that follows them is sent, so a row's subtable is always known to the worker that parses
-//! it. The reader creates the subtables declared before a chunk itself (one write of blocks
+//! it; each entry of the subtable map names the chunk it was handed over with, and a worker
+//! takes only entries of its chunk or earlier, so the reader can add the next chunk's
+//! declarations while workers parse (they yield the map every [`MAP_YIELD_LINES`] lines). The reader creates the subtables declared before a chunk itself (one write of blocks
 //! without rows, carrying their tags, sent straight to the vgroups, not through the Writer),
 //! and the chunk's rows go to the Writer only once those subtables exist: rows never carry
 //! tags, and the Writer keeps none. Every queue is bounded (chunks: `2 × workers`), so a slow
