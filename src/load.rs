@@ -1121,21 +1121,25 @@ impl SubtableMap {
         if self.position(name, h).is_some() {
             return Some(sub);
         }
-        let i = self.names.push(name);
-        self.hashes.push(h);
-        self.subs.push(sub);
-        self.index.insert(h, name, i);
+        self.push(name, h, sub);
         None
     }
 
     /// Declares `name` (again: its entry is replaced in place).
     fn insert(&mut self, name: &str, sub: Subtable) {
-        if let Some(sub) = self.insert_new(name, sub) {
-            let at = self.position(name, (self.hash)(name));
-            if let Some(e) = at.and_then(|i| self.subs.get_mut(i)) {
-                *e = sub;
-            }
+        let h = (self.hash)(name);
+        match self.position(name, h).and_then(|i| self.subs.get_mut(i)) {
+            Some(e) => *e = sub,
+            None => self.push(name, h, sub),
         }
+    }
+
+    /// Appends the entry of `name`, which has none, whose hash is `h`.
+    fn push(&mut self, name: &str, h: u64, sub: Subtable) {
+        let i = self.names.push(name);
+        self.hashes.push(h);
+        self.subs.push(sub);
+        self.index.insert(h, name, i);
     }
 
     /// Subtable `name`, whose hash (`self.hash`, [`name_hash`]) is `h`, as the rows of chunk
