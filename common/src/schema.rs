@@ -98,7 +98,14 @@ impl StableSchema {
     }
 
     /// Coerces a full tag vector against the tag template; errors name the tag.
-    pub fn coerce_tags(&self, tags: Vec<Value>) -> Result<Vec<Value>, String> {
+    pub fn coerce_tags(&self, mut tags: Vec<Value>) -> Result<Vec<Value>, String> {
+        self.coerce_tags_in_place(&mut tags)?;
+        Ok(tags)
+    }
+
+    /// [`StableSchema::coerce_tags`] of values held elsewhere (a subtable's shared tags),
+    /// each replaced by its coerced form; on an error some may be replaced already.
+    pub fn coerce_tags_in_place(&self, tags: &mut [Value]) -> Result<(), String> {
         if tags.len() != self.tags.len() {
             return Err(format!(
                 "STABLE {} has {} tags but {} tag values were given",
@@ -107,14 +114,14 @@ impl StableSchema {
                 tags.len()
             ));
         }
-        tags.into_iter()
-            .zip(self.tags.iter())
-            .map(|(v, def)| {
-                def.data_type
-                    .coerce(v)
-                    .map_err(|e| format!("tag '{}': {e}", def.name))
-            })
-            .collect()
+        for (v, def) in tags.iter_mut().zip(self.tags.iter()) {
+            let taken = std::mem::replace(v, Value::Null);
+            *v = def
+                .data_type
+                .coerce(taken)
+                .map_err(|e| format!("tag '{}': {e}", def.name))?;
+        }
+        Ok(())
     }
 }
 
@@ -124,7 +131,7 @@ pub struct TableMeta {
     pub uid: TableUid,
     pub name: String,
     pub stable: String,
-    pub tags: Vec<Value>,
+    pub tags: Arc<[Value]>,
 }
 
 /// Options of a database (`CREATE DATABASE ... VGROUPS 4 PRECISION 'ms' ...`).
@@ -511,7 +518,7 @@ mod stable_tables_tests {
                     uid: TableUid(10 + i as u64),
                     name: format!("t{i}"),
                     stable: "s".into(),
-                    tags: vec![a.clone(), b.clone(), c.clone()],
+                    tags: vec![a.clone(), b.clone(), c.clone()].into(),
                 })
             })
             .collect();

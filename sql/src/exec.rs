@@ -2945,7 +2945,8 @@ mod tag_pred_tests {
                     v(a.map(|s| Value::Str(s.into()))),
                     v(b.map(Value::Float)),
                     v(c.map(Value::Int)),
-                ],
+                ]
+                .into(),
             });
         }
         let layout = vec![
@@ -3018,7 +3019,7 @@ mod tag_pred_tests {
         }
         // a Float tag holding an integer value: not read in place
         let odd = TableMeta {
-            tags: vec![Value::Str("a".into()), Value::Int(2), Value::Int(1)],
+            tags: vec![Value::Str("a".into()), Value::Int(2), Value::Int(1)].into(),
             ..metas[0].clone()
         };
         let p = cmp(BinOp::Gt, inp(1), lit(Value::Float(1.0), DataType::Double));

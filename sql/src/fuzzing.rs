@@ -53,7 +53,8 @@ fn table(i: u64) -> (TableMeta, Vec<Vec<Value>>) {
                 Value::Str(["South", "North"][i as usize % 2].into())
             },
             Value::Float(1000.0 + i as f64),
-        ],
+        ]
+        .into(),
     };
     let rows = (0..12i64)
         .filter(|r| r % 5 != 3)

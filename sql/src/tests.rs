@@ -61,7 +61,8 @@ fn tables() -> Vec<Table> {
                     Value::Str(FLEETS[t % 3].into()),
                     Value::Str(DRIVERS[t % 2].into()),
                     Value::Float(NOMINAL[t % 3]),
-                ],
+                ]
+                .into(),
             };
             let rows = (0..ROWS)
                 .map(|r| {
@@ -2421,7 +2422,7 @@ mod tsbs {
                     uid: TableUid(uid),
                     name: format!("{}_truck_{truck}", &st[..1]),
                     stable: st.into(),
-                    tags: tagv.clone(),
+                    tags: tagv.clone().into(),
                 };
                 nodes[(uid as usize) % k].tables.push(Tbl { meta, rows });
             }
@@ -2542,7 +2543,8 @@ fn perf_smoke() {
                 Value::Str(FLEETS[t % 3].into()),
                 Value::Str(DRIVERS[t % 2].into()),
                 Value::Float(NOMINAL[t % 3]),
-            ],
+            ]
+            .into(),
         };
         let rows = (0..5000i64)
             .map(|r| {

@@ -90,7 +90,7 @@ fn in_list_of_100k_tags_plans_and_runs_in_linear_time() {
                     uid: TableUid(i as u64 + 1),
                     name: format!("r_{i}"),
                     stable: "readings".into(),
-                    tags: vec![Value::Str(format!("t_{i}"))],
+                    tags: vec![Value::Str(format!("t_{i}"))].into(),
                 })
             })
             .collect(),

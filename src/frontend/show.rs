@@ -1493,7 +1493,7 @@ mod tests {
             uid: TableUid(1),
             name: "t`1".into(),
             stable: schema.name.clone(),
-            tags: values.clone(),
+            tags: values.clone().into(),
         };
         let sql = create_subtable_sql(&meta, &schema).unwrap();
         let Some(tidal_sql::Statement::CreateTables { tables, .. }) =
@@ -1508,7 +1508,7 @@ mod tests {
         assert_eq!(bound, values, "{sql}");
         // A value SQL cannot write is an error, not a wrong statement.
         let bad = TableMeta {
-            tags: vec![Value::Null, Value::Float(f64::NAN)],
+            tags: vec![Value::Null, Value::Float(f64::NAN)].into(),
             ..meta
         };
         let e = create_subtable_sql(&bad, &schema).unwrap_err();

@@ -120,7 +120,7 @@ fn dump(v: &Vnode) -> Vec<(String, Vec<Value>, Vec<Vec<Value>>)> {
             let rows = (0..c[0].len())
                 .map(|i| c.iter().map(|col| col.get(i)).collect())
                 .collect();
-            (t.name.clone(), t.tags.clone(), rows)
+            (t.name.clone(), t.tags.to_vec(), rows)
         })
         .collect()
 }
@@ -285,6 +285,85 @@ fn a_bad_block_fails_the_whole_batch() {
     drop(v);
     let v = open(d.path(), range);
     assert_eq!(dump(&v).len(), 1);
+}
+
+/// A new subtable's tags in a block the data node owns are coerced where they are and kept
+/// (no copy); they must come out as the same write through a borrowed batch stores them,
+/// and a value that does not fit fails the whole batch with nothing created.
+#[test]
+fn owned_tags_are_coerced_as_borrowed_ones_are() {
+    let typed = StableSchema {
+        name: "typed".into(),
+        tags: vec![
+            ColumnDef::new("loc", DataType::VarChar(4)),
+            ColumnDef::new("cap", DataType::Double),
+            ColumnDef::new("since", DataType::Timestamp),
+            ColumnDef::new("on", DataType::Bool),
+        ],
+        ..schema()
+    };
+    let cols = [DataType::Timestamp, DataType::Double, DataType::VarChar(16)];
+    let block = |tags: Vec<Value>| {
+        let mut b = RowBlock::new("typed", &cols);
+        let i = b.add_table("t", Some(tags));
+        assert!(b.push_row(i, &[Value::Timestamp(5), Value::Float(1.0), Value::Null]));
+        b
+    };
+    let write = |tags: Vec<Value>| WriteBatch {
+        schemas: vec![typed.clone()],
+        ..batch(Vec::new(), vec![block(tags)])
+    };
+    let sent = vec![
+        Value::Str("west".into()),
+        Value::Int(7),
+        Value::Int(1_000),
+        Value::Int(1),
+    ];
+    let want = vec![
+        Value::Str("west".into()),
+        Value::Float(7.0),
+        Value::Timestamp(1_000),
+        Value::Bool(true),
+    ];
+    let too_long = vec![
+        Value::Str("north".into()),
+        Value::Int(7),
+        Value::Int(1_000),
+        Value::Int(1),
+    ];
+    let (dir_owned, dir_borrowed) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let owned = open(dir_owned.path(), full());
+    let borrowed = open(dir_borrowed.path(), full());
+    for v in [&owned, &borrowed] {
+        let e = if std::ptr::eq(v, &owned) {
+            v.write_owned(write(too_long.clone())).unwrap_err()
+        } else {
+            v.write(&write(too_long.clone())).unwrap_err()
+        };
+        assert!(
+            matches!(&e, VnodeError::InvalidTags { table, reason } if table == "t" && reason.contains("tag 'loc'")),
+            "{e}"
+        );
+        assert!(v.tables(None).is_empty(), "nothing created");
+    }
+    assert_eq!(
+        owned
+            .write_owned(write(sent.clone()))
+            .unwrap()
+            .tables_created,
+        1
+    );
+    assert_eq!(borrowed.write(&write(sent)).unwrap().tables_created, 1);
+    for v in [&owned, &borrowed] {
+        assert_eq!(v.table("t").unwrap().tags.to_vec(), want);
+    }
+    drop(owned);
+    let owned = open(dir_owned.path(), full());
+    assert_eq!(
+        owned.table("t").unwrap().tags.to_vec(),
+        want,
+        "after a replay"
+    );
 }
 
 #[test]

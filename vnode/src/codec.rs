@@ -187,7 +187,7 @@ impl Writer {
         self.str(&t.name);
         self.str(&t.stable);
         self.len_u32(t.tags.len());
-        for v in &t.tags {
+        for v in t.tags.iter() {
             self.value(v);
         }
     }
@@ -407,7 +407,7 @@ impl<'a> Reader<'a> {
             uid,
             name,
             stable,
-            tags,
+            tags: tags.into(),
         })
     }
 

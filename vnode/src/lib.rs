@@ -741,25 +741,30 @@ impl BlockIn {
 enum TagValues<'t> {
     /// A batch's that its caller keeps: copied.
     Borrowed(&'t [Value]),
-    /// A decoded block's: moved out when nothing else holds them (a block read off the wire
-    /// holds the only reference), so that its strings are not allocated twice and freed once
-    /// per new subtable (creating 200,000 subtables, the copies cost the data nodes 9% more
-    /// CPU, most of it in fresh pages).
-    Shared(&'t mut Tags),
+    /// A decoded block's (always `Some`): taken, and when nothing else holds them (a block
+    /// read off the wire holds the only reference) coerced where they are and kept as the
+    /// subtable's, so that neither the values nor their strings are allocated again and the
+    /// block's copy freed per new subtable (creating 200,000 subtables, copying the strings
+    /// cost the data nodes 9% more CPU, most of it in fresh pages; the values' list, another
+    /// 6%).
+    Shared(&'t mut Option<Tags>),
 }
 
 impl TagValues<'_> {
-    fn into_vec(self) -> Vec<Value> {
-        match self {
-            TagValues::Borrowed(t) => t.to_vec(),
-            TagValues::Shared(t) => match Arc::get_mut(t) {
-                Some(values) => values
-                    .iter_mut()
-                    .map(|v| std::mem::replace(v, Value::Null))
-                    .collect(),
-                None => t.to_vec(),
-            },
+    /// The values as `schema` types its tags, or why they do not fit it.
+    fn into_tags(self, schema: &StableSchema) -> std::result::Result<Tags, String> {
+        let shared = match self {
+            TagValues::Borrowed(t) => return Ok(schema.coerce_tags(t.to_vec())?.into()),
+            TagValues::Shared(t) => t.take(),
+        };
+        let Some(mut t) = shared else {
+            return Ok(schema.coerce_tags(Vec::new())?.into());
+        };
+        if let Some(values) = Arc::get_mut(&mut t) {
+            schema.coerce_tags_in_place(values)?;
+            return Ok(t);
         }
+        Ok(schema.coerce_tags(t.to_vec())?.into())
     }
 }
 
@@ -794,7 +799,14 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
             table: table.to_string(),
             reason: format!("the table belongs to STABLE '{owner}', the write names '{stable}'"),
         };
-        if let Some(slot) = self.meta.lookup_near(table, self.cursor) {
+        // A subtable sent with tags is most likely new: a probe settles it at once, where a
+        // look around the cursor first would scan its windows in vain (it has no place
+        // among the existing subtables' runs yet).
+        let found = match tags {
+            Some(_) => self.meta.lookup(table),
+            None => self.meta.lookup_near(table, self.cursor),
+        };
+        if let Some(slot) = found {
             if Some(slot.stable) != stable_id {
                 return Err(mismatch(self.meta.stable_name(slot.stable)));
             }
@@ -813,13 +825,12 @@ impl<'m, 'a> TablePlanner<'m, 'a> {
                 table: table.to_string(),
             });
         };
-        let tags =
-            schema
-                .coerce_tags(tags.into_vec())
-                .map_err(|reason| VnodeError::InvalidTags {
-                    table: table.to_string(),
-                    reason,
-                })?;
+        let tags = tags
+            .into_tags(schema)
+            .map_err(|reason| VnodeError::InvalidTags {
+                table: table.to_string(),
+                reason,
+            })?;
         let uid = TableUid(self.next_uid);
         self.next_uid += 1;
         self.created.insert(table, self.creates.len());
@@ -1165,11 +1176,17 @@ impl VnodeCore {
             }
         };
         let owns = |table: &str| self.check_hash(table);
+        // Subtables sent with tags are the ones the sender thinks may be new: room for all.
+        let tagged = batch.tables.iter().filter(|t| t.tags.is_some()).count()
+            + tags_in
+                .iter()
+                .map(|b| b.iter().filter(|t| t.is_some()).count())
+                .sum::<usize>();
         let mut tables = TablePlanner {
             meta,
             owns: &owns,
-            creates: Vec::new(),
-            created: HashMap::default(),
+            creates: Vec::with_capacity(tagged),
+            created: HashMap::with_capacity_and_hasher(tagged, Default::default()),
             next_uid: meta.next_uid,
             cursor,
         };
@@ -1214,7 +1231,7 @@ impl VnodeCore {
             let stable_id = meta.stable_id(b.stable());
             for i in 0..b.num_tables() {
                 let name = b.table(i);
-                let t = tags.get_mut(i).and_then(Option::as_mut);
+                let t = tags.get_mut(i).filter(|t| t.is_some());
                 let t = t.map(TagValues::Shared);
                 uids.push(tables.uid_of(name, b.stable(), stable_id, t, schema)?);
             }
@@ -1459,7 +1476,7 @@ impl VnodeCore {
                     uid: TableUid(next_uid),
                     name: name.clone(),
                     stable: schema.name.clone(),
-                    tags,
+                    tags: tags.into(),
                 });
                 next_uid += 1;
             }

@@ -234,15 +234,17 @@ impl Meta {
         let old = self.table(name)?;
         let width = self.stables.get(&old.stable).map_or(0, |s| s.tags.len());
         let mut t = TableMeta::clone(old);
+        let mut values = t.tags.to_vec();
         // A subtable created before an ADD TAG holds fewer values than its schema has tags.
-        if t.tags.len() < width {
-            t.tags.resize(width, Value::Null);
+        if values.len() < width {
+            values.resize(width, Value::Null);
         }
         for (k, v) in tags {
-            if let Some(slot) = t.tags.get_mut(*k) {
+            if let Some(slot) = values.get_mut(*k) {
                 *slot = v.clone();
             }
         }
+        t.tags = values.into();
         // Replacing the entry moves it between the buckets of every tag index of its STABLE
         // and bumps the STABLE's version, so cached `StableTables` are rebuilt.
         self.insert_table(t);
@@ -303,7 +305,6 @@ impl Meta {
     }
 
     /// The uid and STABLE of the live subtable named `name`.
-    #[cfg(test)]
     pub fn lookup(&self, name: &str) -> Option<NameSlot> {
         self.by_name.get(name.as_bytes())
     }
