@@ -73,7 +73,7 @@ use crate::flush::Frozen;
 use crate::memtable::Memtable;
 use crate::merge::{merge_runs, Run};
 use crate::meta::{Meta, StableId};
-use crate::op::{ApplyRef, BlockRef, Op};
+use crate::op::{ApplyRef, BlockColumns, BlockRef, Op};
 use crate::tsdb::{FileSet, Window};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -201,7 +201,7 @@ impl State {
                 self.mem.insert(*uid, cols);
             }
         }
-        for b in &a.blocks {
+        for b in std::mem::take(&mut a.blocks) {
             self.apply_block(&b.uids, b.runs, b.columns);
         }
     }
@@ -209,14 +209,17 @@ impl State {
     /// Inserts a row block (its runs stay in write order, so a later run's row replaces an
     /// earlier one with the same ts). Writes leave the last-row cache alone: a read folds the
     /// memtables into what it finds there (`cache/mod.rs`).
-    fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: &[Column]) {
+    fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: BlockColumns<'_>) {
         // Checked once per subtable, not per run (a subtable has several runs in a block).
         let live: Vec<bool> = uids.iter().map(|u| self.meta.has_uid(*u)).collect();
         let uid_of = |i: u32| {
             let i = i as usize;
             live.get(i).copied().unwrap_or(false).then(|| uids[i])
         };
-        self.mem.insert_block(runs, cols, uid_of);
+        match cols {
+            BlockColumns::Owned(cols) => self.mem.insert_block_owned(runs, cols, uid_of),
+            BlockColumns::Borrowed(cols) => self.mem.insert_block(runs, cols, uid_of),
+        }
     }
 
     /// Folds the rows of `uid` in the memtables (frozen, then active: the later write wins an
@@ -315,18 +318,18 @@ impl State {
                 schemas,
                 creates,
                 rows,
-                blocks,
+                mut blocks,
             } => {
                 let mut a = ApplyRef {
                     schemas: schemas.iter().collect(),
                     creates,
                     rows: rows.iter().map(|(u, c)| (*u, c.as_slice())).collect(),
                     blocks: blocks
-                        .iter()
+                        .iter_mut()
                         .map(|b| BlockRef {
-                            uids: b.uids.clone(),
+                            uids: std::mem::take(&mut b.uids),
                             runs: &b.runs,
-                            columns: &b.columns,
+                            columns: BlockColumns::Owned(std::mem::take(&mut b.columns)),
                         })
                         .collect(),
                 };
@@ -713,10 +716,6 @@ impl BlockIn {
         self.parts.ends.len()
     }
 
-    fn num_rows(&self) -> usize {
-        self.parts.columns.first().map(Column::len).unwrap_or(0)
-    }
-
     /// Subtable `i`'s name ("" if out of range; `RowBlock` checked the bounds).
     fn table(&self, i: usize) -> &str {
         let p = &self.parts;
@@ -730,10 +729,6 @@ impl BlockIn {
 
     fn runs(&self) -> &[(u32, u32)] {
         &self.parts.runs
-    }
-
-    fn columns(&self) -> &[Column] {
-        &self.parts.columns
     }
 }
 
@@ -1148,6 +1143,7 @@ impl VnodeCore {
         batch: &'a WriteBatch,
         blocks_in: &'a [BlockIn],
         tags_in: &mut [Vec<Option<Tags>>],
+        columns_in: &mut [Vec<Column>],
         cursor: &mut NearCursor,
     ) -> Result<ApplyRef<'a>> {
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
@@ -1218,7 +1214,7 @@ impl VnodeCore {
             }
         }
         let mut blocks = Vec::with_capacity(blocks_in.len());
-        for (b, tags) in blocks_in.iter().zip(tags_in.iter_mut()) {
+        for ((b, tags), cols) in blocks_in.iter().zip(tags_in.iter_mut()).zip(columns_in) {
             // Errors about the block as a whole name its first subtable.
             let first = b.table(0);
             let schema = schema_of(b.stable(), first)?;
@@ -1226,7 +1222,7 @@ impl VnodeCore {
                 0 | 1 => first.to_string(),
                 n => format!("{first} (and {} more subtables)", n - 1),
             };
-            check_columns(&label, schema, b.columns())?;
+            check_columns(&label, schema, cols)?;
             let mut uids = Vec::with_capacity(b.num_tables());
             let stable_id = meta.stable_id(b.stable());
             for i in 0..b.num_tables() {
@@ -1235,7 +1231,7 @@ impl VnodeCore {
                 let t = t.map(TagValues::Shared);
                 uids.push(tables.uid_of(name, b.stable(), stable_id, t, schema)?);
             }
-            let ts = b.columns().first().map(block::ts_slice).unwrap_or(&[]);
+            let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
             if let Some((at, min)) = ts.iter().enumerate().min_by_key(|(_, t)| **t) {
                 if *min < oldest {
                     return Err(VnodeError::TimestampOutOfRange {
@@ -1248,11 +1244,11 @@ impl VnodeCore {
                     });
                 }
             }
-            if b.num_rows() > 0 {
+            if cols.first().is_some_and(|c| !c.is_empty()) {
                 blocks.push(BlockRef {
                     uids,
                     runs: b.runs(),
-                    columns: b.columns(),
+                    columns: BlockColumns::Owned(std::mem::take(cols)),
                 });
             }
         }
@@ -1388,9 +1384,21 @@ impl VnodeCore {
             .iter_mut()
             .map(|b| std::mem::take(&mut b.parts.tags))
             .collect();
+        // And the columns: the memtable may keep a block's vectors as they are.
+        let mut columns: Vec<Vec<Column>> = blocks
+            .iter_mut()
+            .map(|b| std::mem::take(&mut b.parts.columns))
+            .collect();
         let mut plan = {
             let st = self.state.read();
-            self.plan_write(&st.meta, batch, &blocks, &mut tags, &mut guard)?
+            self.plan_write(
+                &st.meta,
+                batch,
+                &blocks,
+                &mut tags,
+                &mut columns,
+                &mut guard,
+            )?
         };
         let outcome = WriteOutcome {
             rows: plan
