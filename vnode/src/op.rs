@@ -49,7 +49,8 @@ pub struct Block {
     pub columns: Vec<Column>,
 }
 
-/// A borrowed apply operation (the live write path encodes straight from the request).
+/// An apply operation as the live write path holds it: names, runs and rows borrowed from
+/// the request (encoded straight from it), the blocks' columns handed over for the memtable.
 pub struct ApplyRef<'a> {
     pub schemas: Vec<&'a StableSchema>,
     pub creates: Vec<TableMeta>,
