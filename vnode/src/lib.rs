@@ -73,7 +73,7 @@ use crate::flush::Frozen;
 use crate::memtable::Memtable;
 use crate::merge::{merge_runs, Run};
 use crate::meta::{Meta, StableId};
-use crate::op::{ApplyRef, BlockColumns, BlockRef, Op};
+use crate::op::{ApplyRef, BlockRef, Op};
 use crate::tsdb::{FileSet, Window};
 use crate::wal::Wal;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -209,17 +209,14 @@ impl State {
     /// Inserts a row block (its runs stay in write order, so a later run's row replaces an
     /// earlier one with the same ts). Writes leave the last-row cache alone: a read folds the
     /// memtables into what it finds there (`cache/mod.rs`).
-    fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: BlockColumns<'_>) {
+    fn apply_block(&mut self, uids: &[TableUid], runs: &[(u32, u32)], cols: Vec<Column>) {
         // Checked once per subtable, not per run (a subtable has several runs in a block).
         let live: Vec<bool> = uids.iter().map(|u| self.meta.has_uid(*u)).collect();
         let uid_of = |i: u32| {
             let i = i as usize;
             live.get(i).copied().unwrap_or(false).then(|| uids[i])
         };
-        match cols {
-            BlockColumns::Owned(cols) => self.mem.insert_block_owned(runs, cols, uid_of),
-            BlockColumns::Borrowed(cols) => self.mem.insert_block(runs, cols, uid_of),
-        }
+        self.mem.insert_block_owned(runs, cols, uid_of);
     }
 
     /// Folds the rows of `uid` in the memtables (frozen, then active: the later write wins an
@@ -329,7 +326,7 @@ impl State {
                         .map(|b| BlockRef {
                             uids: std::mem::take(&mut b.uids),
                             runs: &b.runs,
-                            columns: BlockColumns::Owned(std::mem::take(&mut b.columns)),
+                            columns: std::mem::take(&mut b.columns),
                         })
                         .collect(),
                 };
@@ -736,24 +733,20 @@ impl BlockIn {
 enum TagValues<'t> {
     /// A batch's that its caller keeps: copied.
     Borrowed(&'t [Value]),
-    /// A decoded block's (always `Some`): taken, and when nothing else holds them (a block
-    /// read off the wire holds the only reference) coerced where they are and kept as the
-    /// subtable's, so that neither the values nor their strings are allocated again and the
+    /// A decoded block's, taken out of it: when nothing else holds them (a block read off the
+    /// wire holds the only reference) coerced where they are and kept as the subtable's, so that neither the values nor their strings are allocated again and the
     /// block's copy freed per new subtable (creating 200,000 subtables, copying the strings
     /// cost the data nodes 9% more CPU, most of it in fresh pages; the values' list, another
     /// 6%).
-    Shared(&'t mut Option<Tags>),
+    Shared(Tags),
 }
 
 impl TagValues<'_> {
     /// The values as `schema` types its tags, or why they do not fit it.
     fn into_tags(self, schema: &StableSchema) -> std::result::Result<Tags, String> {
-        let shared = match self {
+        let mut t = match self {
             TagValues::Borrowed(t) => return Ok(schema.coerce_tags(t.to_vec())?.into()),
-            TagValues::Shared(t) => t.take(),
-        };
-        let Some(mut t) = shared else {
-            return Ok(schema.coerce_tags(Vec::new())?.into());
+            TagValues::Shared(t) => t,
         };
         if let Some(values) = Arc::get_mut(&mut t) {
             schema.coerce_tags_in_place(values)?;
@@ -1227,8 +1220,11 @@ impl VnodeCore {
             let stable_id = meta.stable_id(b.stable());
             for i in 0..b.num_tables() {
                 let name = b.table(i);
-                let t = tags.get_mut(i).filter(|t| t.is_some());
-                let t = t.map(TagValues::Shared);
+                // Nothing reads a block's tags after planning.
+                let t = tags
+                    .get_mut(i)
+                    .and_then(Option::take)
+                    .map(TagValues::Shared);
                 uids.push(tables.uid_of(name, b.stable(), stable_id, t, schema)?);
             }
             let ts = cols.first().map(block::ts_slice).unwrap_or(&[]);
@@ -1248,7 +1244,7 @@ impl VnodeCore {
                 blocks.push(BlockRef {
                     uids,
                     runs: b.runs(),
-                    columns: BlockColumns::Owned(std::mem::take(cols)),
+                    columns: std::mem::take(cols),
                 });
             }
         }
@@ -1380,15 +1376,14 @@ impl VnodeCore {
         self.wal.check_poisoned()?;
         self.make_room()?;
         // Apart from the blocks, which the plan borrows: a new subtable's tags move out.
-        let mut tags: Vec<Vec<Option<Tags>>> = blocks
-            .iter_mut()
-            .map(|b| std::mem::take(&mut b.parts.tags))
-            .collect();
         // And the columns: the memtable may keep a block's vectors as they are.
-        let mut columns: Vec<Vec<Column>> = blocks
+        let (mut tags, mut columns): (Vec<Vec<Option<Tags>>>, Vec<Vec<Column>>) = blocks
             .iter_mut()
-            .map(|b| std::mem::take(&mut b.parts.columns))
-            .collect();
+            .map(|b| {
+                let p = &mut b.parts;
+                (std::mem::take(&mut p.tags), std::mem::take(&mut p.columns))
+            })
+            .unzip();
         let mut plan = {
             let st = self.state.read();
             self.plan_write(

@@ -21,25 +21,8 @@ const KIND_SET_TAGS: u8 = 5;
 pub struct BlockRef<'a> {
     pub uids: Vec<TableUid>,
     pub runs: &'a [(u32, u32)],
-    pub columns: BlockColumns<'a>,
-}
-
-/// A block's columns as the write that logs them holds them: borrowed (the memtable copies
-/// the rows) or given up by the write (the memtable may keep the vectors themselves).
-pub enum BlockColumns<'a> {
-    Borrowed(&'a [Column]),
-    Owned(Vec<Column>),
-}
-
-impl std::ops::Deref for BlockColumns<'_> {
-    type Target = [Column];
-
-    fn deref(&self) -> &[Column] {
-        match self {
-            BlockColumns::Borrowed(c) => c,
-            BlockColumns::Owned(c) => c,
-        }
-    }
+    /// Given up by the write that logs them: the memtable may keep the vectors themselves.
+    pub columns: Vec<Column>,
 }
 
 /// A decoded [`BlockRef`].

@@ -31,7 +31,7 @@
 use crate::block::ts_slice;
 use crate::cache::Entry;
 use crate::merge::{merge_runs, Run};
-use crate::op::BlockColumns;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use tidal_common::{Column, ColumnData, DataType, TableUid, UidHash, Value};
 
@@ -1175,35 +1175,38 @@ impl Memtable {
         self.bytes = self.bytes - before + t.bytes;
     }
 
-    /// Inserts a validated row block, in WAL order: run `(i, n)` = the next `n` rows belong to
-    /// subtable `uid_of(i)` (`None`: a subtable that is gone; its rows are skipped).
+    /// [`Memtable::insert_block_owned`] of a block the caller keeps: its rows are always
+    /// copied (the write path gives its blocks up; tests compare the two).
+    #[cfg(test)]
     pub fn insert_block(
         &mut self,
         runs: &[(u32, u32)],
         cols: &[Column],
         uid_of: impl Fn(u32) -> Option<TableUid>,
     ) {
-        self.insert_block_in(runs, BlockColumns::Borrowed(cols), uid_of);
+        self.insert_block_in(runs, Cow::Borrowed(cols), uid_of);
     }
 
-    /// [`Memtable::insert_block`] of a block the caller gives up: when its runs name each
-    /// subtable once (as the Writer and `tidal load` send their blocks) and it is not small,
-    /// its column vectors become a chunk of their own as they are. Copying them into a
-    /// shared chunk was 8.6% of a data node's CPU in `tidal load` at 100,000 trucks, for
-    /// nothing: the block's vectors are as dense, and no other block is appended to them.
+    /// Inserts a validated row block the caller gives up, in WAL order: run `(i, n)` = the next
+    /// `n` rows belong to subtable `uid_of(i)` (`None`: a subtable that is gone; its rows are
+    /// skipped). When its runs name each subtable once (as the Writer and `tidal load` send
+    /// their blocks) and it is not small, its column vectors become a chunk of their own as
+    /// they are. Copying them into a shared chunk was 8.6% of a data node's CPU in `tidal load`
+    /// at 100,000 trucks, for nothing: the block's vectors are as dense, and no other block is
+    /// appended to them.
     pub fn insert_block_owned(
         &mut self,
         runs: &[(u32, u32)],
         cols: Vec<Column>,
         uid_of: impl Fn(u32) -> Option<TableUid>,
     ) {
-        self.insert_block_in(runs, BlockColumns::Owned(cols), uid_of);
+        self.insert_block_in(runs, Cow::Owned(cols), uid_of);
     }
 
     fn insert_block_in(
         &mut self,
         runs: &[(u32, u32)],
-        cols: BlockColumns<'_>,
+        cols: Cow<'_, [Column]>,
         uid_of: impl Fn(u32) -> Option<TableUid>,
     ) {
         let rows = cols.first().map(Column::len).unwrap_or(0);
@@ -1219,7 +1222,7 @@ impl Memtable {
                 .iter()
                 .all(|c| c.len() == rows && (c.nulls.is_empty() || c.nulls.len() == rows));
         let (chunk, base) = match cols {
-            BlockColumns::Owned(cols) if adopt => {
+            Cow::Owned(cols) if adopt => {
                 // Full from the start: never open, so no other block is appended to it.
                 self.chunks.push(Chunk {
                     cols,
