@@ -834,7 +834,9 @@ impl WorkerCtx {
             scope: Some(KnownScope::new(generation, "")),
         };
         let res = self.rt.block_on(async {
-            let p = sl.prepare(&self.db, &chunk.text, &opts, &known).await?;
+            let p = sl
+                .prepare(&self.db, &[&chunk.text[..]], &opts, &known)
+                .await?;
             let rows: usize = p.blocks.iter().map(RowBlock::num_rows).sum();
             ticket.wait();
             match p.vgroups {

@@ -3,12 +3,15 @@
 //! parse round trip unchanged. Parsed again with every series key it gave called known
 //! (`next_into_known`), the body gives the same keys, fields, timestamps and errors; so it
 //! does with the field keys of the lines before forgotten at every line, and with each key
-//! told the shape of its first point's numeric fields (`next_into_shaped`).
+//! told the shape of its first point's numeric fields (`next_into_shaped`); and cut into
+//! parts by a `BodyCutter` as if it arrived in pieces of a few sizes (`parse_parts`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
-use tidal_lineproto::{parse_line, parse_lines, Ask, FieldValue, Line, Number, Shape};
+use tidal_lineproto::{
+    parse_line, parse_lines, parse_parts, Ask, BodyCutter, Cut, FieldValue, Line, Number, Shape,
+};
 
 fuzz_target!(|data: &[u8]| {
     let mut want = Vec::new();
@@ -91,6 +94,37 @@ fuzz_target!(|data: &[u8]| {
         }));
     }
     assert_eq!(shaped, want);
+    // Pieces of sizes the body's first bytes choose.
+    let sizes: Vec<usize> = data.iter().take(3).map(|b| 1 + usize::from(*b % 64)).collect();
+    if !sizes.is_empty() {
+        let mut cutter = BodyCutter::default();
+        let mut parts: Vec<Vec<u8>> = Vec::new();
+        let mut at = 0;
+        for n in sizes.iter().cycle() {
+            if at >= data.len() {
+                break;
+            }
+            let piece = &data[at..(at + n).min(data.len())];
+            cutter.push(piece, &mut |c| match c {
+                Cut::Piece(r) => parts.push(piece[r].to_vec()),
+                Cut::Gathered(v) => parts.push(v),
+            });
+            at += piece.len();
+        }
+        parts.extend(cutter.finish());
+        assert_eq!(parts.concat(), data);
+        let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+        let mut lines = parse_parts(&refs);
+        let mut got = Vec::new();
+        while let Some(r) = lines.next_into(&mut l) {
+            got.push(r.map(|k| (k.to_vec(), l.fields.clone(), l.timestamp)));
+        }
+        let want: Vec<_> = want
+            .iter()
+            .map(|r| r.clone().map(|(k, f, t)| (k.to_vec(), f, t)))
+            .collect();
+        assert_eq!(got, want);
+    }
     for r in parse_lines(data) {
         match r {
             Err(e) => {

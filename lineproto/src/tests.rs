@@ -1151,3 +1151,110 @@ fn leading_digits_read_eight_at_a_time_exactly() {
     assert_eq!(leading_digits(b"00000000000000000000"), None);
     assert_eq!(leading_digits(b""), None);
 }
+
+/// Every point and error of `lines`, with its series key, measurement, tags, fields and
+/// timestamp (errors with their line, column and snippet).
+fn outcome_of(mut lines: Lines<'_>) -> Outcome {
+    let mut l = Line::default();
+    let mut out = Vec::new();
+    while let Some(r) = lines.next_into(&mut l) {
+        out.push(r.map(|key| {
+            (
+                String::from_utf8_lossy(key).into_owned(),
+                l.measurement.to_string(),
+                format!("{:?}", l.tags),
+                format!("{:?}", l.fields),
+                l.timestamp,
+            )
+        }));
+    }
+    out
+}
+
+/// `body` pushed into a [`BodyCutter`] in pieces of `sizes` bytes (taken in turn): the parts
+/// it gives, and how many of them are pieces' bytes left where they were.
+fn cut(body: &[u8], sizes: &[usize]) -> (Vec<Vec<u8>>, usize) {
+    let mut cutter = BodyCutter::default();
+    let (mut parts, mut in_place) = (Vec::new(), 0);
+    let mut at = 0;
+    for &n in sizes.iter().cycle() {
+        if at >= body.len() {
+            break;
+        }
+        let piece = &body[at..(at + n.max(1)).min(body.len())];
+        cutter.push(piece, &mut |c| match c {
+            Cut::Piece(r) => {
+                in_place += 1;
+                parts.push(piece[r].to_vec());
+            }
+            Cut::Gathered(v) => parts.push(v),
+        });
+        at += piece.len();
+    }
+    parts.extend(cutter.finish());
+    (parts, in_place)
+}
+
+/// A body cut into parts as it arrives in pieces of any size parses as the whole body does
+/// (the same points, errors, line numbers, columns and snippets), and its parts put back
+/// together are the body: the fuzz corpus and bodies with strings spanning lines, comments,
+/// blank and CRLF lines, bad lines and no final newline. Bodies without a `"` are mostly
+/// left in their pieces.
+#[test]
+fn a_body_in_parts_parses_as_the_whole_body() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/lineproto_parse");
+    let mut bodies: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .expect("the corpus folder")
+        .map(|e| std::fs::read(e.expect("an entry").path()).expect("a corpus file"))
+        .collect();
+    let tsbs: String = (0..200)
+        .map(|i| {
+            format!(
+                "readings,name=truck_{i},fleet=South latitude=52.{i},velocity={i} {i}000\n\
+                 diagnostics,name=truck_{i} fuel_state=0.{i},status={i}i {i}001\n"
+            )
+        })
+        .collect();
+    bodies.push(tsbs.clone().into_bytes());
+    bodies.push(format!("{tsbs}m s=\"a\nb\\\"\n\" 1\n{tsbs}").into_bytes());
+    bodies.push(b"# c\n\n  \r\nm f=1 1\r\nbad line\nm f=2i\n\n m\\ x,t=1 f=T 3".to_vec());
+    bodies.push(b"m f=1\nm f=\"x\ny\" 2\nm,t=\" f=3 4\nm f=\"unclosed\n".to_vec());
+    let mut in_place_total = 0;
+    for body in &bodies {
+        let want = outcome_of(parse_lines(body));
+        for sizes in [
+            &[1][..],
+            &[2],
+            &[3, 1, 7],
+            &[16],
+            &[64, 5],
+            &[100, 333],
+            &[4096],
+        ] {
+            let (parts, in_place) = cut(body, sizes);
+            assert_eq!(parts.concat(), *body, "pieces {sizes:?}");
+            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            let got = outcome_of(parse_parts(&refs));
+            assert_eq!(
+                got,
+                want,
+                "pieces {sizes:?} of {:?}",
+                String::from_utf8_lossy(body)
+            );
+            if body == tsbs.as_bytes() && sizes[0] >= 100 {
+                assert!(in_place > parts.len() / 3, "{in_place} of {}", parts.len());
+            }
+            in_place_total += in_place;
+        }
+    }
+    assert!(in_place_total > 0);
+    // A `"` makes the rest of the body one part: its strings may span lines.
+    let (parts, _) = cut(b"a f=1\nb f=\"x\ny\" 2\nc f=3\nd f=4\n", &[7]);
+    assert_eq!(parts[0], b"a f=1\n");
+    assert_eq!(
+        parts.last().map(Vec::as_slice),
+        Some(&b"b f=\"x\ny\" 2\nc f=3\nd f=4\n"[..])
+    );
+    assert_eq!(outcome_of(parse_parts(&[])), Vec::new());
+}

@@ -103,7 +103,9 @@ async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Res
     // The first bodies written once, so that the STABLEs exist with every key; every
     // subtable is then taken as existing (`contains`), as for a running feed.
     for b in bodies.iter().take(8) {
-        sl.write("bench", b, &opts).await.map_err(|e| e.message)?;
+        sl.write("bench", std::slice::from_ref(b), &opts)
+            .await
+            .map_err(|e| e.message)?;
     }
     let contains = |_: &str| true;
     let generation = KnownScope::new_generation();
@@ -135,7 +137,7 @@ async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Res
         let mut rows = 0usize;
         for b in bodies {
             let p = sl
-                .prepare("bench", b, &opts, &known)
+                .prepare("bench", &[&b[..]], &opts, &known)
                 .await
                 .map_err(|e| e.message)?;
             rows += p.blocks.iter().map(|b| b.num_rows()).sum::<usize>();
@@ -177,7 +179,7 @@ async fn measure_merge(
         let mut by_vgroup: Vec<Vec<RowBlock>> = Vec::new();
         for b in group {
             let p = sl
-                .prepare("bench", b, opts, known)
+                .prepare("bench", &[&b[..]], opts, known)
                 .await
                 .map_err(|e| e.message)?;
             let (_, vgroups) = p

@@ -44,7 +44,7 @@ use tidal_common::{
     Column, ColumnData, ColumnDef, DataType, RowBlock, SchemaVersion, StableSchema, StatusCode,
     Value,
 };
-use tidal_lineproto::{parse_lines, Ask, FieldValue, Line, Number, Precision, Shape};
+use tidal_lineproto::{Ask, FieldValue, Line, Number, Precision, Shape};
 
 /// Width of VARCHAR columns created for string fields. Values are stored at their own length;
 /// the width only bounds them. Roomy because the width cannot be changed later (no MODIFY).
@@ -1651,12 +1651,13 @@ impl Schemaless {
         }
     }
 
-    /// Parses `body` and writes its points into `db`. Errors of the whole request (unknown
-    /// database, cluster unavailable) are `Err`; bad lines are listed in the outcome.
+    /// Parses `body` (in the parts [`tidal_lineproto::parse_parts`] reads) and writes its
+    /// points into `db`. Errors of the whole request (unknown database, cluster unavailable)
+    /// are `Err`; bad lines are listed in the outcome.
     pub async fn write(
         &self,
         db: &str,
-        body: &[u8],
+        body: &[&[u8]],
         opts: &SchemalessOptions,
     ) -> ExecResult<SchemalessOutcome> {
         // Whose subtables these are (the user of the forwarded token, verified by the layer
@@ -1695,7 +1696,7 @@ impl Schemaless {
     async fn write_once(
         &self,
         db: &str,
-        body: &[u8],
+        body: &[&[u8]],
         opts: &SchemalessOptions,
         user: Option<&str>,
     ) -> ExecResult<SchemalessOutcome> {
@@ -1773,7 +1774,8 @@ impl Schemaless {
         Ok(out)
     }
 
-    /// Parses `body`, creates or extends the STABLEs it needs, and returns its rows as one
+    /// Parses `body` (in parts, as for [`Schemaless::write`]), creates or extends the STABLEs
+    /// it needs, and returns its rows as one
     /// row block per STABLE (not yet written) with the rejected lines. `tidal load` hands the
     /// blocks to a batching [`tidal_client::Writer`] instead of writing them at once. A
     /// subtable for which `known(name)` holds exists already: its tags are left out (not
@@ -1781,7 +1783,7 @@ impl Schemaless {
     pub async fn prepare(
         &self,
         db: &str,
-        body: &[u8],
+        body: &[&[u8]],
         opts: &SchemalessOptions,
         known: &Known<'_>,
     ) -> ExecResult<Prepared> {
@@ -1815,7 +1817,7 @@ impl Schemaless {
         &self,
         db: &str,
         route: &RouteTable,
-        body: &[u8],
+        body: &[&[u8]],
         opts: &SchemalessOptions,
         known: &Known<'_>,
     ) -> Option<(Prepared, Vec<usize>)> {
@@ -1837,7 +1839,8 @@ impl Schemaless {
             SERIES_KEYS.with(|k| k.borrow_mut().exchange(&SERIES_JOURNAL));
         }
         let seen = SERIES_KEYS.with(|k| k.borrow().entries.len());
-        let lines_est = (body.len() / 128).min(SERIES_PER_BODY_RESERVE_MAX);
+        let body_len: usize = body.iter().map(|p| p.len()).sum();
+        let lines_est = (body_len / 128).min(SERIES_PER_BODY_RESERVE_MAX);
         let series_est = lines_est.min(seen);
         let mut series: HashMap<u128, Series, PrehashedState> = HashMap::with_capacity_and_hasher(
             if child_table_tag.is_some() {
@@ -1864,7 +1867,7 @@ impl Schemaless {
         let this_thread = SERIES_KEYS.with(|k| k as *const _ as usize);
         let clears = SeriesKeys::clears();
         let mut line = Line::default();
-        let mut lines = parse_lines(body);
+        let mut lines = tidal_lineproto::parse_parts(body);
         // A line whose series key this body has already resolved to a subtable, or whose
         // subtable this thread knows to exist (`SeriesKeys::thread_series`), needs no tags:
         // the parser is asked to skip them (`Lines::next_into_known`) where that pays, i.e.
@@ -1997,8 +2000,7 @@ impl Schemaless {
                     Some(_) => return None,
                     None => {
                         let vg = vgroup_index(sub.route_hash, route.vgroups.len() as u32);
-                        let rows =
-                            |st: &FastStable| block_rows_est(body.len(), key.len(), route, st);
+                        let rows = |st: &FastStable| block_rows_est(body_len, key.len(), route, st);
                         (block_for(st, &mut blocks, vg, rows)?, None)
                     }
                 };
@@ -2110,7 +2112,7 @@ impl Schemaless {
                     };
                     let vg = vgroup_index(sub.route_hash, route.vgroups.len() as u32);
                     let st = stables.get_mut(si)?;
-                    let rows = |st: &FastStable| block_rows_est(body.len(), key.len(), route, st);
+                    let rows = |st: &FastStable| block_rows_est(body_len, key.len(), route, st);
                     let b = block_for(st, &mut blocks, vg, rows)?;
                     let t = blocks.get_mut(b)?.add_table(sub.name.as_str(), tags);
                     if mapped {
@@ -2176,7 +2178,7 @@ impl Schemaless {
         &self,
         db: &str,
         route: &RouteTable,
-        body: &[u8],
+        body: &[&[u8]],
         opts: &SchemalessOptions,
         known: &Known<'_>,
     ) -> ExecResult<Prepared> {
@@ -2185,7 +2187,7 @@ impl Schemaless {
         // Parse, convert timestamps and group lines by STABLE, keeping line order.
         let now = route.precision.now();
         let mut by_stable: BTreeMap<Cow<'_, str>, Vec<(Line<'_>, i64)>> = BTreeMap::new();
-        for r in parse_lines(body) {
+        for r in tidal_lineproto::parse_parts(body) {
             let line = match r {
                 Ok(l) => l,
                 Err(e) => {
@@ -2711,7 +2713,7 @@ fn tags_of(index: &SchemaIndex, line: &Line<'_>) -> Result<Vec<Value>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tidal_lineproto::parse_line;
+    use tidal_lineproto::{parse_line, parse_lines};
 
     fn line(s: &str) -> Line<'_> {
         parse_line(s.as_bytes()).unwrap().unwrap()

@@ -336,17 +336,20 @@ async fn write(
         )
     })?
     .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down"))?;
-    let raw = read_body(body, declared, limit).await?;
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
     // A plain body is parsed where it was received (no copy of up to `limit` bytes).
-    let body: axum::body::Bytes = match encoding.as_deref() {
-        None | Some("") | Some("identity") => raw,
-        Some("gzip") => tokio::task::spawn_blocking(move || gunzip(&raw, limit))
-            .await
-            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??
-            .into(),
+    let body = match encoding.as_deref() {
+        None | Some("") | Some("identity") => read_body(body, declared, limit, false).await?,
+        Some("gzip") => {
+            let raw = read_body(body, declared, limit, true).await?;
+            let raw = raw.0.into_iter().next().unwrap_or_default();
+            let plain = tokio::task::spawn_blocking(move || gunzip(&raw, limit))
+                .await
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+            BodyParts(vec![plain.into()])
+        }
         Some(other) => {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -360,7 +363,7 @@ async fn write(
     };
     let outcome = st
         .schemaless
-        .write(db, &body, &opts)
+        .write(db, &body.slices(), &opts)
         .await
         .map_err(|e| write_error(db, e))?;
     if outcome.rejected == 0 {
@@ -388,11 +391,27 @@ fn write_error(db: &str, e: ExecError) -> ApiError {
 /// Content-Length (`declared`, already checked against the limit) when it has one, so that
 /// a large body is copied once rather than regrown as its chunks arrive; a body that
 /// arrives as one chunk is not copied at all.
+/// A request body as the parts [`tidal_lineproto::parse_parts`] reads: a plain body left in
+/// the frames it arrived in (their whole lines; a line split between frames, or everything
+/// from a frame with a `"` on, gathered: see [`tidal_lineproto::BodyCutter`]), a gzip body
+/// decompressed into one part.
+#[derive(Debug)]
+struct BodyParts(Vec<axum::body::Bytes>);
+
+impl BodyParts {
+    fn slices(&self) -> Vec<&[u8]> {
+        self.0.iter().map(|b| &b[..]).collect()
+    }
+}
+
+/// Reads a body of at most `limit` bytes: cut into parts where it is plain, gathered into
+/// one buffer (of the `declared` length, if any) for `gather`.
 async fn read_body(
     mut body: Body,
     declared: Option<u64>,
     limit: usize,
-) -> Result<axum::body::Bytes, ApiError> {
+    gather: bool,
+) -> Result<BodyParts, ApiError> {
     use http_body_util::BodyExt;
     let unreadable = |e: axum::Error| {
         ApiError::new(
@@ -400,8 +419,9 @@ async fn read_body(
             format!("cannot read the request body: {e}"),
         )
     };
-    let mut first: Option<axum::body::Bytes> = None;
-    let mut buf = bytes::BytesMut::new();
+    let mut parts: Vec<axum::body::Bytes> = Vec::new();
+    let mut cutter = tidal_lineproto::BodyCutter::default();
+    let mut whole = bytes::BytesMut::new();
     let mut len = 0usize;
     while let Some(frame) = body.frame().await {
         let Ok(data) = frame.map_err(unreadable)?.into_data() else {
@@ -411,19 +431,24 @@ async fn read_body(
         if len > limit {
             return Err(too_large(limit));
         }
-        match first.take() {
-            None if buf.is_empty() => first = Some(data),
-            held => {
-                if let Some(held) = held {
-                    let room = declared.map_or(0, |n| n as usize).max(len);
-                    buf.reserve(room);
-                    buf.extend_from_slice(&held);
-                }
-                buf.extend_from_slice(&data);
-            }
+        if gather {
+            whole.reserve(declared.map_or(0, |n| n as usize).max(len) - whole.len());
+            whole.extend_from_slice(&data);
+            continue;
         }
+        cutter.push(&data, &mut |c| {
+            parts.push(match c {
+                tidal_lineproto::Cut::Piece(r) => data.slice(r),
+                tidal_lineproto::Cut::Gathered(v) => v.into(),
+            })
+        });
     }
-    Ok(first.unwrap_or_else(|| buf.freeze()))
+    if gather {
+        parts.push(whole.freeze());
+    } else {
+        parts.extend(cutter.finish().map(axum::body::Bytes::from));
+    }
+    Ok(BodyParts(parts))
 }
 
 fn too_large(limit: usize) -> ApiError {
@@ -501,40 +526,60 @@ mod tests {
         Body::from_stream(futures::stream::iter(parts))
     }
 
+    /// A body read in parts or gathered is the bytes sent, and is held to the limit either
+    /// way; in parts, a frame's whole lines stay in the frame (the same bytes, not a copy).
     #[test]
-    fn bodies_are_gathered_whole_and_held_to_the_limit() {
+    fn bodies_are_read_whole_and_held_to_the_limit() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let cases: [(&[&'static [u8]], Option<u64>); 5] = [
+            let cases: [(&[&'static [u8]], Option<u64>); 6] = [
                 (&[b"m f=1\n"], Some(6)),
                 (&[b"m f=1\n", b"m f=2\n", b"m f=3"], Some(17)),
                 (&[b"m f=1\n", b"", b"m f=2"], None),
                 // A Content-Length that lies either way changes nothing but the reservation.
                 (&[b"m f=1\n", b"m f=2"], Some(2)),
                 (&[b"", b"m f=1"], Some(50)),
+                (&[b"m f=1\nm f", b"=2\nm f=\"a\n", b"b\" 3\n"], None),
             ];
             for (chunks, declared) in cases {
                 let whole: Vec<u8> = chunks.concat();
-                let got = read_body(chunked(chunks), declared, 64)
-                    .await
-                    .expect("read");
-                assert_eq!(got.as_ref(), whole.as_slice(), "{chunks:?}");
+                for gather in [false, true] {
+                    let got = read_body(chunked(chunks), declared, 64, gather)
+                        .await
+                        .expect("read");
+                    assert_eq!(got.slices().concat(), whole, "{chunks:?} {gather}");
+                    if gather {
+                        assert_eq!(got.0.len(), 1);
+                    }
+                }
             }
+            let two = [b"m f=1\nm f=2\nm".as_slice(), b" f=3\nm f=4\n"];
+            let got = read_body(chunked(&two), None, 64, false)
+                .await
+                .expect("read");
+            let parts = got.slices();
+            assert_eq!(parts, [&b"m f=1\nm f=2\n"[..], b"m f=3\n", b"m f=4\n"]);
+            assert_eq!(parts[0].as_ptr(), two[0].as_ptr(), "left in its frame");
             // Over the limit, whether the excess comes in the first chunk or a later one.
             for chunks in [
                 &[b"0123456789abc".as_slice()][..],
                 &[b"01234", b"56789", b"abc"],
             ] {
-                let e = read_body(chunked(chunks), None, 12)
-                    .await
-                    .expect_err("too large");
-                assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
-                assert!(e.message.contains("limit of 12 bytes"), "{}", e.message);
+                for gather in [false, true] {
+                    let e = read_body(chunked(chunks), None, 12, gather)
+                        .await
+                        .expect_err("too large");
+                    assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+                    assert!(e.message.contains("limit of 12 bytes"), "{}", e.message);
+                }
             }
-            let exact = read_body(chunked(&[b"012345", b"789abc"]), None, 12).await;
-            assert_eq!(exact.expect("at the limit").as_ref(), b"012345789abc");
+            let exact = read_body(chunked(&[b"012345", b"789abc"]), None, 12, false).await;
+            assert_eq!(
+                exact.expect("at the limit").slices().concat(),
+                b"012345789abc"
+            );
         });
     }
 
