@@ -387,10 +387,6 @@ fn write_error(db: &str, e: ExecError) -> ApiError {
     e.into()
 }
 
-/// The whole request body, at most `limit` bytes, gathered into a buffer sized by its
-/// Content-Length (`declared`, already checked against the limit) when it has one, so that
-/// a large body is copied once rather than regrown as its chunks arrive; a body that
-/// arrives as one chunk is not copied at all.
 /// A request body as the parts [`tidal_lineproto::parse_parts`] reads: a plain body left in
 /// the frames it arrived in (their whole lines; a line split between frames, or everything
 /// from a frame with a `"` on, gathered: see [`tidal_lineproto::BodyCutter`]), a gzip body
@@ -404,8 +400,11 @@ impl BodyParts {
     }
 }
 
-/// Reads a body of at most `limit` bytes: cut into parts where it is plain, gathered into
-/// one buffer (of the `declared` length, if any) for `gather`.
+/// Reads a body of at most `limit` bytes: cut into parts (for a plain body), or, for
+/// `gather`, the whole body as one part, gathered into a buffer sized by its Content-Length
+/// (`declared`, already checked against the limit) when it has one, so that a large body is
+/// copied once rather than regrown as its chunks arrive; a body that arrives as one chunk is
+/// not copied at all.
 async fn read_body(
     mut body: Body,
     declared: Option<u64>,
@@ -421,6 +420,7 @@ async fn read_body(
     };
     let mut parts: Vec<axum::body::Bytes> = Vec::new();
     let mut cutter = tidal_lineproto::BodyCutter::default();
+    let mut first: Option<axum::body::Bytes> = None;
     let mut whole = bytes::BytesMut::new();
     let mut len = 0usize;
     while let Some(frame) = body.frame().await {
@@ -432,8 +432,16 @@ async fn read_body(
             return Err(too_large(limit));
         }
         if gather {
-            whole.reserve(declared.map_or(0, |n| n as usize).max(len) - whole.len());
-            whole.extend_from_slice(&data);
+            match first.take() {
+                None if whole.is_empty() => first = Some(data),
+                held => {
+                    if let Some(held) = held {
+                        whole.reserve(declared.map_or(0, |n| n as usize).max(len));
+                        whole.extend_from_slice(&held);
+                    }
+                    whole.extend_from_slice(&data);
+                }
+            }
             continue;
         }
         cutter.push(&data, &mut |c| {
@@ -444,7 +452,7 @@ async fn read_body(
         });
     }
     if gather {
-        parts.push(whole.freeze());
+        parts.push(first.unwrap_or_else(|| whole.freeze()));
     } else {
         parts.extend(cutter.finish().map(axum::body::Bytes::from));
     }
@@ -562,6 +570,15 @@ mod tests {
             let parts = got.slices();
             assert_eq!(parts, [&b"m f=1\nm f=2\n"[..], b"m f=3\n", b"m f=4\n"]);
             assert_eq!(parts[0].as_ptr(), two[0].as_ptr(), "left in its frame");
+            let one = [b"m f=1\n".as_slice()];
+            let got = read_body(chunked(&one), None, 64, true)
+                .await
+                .expect("read");
+            assert_eq!(
+                got.0[0].as_ptr(),
+                one[0].as_ptr(),
+                "one frame is not copied"
+            );
             // Over the limit, whether the excess comes in the first chunk or a later one.
             for chunks in [
                 &[b"0123456789abc".as_slice()][..],
