@@ -137,7 +137,7 @@ async fn measure(addr: &str, bodies: &[&[u8]], lines: usize, passes: u32) -> Res
         let mut rows = 0usize;
         for b in bodies {
             let p = sl
-                .prepare("bench", &[&b[..]], &opts, &known)
+                .prepare("bench", std::slice::from_ref(b), &opts, &known)
                 .await
                 .map_err(|e| e.message)?;
             rows += p.blocks.iter().map(|b| b.num_rows()).sum::<usize>();
@@ -179,7 +179,7 @@ async fn measure_merge(
         let mut by_vgroup: Vec<Vec<RowBlock>> = Vec::new();
         for b in group {
             let p = sl
-                .prepare("bench", &[&b[..]], opts, known)
+                .prepare("bench", std::slice::from_ref(b), opts, known)
                 .await
                 .map_err(|e| e.message)?;
             let (_, vgroups) = p

@@ -1775,11 +1775,11 @@ impl Schemaless {
     }
 
     /// Parses `body` (in parts, as for [`Schemaless::write`]), creates or extends the STABLEs
-    /// it needs, and returns its rows as one
-    /// row block per STABLE (not yet written) with the rejected lines. `tidal load` hands the
-    /// blocks to a batching [`tidal_client::Writer`] instead of writing them at once. A
-    /// subtable for which `known(name)` holds exists already: its tags are left out (not
-    /// even converted; TDengine ignores the tags of a write to an existing subtable).
+    /// it needs, and returns its rows as one row block per STABLE (not yet written) with the
+    /// rejected lines. `tidal load` hands the blocks to a batching [`tidal_client::Writer`]
+    /// instead of writing them at once. A subtable for which `known(name)` holds exists
+    /// already: its tags are left out (not even converted; TDengine ignores the tags of a
+    /// write to an existing subtable).
     pub async fn prepare(
         &self,
         db: &str,
