@@ -729,15 +729,23 @@ impl BlockIn {
     }
 }
 
+/// What a write takes out of a block before planning it (the plan borrows the rest: names
+/// and runs): a new subtable's tags move into the catalog, and the columns to the memtable,
+/// which may keep the vectors as they are.
+struct TakenParts {
+    tags: Vec<Option<Tags>>,
+    columns: Vec<Column>,
+}
+
 /// A new subtable's tag values, as a write carries them.
 enum TagValues<'t> {
     /// A batch's that its caller keeps: copied.
     Borrowed(&'t [Value]),
     /// A decoded block's, taken out of it: when nothing else holds them (a block read off the
-    /// wire holds the only reference) coerced where they are and kept as the subtable's, so that neither the values nor their strings are allocated again and the
-    /// block's copy freed per new subtable (creating 200,000 subtables, copying the strings
-    /// cost the data nodes 9% more CPU, most of it in fresh pages; the values' list, another
-    /// 6%).
+    /// wire holds the only reference) coerced where they are and kept as the subtable's, so
+    /// that neither the values nor their strings are allocated again and the block's copy
+    /// freed per new subtable (creating 200,000 subtables, copying the strings cost the data
+    /// nodes 9% more CPU, most of it in fresh pages; the values' list, another 6%).
     Shared(Tags),
 }
 
@@ -1135,8 +1143,7 @@ impl VnodeCore {
         meta: &Meta,
         batch: &'a WriteBatch,
         blocks_in: &'a [BlockIn],
-        tags_in: &mut [Vec<Option<Tags>>],
-        columns_in: &mut [Vec<Column>],
+        taken: &mut [TakenParts],
         cursor: &mut NearCursor,
     ) -> Result<ApplyRef<'a>> {
         let mut newest: HashMap<&str, &'a StableSchema> = HashMap::new();
@@ -1167,9 +1174,9 @@ impl VnodeCore {
         let owns = |table: &str| self.check_hash(table);
         // Subtables sent with tags are the ones the sender thinks may be new: room for all.
         let tagged = batch.tables.iter().filter(|t| t.tags.is_some()).count()
-            + tags_in
+            + taken
                 .iter()
-                .map(|b| b.iter().filter(|t| t.is_some()).count())
+                .map(|b| b.tags.iter().filter(|t| t.is_some()).count())
                 .sum::<usize>();
         let mut tables = TablePlanner {
             meta,
@@ -1207,7 +1214,14 @@ impl VnodeCore {
             }
         }
         let mut blocks = Vec::with_capacity(blocks_in.len());
-        for ((b, tags), cols) in blocks_in.iter().zip(tags_in.iter_mut()).zip(columns_in) {
+        for (
+            b,
+            TakenParts {
+                tags,
+                columns: cols,
+            },
+        ) in blocks_in.iter().zip(taken)
+        {
             // Errors about the block as a whole name its first subtable.
             let first = b.table(0);
             let schema = schema_of(b.stable(), first)?;
@@ -1375,25 +1389,16 @@ impl VnodeCore {
         let mut guard = self.commit.lock();
         self.wal.check_poisoned()?;
         self.make_room()?;
-        // Apart from the blocks, which the plan borrows: a new subtable's tags move out.
-        // And the columns: the memtable may keep a block's vectors as they are.
-        let (mut tags, mut columns): (Vec<Vec<Option<Tags>>>, Vec<Vec<Column>>) = blocks
+        let mut taken: Vec<TakenParts> = blocks
             .iter_mut()
-            .map(|b| {
-                let p = &mut b.parts;
-                (std::mem::take(&mut p.tags), std::mem::take(&mut p.columns))
+            .map(|b| TakenParts {
+                tags: std::mem::take(&mut b.parts.tags),
+                columns: std::mem::take(&mut b.parts.columns),
             })
-            .unzip();
+            .collect();
         let mut plan = {
             let st = self.state.read();
-            self.plan_write(
-                &st.meta,
-                batch,
-                &blocks,
-                &mut tags,
-                &mut columns,
-                &mut guard,
-            )?
+            self.plan_write(&st.meta, batch, &blocks, &mut taken, &mut guard)?
         };
         let outcome = WriteOutcome {
             rows: plan

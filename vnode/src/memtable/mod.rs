@@ -1235,11 +1235,11 @@ impl Memtable {
                 let chunk = self.chunk_for(&cols, rows);
                 let c = &mut self.chunks[chunk];
                 let base = c.rows;
+                let which = match &regrouped {
+                    Some((order, _)) => Rows::Gather(order),
+                    None => Rows::Range(0, rows),
+                };
                 for (d, s) in c.cols.iter_mut().zip(cols.iter()) {
-                    let which = match &regrouped {
-                        Some((order, _)) => Rows::Gather(order),
-                        None => Rows::Range(0, rows),
-                    };
                     extend_rows(d, s, which);
                 }
                 c.rows += rows;
